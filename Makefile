@@ -1,0 +1,129 @@
+# qoslab - build, test, demo, bench.
+#
+#   make            build build/qoslab/core.so
+#   make deps       install what the project needs (apt-get, idempotent; root)
+#   make test       deps + build + every test suite + one summary line
+#   make demo       deps + build + the demo experiment
+#   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
+#
+# This Makefile is the one source list: the rockspec calls it (build.type
+# "make") with LUA_INCDIR/INST_* set by LuaRocks.
+
+VERSION      := scm-1
+LUA          ?= lua5.4
+LUA_INCDIR   ?= /usr/include/lua5.4
+PKG_CONFIG   ?= pkg-config
+CC           ?= cc
+BUILD        ?= build
+
+NL_CFLAGS    := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 2>/dev/null)
+NL_LIBS      := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 2>/dev/null)
+CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
+CJSON_LIBS   := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
+
+WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
+           -Wpointer-arith -Wformat=2 -Wundef -Wno-unused-parameter
+OPT     ?= -O2 -g
+CFLAGS  ?= $(OPT)
+QL_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) \
+             -DQOSLAB_VERSION='"$(VERSION)"' -D_GNU_SOURCE \
+             $(NL_CFLAGS) $(CJSON_CFLAGS)
+LIBS    := $(NL_LIBS) $(CJSON_LIBS) -lpthread -lm
+
+# Sanitizer builds: make SAN=asan (ASan+UBSan) or SAN=tsan; objects go to
+# build-asan / build-tsan so they never mix with the normal build.
+ifeq ($(SAN),asan)
+  BUILD   := build-asan
+  CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+  LDFLAGS += -fsanitize=address,undefined
+endif
+ifeq ($(SAN),tsan)
+  BUILD   := build-tsan
+  CFLAGS  := -O1 -g -fno-omit-frame-pointer -fsanitize=thread
+  LDFLAGS += -fsanitize=thread
+endif
+
+CORE_SRC := $(sort $(wildcard csrc/core/*.c))
+BIND_SRC := $(sort $(wildcard csrc/bind/*.c))
+CORE_OBJ := $(CORE_SRC:csrc/%.c=$(BUILD)/obj/%.o)
+BIND_OBJ := $(BIND_SRC:csrc/%.c=$(BUILD)/obj/%.o)
+SO       := $(BUILD)/qoslab/core.so
+
+CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
+CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
+
+.PHONY: all deps test demo bench check check-c check-unit check-integration \
+        check-netem check-asan check-tsan fuzz install clean ci
+
+all: $(SO)
+
+$(BUILD)/obj/core/%.o: csrc/core/%.c $(wildcard csrc/core/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(QL_CFLAGS) $(CFLAGS) -c $< -o $@
+
+$(BUILD)/obj/bind/%.o: csrc/bind/%.c $(wildcard csrc/core/*.h csrc/bind/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(QL_CFLAGS) -I$(LUA_INCDIR) $(CFLAGS) -c $< -o $@
+
+$(SO): $(CORE_OBJ) $(BIND_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
+
+# C unit tests of csrc/core (no Lua): one binary per spec/c/test_*.c.
+$(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) $(QL_CFLAGS) $(CFLAGS) -Icsrc/core $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS)
+
+# ---------------------------------------------------------------- deps ----
+# Debian/Ubuntu packages. Idempotent: only missing packages are installed.
+DEB_PKGS := lua5.4 liblua5.4-dev libnl-3-dev libnl-route-3-dev libcjson-dev \
+            pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse \
+            luarocks iproute2 ethtool iputils-ping iperf3 iperf gnuplot-nox \
+            qemu-system-x86 busybox-static clang libclang-rt-14-dev xz-utils \
+            util-linux
+deps:
+	@sh spec/support/deps.sh $(DEB_PKGS)
+
+# ---------------------------------------------------------------- tests ---
+BUSTED := busted --lua=$(LUA)
+
+check-c: $(CTEST_BIN)
+	@sh spec/support/run-ctests.sh $(BUILD)/ctest $(CTEST_BIN)
+
+check-unit: $(SO)
+	@QOSLAB_BUILD=$(BUILD) sh spec/support/run-busted.sh unit spec/unit spec/regress
+
+check-integration: $(SO)
+	@QOSLAB_BUILD=$(BUILD) sh spec/support/run-busted.sh integration spec/integration
+
+check-netem: $(SO)
+	@QOSLAB_BUILD=$(BUILD) sh spec/support/run-netem.sh
+
+check: check-c check-unit check-integration
+
+# The README's test command: everything, then one summary line.
+test: deps
+	@sh spec/support/test-all.sh
+
+ci: test
+
+# ---------------------------------------------------------------- demo ----
+demo: deps $(SO)
+	@$(LUA) bin/qoslab demo
+
+bench: deps $(SO)
+	@sh bench/run.sh
+
+# ------------------------------------------------------------- install ----
+# LuaRocks passes INST_LIBDIR / INST_LUADIR / INST_BINDIR.
+INST_LIBDIR ?= /usr/local/lib/lua/5.4
+INST_LUADIR ?= /usr/local/share/lua/5.4
+INST_BINDIR ?= /usr/local/bin
+install: $(SO)
+	install -d $(INST_LIBDIR)/qoslab $(INST_LUADIR)/qoslab $(INST_BINDIR)
+	install -m 755 $(SO) $(INST_LIBDIR)/qoslab/core.so
+	install -m 644 lua/qoslab/*.lua $(INST_LUADIR)/qoslab/
+	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
+
+clean:
+	rm -rf build build-asan build-tsan

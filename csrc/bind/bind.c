@@ -1,0 +1,256 @@
+/* bind.c - shared helpers of the binding layer; see bind.h. */
+#include "bind.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int qlb_fail(lua_State *L, const ql_err *e)
+{
+	if (e->usage)
+		return luaL_error(L, "%s", e->msg);
+	lua_pushnil(L);
+	lua_pushstring(L, e->msg[0] ? e->msg : "unknown error");
+	lua_pushstring(L, e->code[0] ? e->code : "EUNKNOWN");
+	return 3;
+}
+
+int qlb_check(lua_State *L, int rc, const ql_err *e)
+{
+	if (rc >= 0)
+		return 0;
+	return qlb_fail(L, e);
+}
+
+/* A short description of the value at idx for error messages. */
+static const char *describe(lua_State *L, int idx)
+{
+	idx = lua_absindex(L, idx);
+	switch (lua_type(L, idx)) {
+	case LUA_TNUMBER:
+	case LUA_TBOOLEAN:
+		return lua_pushfstring(L, "%s", luaL_tolstring(L, idx, NULL));
+	case LUA_TSTRING:
+		return lua_pushfstring(L, "string \"%s\"", lua_tostring(L, idx));
+	default:
+		return luaL_typename(L, idx);
+	}
+}
+
+int qlb_field_error(lua_State *L, const char *ctx, const char *field,
+		    const char *expected, int idx)
+{
+	const char *got = describe(L, idx);
+	return luaL_error(L, "%s: %s: expected %s, got %s", ctx, field, expected,
+			  got);
+}
+
+int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...)
+{
+	va_list ap;
+	char buf[512];
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	return luaL_error(L, "%s: %s", ctx, buf);
+}
+
+void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name)
+{
+	if (lua_type(L, idx) != LUA_TTABLE)
+		qlb_field_error(L, ctx, name, "a table", idx);
+}
+
+void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *const *allowed)
+{
+	idx = lua_absindex(L, idx);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING) {
+			luaL_error(L, "%s: %s: keys must be strings, got %s", ctx,
+				   prefix, luaL_typename(L, -1));
+		}
+		const char *k = lua_tostring(L, -1);
+		int ok = 0;
+		for (const char *const *a = allowed; *a; a++)
+			if (strcmp(*a, k) == 0) {
+				ok = 1;
+				break;
+			}
+		if (!ok) {
+			luaL_Buffer b;
+			luaL_buffinit(L, &b);
+			for (const char *const *a = allowed; *a; a++) {
+				if (a != allowed)
+					luaL_addstring(&b, ", ");
+				luaL_addstring(&b, *a);
+			}
+			luaL_pushresult(&b);
+			luaL_error(L, "%s: %s.%s: unknown key (known keys: %s)",
+				   ctx, prefix, k, lua_tostring(L, -1));
+		}
+	}
+}
+
+/* Pushes t[key]; returns 0 (and pops) when nil. */
+static int getfield(lua_State *L, int idx, const char *key)
+{
+	if (lua_getfield(L, idx, key) == LUA_TNIL) {
+		lua_pop(L, 1);
+		return 0;
+	}
+	return 1;
+}
+
+static const char *fieldname(lua_State *L, const char *prefix, const char *key)
+{
+	return prefix && *prefix ? lua_pushfstring(L, "%s.%s", prefix, key)
+				 : lua_pushstring(L, key);
+}
+
+int qlb_opt_integer(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *key, lua_Integer min, lua_Integer max,
+		    lua_Integer *out)
+{
+	idx = lua_absindex(L, idx);
+	if (!getfield(L, idx, key))
+		return 0;
+	int isint = 0;
+	lua_Integer v = lua_tointegerx(L, -1, &isint);
+	if (!isint || lua_type(L, -1) != LUA_TNUMBER || v < min || v > max) {
+		const char *f = fieldname(L, prefix, key);
+		const char *exp = lua_pushfstring(L, "an integer in [%I, %I]",
+						  (LUAI_UACINT)min,
+						  (LUAI_UACINT)max);
+		qlb_field_error(L, ctx, f, exp, -3);
+	}
+	*out = v;
+	lua_pop(L, 1);
+	return 1;
+}
+
+int qlb_opt_number(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const char *key, double min, double max, double *out)
+{
+	idx = lua_absindex(L, idx);
+	if (!getfield(L, idx, key))
+		return 0;
+	double v = lua_tonumber(L, -1);
+	if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(v) || v < min ||
+	    v > max) {
+		const char *f = fieldname(L, prefix, key);
+		const char *exp = lua_pushfstring(L, "a finite number in [%f, %f]",
+						  (LUAI_UACNUMBER)min,
+						  (LUAI_UACNUMBER)max);
+		qlb_field_error(L, ctx, f, exp, -3);
+	}
+	*out = v;
+	lua_pop(L, 1);
+	return 1;
+}
+
+int qlb_opt_boolean(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *key, int *out)
+{
+	idx = lua_absindex(L, idx);
+	if (!getfield(L, idx, key))
+		return 0;
+	if (lua_type(L, -1) != LUA_TBOOLEAN)
+		qlb_field_error(L, ctx, fieldname(L, prefix, key), "a boolean",
+				-2);
+	*out = lua_toboolean(L, -1);
+	lua_pop(L, 1);
+	return 1;
+}
+
+int qlb_opt_string(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const char *key, const char **out, size_t *len)
+{
+	idx = lua_absindex(L, idx);
+	if (!getfield(L, idx, key))
+		return 0;
+	if (lua_type(L, -1) != LUA_TSTRING)
+		qlb_field_error(L, ctx, fieldname(L, prefix, key), "a string",
+				-2);
+	/* The string is referenced by the table, so it outlives the pop. */
+	*out = lua_tolstring(L, -1, len);
+	lua_pop(L, 1);
+	return 1;
+}
+
+int qlb_opt_enum(lua_State *L, int idx, const char *ctx, const char *prefix,
+		 const char *key, const char *const *names, int *out)
+{
+	idx = lua_absindex(L, idx);
+	if (!getfield(L, idx, key))
+		return 0;
+	if (lua_type(L, -1) == LUA_TSTRING) {
+		const char *s = lua_tostring(L, -1);
+		for (int i = 0; names[i]; i++)
+			if (strcmp(names[i], s) == 0) {
+				*out = i;
+				lua_pop(L, 1);
+				return 1;
+			}
+	}
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	luaL_addstring(&b, "one of ");
+	for (int i = 0; names[i]; i++) {
+		if (i)
+			luaL_addstring(&b, ", ");
+		luaL_addchar(&b, '"');
+		luaL_addstring(&b, names[i]);
+		luaL_addchar(&b, '"');
+	}
+	luaL_pushresult(&b);
+	return qlb_field_error(L, ctx, fieldname(L, prefix, key),
+			       lua_tostring(L, -1), -3);
+}
+
+void qlb_set_integer(lua_State *L, const char *key, lua_Integer v)
+{
+	lua_pushinteger(L, v);
+	lua_setfield(L, -2, key);
+}
+
+void qlb_set_number(lua_State *L, const char *key, double v)
+{
+	lua_pushnumber(L, v);
+	lua_setfield(L, -2, key);
+}
+
+void qlb_set_string(lua_State *L, const char *key, const char *v)
+{
+	lua_pushstring(L, v);
+	lua_setfield(L, -2, key);
+}
+
+void qlb_set_boolean(lua_State *L, const char *key, int v)
+{
+	lua_pushboolean(L, v);
+	lua_setfield(L, -2, key);
+}
+
+void qlb_newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
+		  lua_CFunction gc, lua_CFunction tostring)
+{
+	luaL_newmetatable(L, tname); /* also sets __name */
+	lua_newtable(L);
+	luaL_setfuncs(L, methods, 0);
+	lua_setfield(L, -2, "__index");
+	if (gc) {
+		lua_pushcfunction(L, gc);
+		lua_setfield(L, -2, "__gc");
+		lua_pushcfunction(L, gc);
+		lua_setfield(L, -2, "__close");
+	}
+	if (tostring) {
+		lua_pushcfunction(L, tostring);
+		lua_setfield(L, -2, "__tostring");
+	}
+	lua_pop(L, 1);
+}

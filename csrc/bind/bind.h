@@ -1,0 +1,86 @@
+/*
+ * bind.h - the one shared header of the Lua binding layer (csrc/bind).
+ *
+ * Conventions (see STYLE.md):
+ *  - A caller's mistake raises a Lua error naming the function and the field:
+ *      "qoslab.netem.apply: spec.loss_pct: expected a number in [0, 100], got 150"
+ *  - A failure of the world returns nil, message, CODE (qlb_fail).
+ *  - Option tables: qlb_check_keys rejects unknown keys; the qlb_opt_* readers
+ *    return 1 and store the value when the key is present, 0 when it is nil,
+ *    and raise on a wrong type, a value out of range, NaN or inf. Integers are
+ *    range-checked as lua_Integer before any narrowing.
+ *  - Results are plain tables built with qlb_set_*.
+ *
+ * Everything here is compiled with hidden visibility: only
+ * luaopen_qoslab_core leaves the shared object.
+ */
+#ifndef QLB_BIND_H
+#define QLB_BIND_H
+
+#include <lauxlib.h>
+#include <lua.h>
+#include <stdint.h>
+
+#include "../core/err.h"
+
+#define QLB_EXPORT __attribute__((visibility("default")))
+
+/* Push nil, e->msg, e->code and return 3 (world failure). If e->usage is
+ * set the error was the caller's: raise instead (never returns then). */
+int qlb_fail(lua_State *L, const ql_err *e);
+
+/* Same as qlb_fail for rc < 0; for rc >= 0 returns 0 (nothing pushed). */
+int qlb_check(lua_State *L, int rc, const ql_err *e);
+
+/* Raise "<ctx>: <field>: expected <expected>, got <what is at idx>". */
+int qlb_field_error(lua_State *L, const char *ctx, const char *field,
+		    const char *expected, int idx);
+
+/* Raise "<ctx>: <fmt...>". */
+int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...);
+
+/* Require a table at idx (raises "<ctx>: <name>: expected a table, got x"). */
+void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name);
+
+/* Raise for any key of the table at idx that is not in allowed (NULL-ended).
+ * prefix names the table in messages ("spec", "opts"). */
+void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *const *allowed);
+
+/* Optional field readers. ctx = function name, prefix = table name. */
+int qlb_opt_integer(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *key, lua_Integer min, lua_Integer max,
+		    lua_Integer *out);
+int qlb_opt_number(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const char *key, double min, double max, double *out);
+int qlb_opt_boolean(lua_State *L, int idx, const char *ctx, const char *prefix,
+		    const char *key, int *out);
+/* The string stays valid while the table stays on the stack. */
+int qlb_opt_string(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const char *key, const char **out, size_t *len);
+/* names is NULL-ended; *out is the index of the match. */
+int qlb_opt_enum(lua_State *L, int idx, const char *ctx, const char *prefix,
+		 const char *key, const char *const *names, int *out);
+
+/* Setters on the table at the top of the stack. */
+void qlb_set_integer(lua_State *L, const char *key, lua_Integer v);
+void qlb_set_number(lua_State *L, const char *key, double v);
+void qlb_set_string(lua_State *L, const char *key, const char *v);
+void qlb_set_boolean(lua_State *L, const char *key, int v);
+
+/*
+ * Register a userdata class: metatable named tname (also __name), methods in
+ * an __index table, __gc and __close both = gc (must be idempotent),
+ * __tostring = tostring. Leaves nothing on the stack.
+ */
+void qlb_newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
+		  lua_CFunction gc, lua_CFunction tostring);
+
+/* Module registration: each concern adds its functions to the module table
+ * at the top of the stack. Defined in the concern's own .c file. */
+void qlb_open_timer(lua_State *L);
+void qlb_open_netem(lua_State *L);
+void qlb_open_link(lua_State *L);
+void qlb_open_traffic(lua_State *L);
+
+#endif

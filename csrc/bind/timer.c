@@ -1,0 +1,217 @@
+/*
+ * timer.c - Lua binding of csrc/core/timer.h and csrc/core/sig.h.
+ *
+ * core.now()                      -> seconds (float, CLOCK_MONOTONIC)
+ * core.now_ns()                   -> integer nanoseconds
+ * core.sleep(s)                   -> true | nil, msg, "EINTR"
+ * core.sleep_until(t_s)           -> true | nil, msg, "EINTR"
+ * core.periodic(period_s[, start_s]) -> qoslab.Periodic
+ *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
+ *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
+ *     :close()
+ * core.signals_install()          SIGINT/SIGTERM -> Lua error "interrupted"
+ * core.signal_pending()           -> "SIGINT" | "SIGTERM" | nil
+ * core.signal_reset()
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdint.h>
+
+#include "../core/sig.h"
+#include "../core/timer.h"
+#include "bind.h"
+
+#define PERIODIC "qoslab.Periodic"
+
+static int64_t seconds_to_ns(lua_State *L, int idx, const char *ctx,
+			     const char *field, double min_s)
+{
+	double s = luaL_checknumber(L, idx);
+	if (!isfinite(s) || s < min_s || s > 1e9) {
+		const char *exp = lua_pushfstring(L, "a finite number of seconds in [%f, 1e9]",
+						  (LUAI_UACNUMBER)min_s);
+		qlb_field_error(L, ctx, field, exp, idx);
+	}
+	return (int64_t)llround(s * 1e9);
+}
+
+static int l_now(lua_State *L)
+{
+	lua_pushnumber(L, (double)ql_now_ns() / 1e9);
+	return 1;
+}
+
+static int l_now_ns(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)ql_now_ns());
+	return 1;
+}
+
+static int l_sleep(lua_State *L)
+{
+	ql_err e;
+	int64_t d = seconds_to_ns(L, 1, "qoslab.timer.sleep", "seconds", 0);
+	int rc = ql_sleep_until_ns(ql_now_ns() + d, &ql_sig_stop, &e);
+	if (rc < 0)
+		return qlb_fail(L, &e);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_sleep_until(lua_State *L)
+{
+	ql_err e;
+	int64_t t = seconds_to_ns(L, 1, "qoslab.timer.sleep_until", "deadline_s", 0);
+	int rc = ql_sleep_until_ns(t, &ql_sig_stop, &e);
+	if (rc < 0)
+		return qlb_fail(L, &e);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_periodic(lua_State *L)
+{
+	ql_err e;
+	int64_t period = seconds_to_ns(L, 1, "qoslab.timer.periodic", "period_s", 1e-6);
+	int64_t start = 0;
+	if (!lua_isnoneornil(L, 2))
+		start = seconds_to_ns(L, 2, "qoslab.timer.periodic", "start_s", 0);
+	ql_periodic *p = lua_newuserdatauv(L, sizeof *p, 0);
+	p->fd = -1;
+	luaL_setmetatable(L, PERIODIC);
+	if (ql_periodic_open(p, start, period, &e) < 0)
+		return qlb_fail(L, &e);
+	return 1;
+}
+
+static ql_periodic *checkperiodic(lua_State *L)
+{
+	ql_periodic *p = luaL_checkudata(L, 1, PERIODIC);
+	if (p->fd < 0)
+		luaL_error(L, "qoslab.Periodic: timer is closed");
+	return p;
+}
+
+static int p_wait(lua_State *L)
+{
+	ql_err e;
+	uint64_t n = 0;
+	ql_periodic *p = checkperiodic(L);
+	if (ql_periodic_wait(p, &n, &ql_sig_stop, &e) < 0)
+		return qlb_fail(L, &e);
+	lua_pushinteger(L, (lua_Integer)n);
+	return 1;
+}
+
+static int p_next(lua_State *L)
+{
+	ql_periodic *p = checkperiodic(L);
+	lua_pushnumber(L, (double)ql_periodic_next_ns(p) / 1e9);
+	return 1;
+}
+
+static int p_missed(lua_State *L)
+{
+	ql_periodic *p = luaL_checkudata(L, 1, PERIODIC);
+	lua_pushinteger(L, (lua_Integer)p->missed);
+	return 1;
+}
+
+static int p_ticks(lua_State *L)
+{
+	ql_periodic *p = luaL_checkudata(L, 1, PERIODIC);
+	lua_pushinteger(L, (lua_Integer)p->ticks);
+	return 1;
+}
+
+static int p_gc(lua_State *L)
+{
+	ql_periodic *p = luaL_checkudata(L, 1, PERIODIC);
+	ql_periodic_close(p);
+	return 0;
+}
+
+static int p_tostring(lua_State *L)
+{
+	ql_periodic *p = luaL_checkudata(L, 1, PERIODIC);
+	if (p->fd < 0)
+		lua_pushstring(L, "qoslab.Periodic (closed)");
+	else
+		lua_pushfstring(L, "qoslab.Periodic (period %f s, %I ticks, %I missed)",
+				(LUAI_UACNUMBER)((double)p->period_ns / 1e9),
+				(LUAI_UACINT)p->ticks, (LUAI_UACINT)p->missed);
+	return 1;
+}
+
+/* Signals: the handler also sets a Lua hook (lua_sethook is async-signal
+ * safe) so that pure Lua loops stop too, as the standalone interpreter does. */
+static lua_State *sig_L;
+
+static void sig_luahook(lua_State *L, lua_Debug *ar)
+{
+	(void)ar;
+	lua_sethook(L, NULL, 0, 0);
+	luaL_error(L, "interrupted by %s",
+		   ql_sig_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+}
+
+static void sig_hook(int signo)
+{
+	(void)signo;
+	if (sig_L)
+		lua_sethook(sig_L, sig_luahook,
+			    LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
+}
+
+static int l_signals_install(lua_State *L)
+{
+	lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+	sig_L = lua_tothread(L, -1);
+	lua_pop(L, 1);
+	int rc = ql_sig_install(sig_hook);
+	if (rc < 0) {
+		ql_err e;
+		ql_err_set(&e, -rc, NULL, "sigaction failed");
+		return qlb_fail(L, &e);
+	}
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_signal_pending(lua_State *L)
+{
+	if (!ql_sig_stop)
+		lua_pushnil(L);
+	else
+		lua_pushstring(L, ql_sig_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+	return 1;
+}
+
+static int l_signal_reset(lua_State *L)
+{
+	(void)L;
+	ql_sig_reset();
+	return 0;
+}
+
+void qlb_open_timer(lua_State *L)
+{
+	static const luaL_Reg methods[] = {
+		{ "wait", p_wait },     { "next", p_next },
+		{ "missed", p_missed }, { "ticks", p_ticks },
+		{ "close", p_gc },      { NULL, NULL },
+	};
+	qlb_newclass(L, PERIODIC, methods, p_gc, p_tostring);
+	static const luaL_Reg fns[] = {
+		{ "now", l_now },
+		{ "now_ns", l_now_ns },
+		{ "sleep", l_sleep },
+		{ "sleep_until", l_sleep_until },
+		{ "periodic", l_periodic },
+		{ "signals_install", l_signals_install },
+		{ "signal_pending", l_signal_pending },
+		{ "signal_reset", l_signal_reset },
+		{ NULL, NULL },
+	};
+	luaL_setfuncs(L, fns, 0);
+}

@@ -1,0 +1,92 @@
+--- Argument checks for the pure-Lua layers, with the same messages as the C
+-- binding: "<func>: <field>: expected <what>, got <value>".
+-- @module qoslab.check
+local M = {}
+
+local function describe(v)
+  if type(v) == 'string' then return string.format('string %q', v) end
+  if type(v) == 'number' or type(v) == 'boolean' then return tostring(v) end
+  return type(v)
+end
+M.describe = describe
+
+--- Raise "<ctx>: <field>: expected <expected>, got <v>" at the caller's caller.
+function M.fail(ctx, field, expected, v, level)
+  error(string.format('%s: %s: expected %s, got %s', ctx, field, expected,
+    describe(v)), (level or 1) + 2)
+end
+
+--- Raise for any key of t that is not in the set `allowed` ({key=true,...}).
+function M.keys(ctx, prefix, t, allowed, level)
+  for k in pairs(t) do
+    if type(k) ~= 'string' or not allowed[k] then
+      local known = {}
+      for a in pairs(allowed) do known[#known + 1] = a end
+      table.sort(known)
+      error(string.format('%s: %s.%s: unknown key (known keys: %s)', ctx,
+        prefix, tostring(k), table.concat(known, ', ')), (level or 1) + 1)
+    end
+  end
+end
+
+--- Check t is a table.
+function M.table(ctx, field, t, level)
+  if type(t) ~= 'table' then M.fail(ctx, field, 'a table', t, (level or 1) + 1) end
+  return t
+end
+
+--- Optional number in [min, max] (finite). Returns v or default.
+function M.number(ctx, field, v, min, max, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'number' or v ~= v or v == math.huge or v == -math.huge
+      or (min and v < min) or (max and v > max) then
+    M.fail(ctx, field, string.format('a finite number in [%s, %s]',
+      tostring(min or '-inf'), tostring(max or 'inf')), v, (level or 1) + 1)
+  end
+  return v
+end
+
+--- Optional integer in [min, max]. Returns v or default.
+function M.integer(ctx, field, v, min, max, default, level)
+  if v == nil then return default end
+  if math.type(v) ~= 'integer' and not (type(v) == 'number' and v == math.floor(v)
+      and v == v and v ~= math.huge and v ~= -math.huge) then
+    M.fail(ctx, field, string.format('an integer in [%s, %s]',
+      tostring(min or '-inf'), tostring(max or 'inf')), v, (level or 1) + 1)
+  end
+  if (min and v < min) or (max and v > max) then
+    M.fail(ctx, field, string.format('an integer in [%s, %s]',
+      tostring(min or '-inf'), tostring(max or 'inf')), v, (level or 1) + 1)
+  end
+  return math.tointeger(v)
+end
+
+--- Optional string. Returns v or default.
+function M.string(ctx, field, v, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'string' then M.fail(ctx, field, 'a string', v, (level or 1) + 1) end
+  return v
+end
+
+--- Optional boolean. Returns v or default.
+function M.boolean(ctx, field, v, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'boolean' then M.fail(ctx, field, 'a boolean', v, (level or 1) + 1) end
+  return v
+end
+
+--- Optional function. Returns v or default.
+function M.func(ctx, field, v, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'function' then M.fail(ctx, field, 'a function', v, (level or 1) + 1) end
+  return v
+end
+
+--- Optional enum: v must be one of the strings in list.
+function M.enum(ctx, field, v, list, default, level)
+  if v == nil then return default end
+  for _, s in ipairs(list) do if v == s then return v end end
+  M.fail(ctx, field, 'one of "' .. table.concat(list, '", "') .. '"', v, (level or 1) + 1)
+end
+
+return M

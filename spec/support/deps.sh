@@ -1,0 +1,24 @@
+#!/bin/sh
+# deps.sh PKG... - install the Debian packages qoslab needs (idempotent).
+# As root on Debian/Ubuntu: apt-get installs only what is missing.
+# Otherwise: print what to install and fail.
+set -eu
+missing=""
+for p in "$@"; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && { echo "deps: all packages present"; exit 0; }
+if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "deps: installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -q >/dev/null || apt-get update
+    # shellcheck disable=SC2086
+    apt-get install -y -q --no-install-recommends $missing >/dev/null
+    echo "deps: done"
+else
+    echo "deps: missing packages:$missing" >&2
+    echo "deps: install them with: sudo apt-get install$missing" >&2
+    exit 1
+fi
