@@ -1,5 +1,4 @@
 /* timer.c - see timer.h. */
-#define _GNU_SOURCE
 #include "timer.h"
 
 #include <errno.h>
