@@ -5,6 +5,7 @@ local M = {}
 
 local function describe(v)
   if type(v) == 'string' then return string.format('string %q', v) end
+  if type(v) == 'number' and v ~= v then return 'nan' end
   if type(v) == 'number' or type(v) == 'boolean' then return tostring(v) end
   return type(v)
 end
