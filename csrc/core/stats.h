@@ -36,13 +36,14 @@
 /*
  * Bits per second of `bytes` over `seconds`: bytes * 8 / seconds.
  * @param bytes   payload bytes (0..2^64-1)
- * @param seconds duration in s; <= 0, NaN or inf gives 0.0 (never NaN/inf)
+ * @param seconds duration in s; below 1 ns (incl. <= 0), NaN or inf gives
+ *                0.0, so the result is never NaN/inf
  * @return float bits/s, finite and >= 0
  * Usage: r = ql_bits_per_second(st.bytes, 10.0);
  */
 double ql_bits_per_second(uint64_t bytes, double seconds);
 
-/* Same with a duration in ns (<= 0 gives 0.0). */
+/* Same with a duration in ns (<= 0 gives 0.0). Usage: see above. */
 double ql_bits_per_second_ns(uint64_t bytes, int64_t duration_ns);
 
 /*
@@ -190,7 +191,10 @@ typedef struct ql_udp_rx {
 	int64_t cp_spacing_ns;     /* horizon / 16 */
 	unsigned cp_head, cp_count;
 	ql_udp_cp cp[QL_UDP_CHECKPOINTS];
+	uint64_t pending_seq;      /* newest advance not yet checkpointed */
+	int64_t pending_time_ns;   /* INT64_MIN = none */
 	int finished;
+	uint64_t finished_sent;    /* count given to ql_udp_rx_finish */
 	ql_udp_counts total;       /* cumulative */
 	ql_udp_counts last_snap;   /* total at the previous snapshot */
 	ql_jitter jitter;          /* over unique datagrams, arrival order */
