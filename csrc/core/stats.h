@@ -114,8 +114,10 @@ double ql_jitter_ms(const ql_jitter *j);
  *                when loss_horizon_ns > 0, past every sequence number below
  *                a datagram that arrived at least loss_horizon_ns ago (the
  *                RFC 7680 "Tmax" idea: waiting longer is not worth it;
- *                checkpoints are kept every horizon/16, so ruling happens
- *                between horizon and horizon * 17/16 after the gap was seen),
+ *                checkpoints are kept every horizon/16, so while datagrams
+ *                keep arriving a gap is ruled between horizon and horizon
+ *                * 17/16 + two datagram gaps after a higher number arrived;
+ *                ticks without datagrams also rule, see ql_udp_rx_tick),
  *                (c) at ql_udp_rx_finish to first_seq + sent.
  *                lost_packets is monotone: per-interval loss is never
  *                negative and is never refunded.
