@@ -239,7 +239,12 @@ void ql_udp_rx_tick(ql_udp_rx *rx, int64_t now_ns);
  * Interval snapshot: rules losses due at now_ns (ql_udp_rx_tick), then
  * writes the deltas of every counter since the previous snapshot (or since
  * init) to *interval, and the current jitter (ms) to *jitter_ms (may be
- * NULL). Σ of all snapshots == the totals at the last snapshot.
+ * NULL). Σ of all snapshots == the totals at the last snapshot; an omitted
+ * warm-up is excluded by snapshotting at its end and dropping that delta.
+ * now_ns must be on the clock of arrival_ns: with SO_TIMESTAMPNS
+ * (CLOCK_REALTIME) arrivals pass clock_gettime(CLOCK_REALTIME), or convert
+ * the kernel stamps to CLOCK_MONOTONIC once (a realtime step of the system
+ * clock would otherwise shift the loss horizon by the step).
  */
 void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,
 			ql_udp_counts *interval, double *jitter_ms);
