@@ -341,6 +341,44 @@ int ql_tcp_sample_read(int fd, ql_tcp_sample *s, int64_t time_ns, ql_err *e);
 int ql_tcp_retrans_delta(const ql_tcp_sample *prev, const ql_tcp_sample *cur,
 			 uint64_t *delta);
 
+/*
+ * Per-stream accumulation of TCP_INFO samples for the result's sender block
+ * (min/mean/max RTT, max cwnd) and retransmit totals. Samples without the
+ * relevant bit are skipped for that statistic; a statistic with no sample
+ * is absent (its count is 0), never 0.
+ */
+typedef struct ql_tcp_summary {
+	uint64_t rtt_samples;          /* samples with QL_TCPS_RTT */
+	uint32_t min_rtt_us, max_rtt_us;
+	uint64_t sum_rtt_us;           /* for the mean */
+	uint64_t cwnd_samples;         /* samples with QL_TCPS_CWND */
+	uint64_t max_snd_cwnd_bytes;
+	uint64_t retrans_samples;      /* samples with QL_TCPS_RETRANS */
+	uint64_t retransmits;          /* Σ deltas since the baseline */
+	uint32_t last_total_retrans;   /* baseline for the next delta */
+} ql_tcp_summary;
+
+/*
+ * Start a summary. baseline is the sample the retransmit count starts from
+ * (e.g. taken at the end of the omit period), or NULL for a fresh connection
+ * (the kernel's counter starts at 0 when the socket connects).
+ */
+void ql_tcp_summary_init(ql_tcp_summary *sum, const ql_tcp_sample *baseline);
+
+/*
+ * Add one interval's sample. *retrans_delta (may be NULL) receives the
+ * retransmissions since the previous sample that had the counter.
+ * @return 0, or -ENODATA when the sample lacks QL_TCPS_RETRANS (report the
+ *   interval's retransmits as nil; the next good sample covers them, so the
+ *   total stays exact).
+ * Usage: if (ql_tcp_summary_add(&sum, &s, &d) == 0) iv.retransmits = d;
+ */
+int ql_tcp_summary_add(ql_tcp_summary *sum, const ql_tcp_sample *s,
+		       uint64_t *retrans_delta);
+
+/* Mean smoothed RTT in us (float; 0.0 when rtt_samples == 0: check it). */
+double ql_tcp_summary_mean_rtt_us(const ql_tcp_summary *sum);
+
 /* ------------------------------------------------------------------ CPU -- */
 
 /* CPU-limited when the busiest thread used at least this share of a core

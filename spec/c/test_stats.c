@@ -630,6 +630,53 @@ TEST(tcp_retrans_delta_64bit)
 	CHECK_EQ_U64(d, 12345);
 }
 
+/* Interval retransmits sum to the total even across a failed sample. */
+TEST(tcp_summary_accumulates)
+{
+	ql_tcp_summary sum;
+	ql_tcp_sample s = {0}, base = {0};
+	uint64_t d = 999;
+	const uint32_t totals[5] = {3, 3, 10, 12, 12};
+	const uint32_t rtts[5] = {500, 200, 900, 400, 100};
+	uint64_t seen = 0;
+	int i;
+
+	base.valid = QL_TCPS_RETRANS;
+	base.total_retrans = 2;  /* retransmits during the omit period */
+	ql_tcp_summary_init(&sum, &base);
+	CHECK_EQ_U64(sum.rtt_samples, 0);
+	for (i = 0; i < 5; i++) {
+		s.valid = QL_TCPS_RTT | QL_TCPS_CWND | QL_TCPS_RETRANS;
+		if (i == 2)
+			s.valid = QL_TCPS_RTT;        /* this sample lost its counter */
+		if (i == 3)
+			s.valid = 0;                  /* this one failed entirely */
+		s.total_retrans = totals[i];
+		s.rtt_us = rtts[i];
+		s.snd_cwnd_bytes = 14480ULL * (uint64_t)(i + 1);
+		d = 999;
+		if (ql_tcp_summary_add(&sum, &s, &d) == 0)
+			seen += d;
+		else
+			CHECK_EQ_U64(d, 999);
+	}
+	CHECK_EQ_U64(sum.retransmits, 10);   /* 12 - 2 */
+	CHECK_EQ_U64(seen, 10);
+	CHECK_EQ_U64(sum.retrans_samples, 3);
+	CHECK_EQ_U64(sum.rtt_samples, 4);
+	CHECK_EQ_INT(sum.min_rtt_us, 100);
+	CHECK_EQ_INT(sum.max_rtt_us, 900);
+	CHECK(ql_tcp_summary_mean_rtt_us(&sum) == 425.0);
+	CHECK_EQ_U64(sum.cwnd_samples, 3);
+	CHECK_EQ_U64(sum.max_snd_cwnd_bytes, 14480ULL * 5);
+	ql_tcp_summary_init(&sum, NULL);
+	CHECK(ql_tcp_summary_mean_rtt_us(&sum) == 0.0);
+	s.valid = QL_TCPS_RETRANS;
+	s.total_retrans = 4;
+	CHECK_EQ_INT(ql_tcp_summary_add(&sum, &s, NULL), 0);
+	CHECK_EQ_U64(sum.retransmits, 4);
+}
+
 TEST(tcp_sample_from_real_socket)
 {
 	ql_err e;
@@ -914,6 +961,7 @@ int main(void)
 	RUN(tcp_cwnd_bytes_large_window);
 	RUN(tcp_missing_fields_are_absent);
 	RUN(tcp_retrans_delta_64bit);
+	RUN(tcp_summary_accumulates);
 	RUN(tcp_sample_from_real_socket);
 	RUN(cpu_usage_percentages);
 	RUN(cpu_thread_clocks_measure_spin);
