@@ -111,7 +111,7 @@ double ql_jitter_ms(const ql_jitter *j);
  *                by the loss ruling point R. R only moves forward; it
  *                advances (a) so that it is always > highest - window, i.e.
  *                a sequence number leaving the bitmap window is ruled, (b)
- *                when loss_horizon_ns > 0, past every sequence number below
+ *                when loss_horizon_ns >= 0, past every sequence number below
  *                a datagram that arrived at least loss_horizon_ns ago (the
  *                RFC 7680 "Tmax" idea: waiting longer is not worth it;
  *                checkpoints are kept every horizon/16, so while datagrams
@@ -139,8 +139,10 @@ double ql_jitter_ms(const ql_jitter *j);
 #define QL_UDP_WINDOW_DEFAULT ((uint64_t)1 << 18)
 #define QL_UDP_WINDOW_MIN     ((uint64_t)64)
 #define QL_UDP_WINDOW_MAX     ((uint64_t)1 << 30)
-/* Default loss horizon: a gap is ruled lost 1 s (to 1.0625 s) after a higher
- * sequence number arrived. 0 disables time-based ruling. */
+/* Default loss horizon: a gap is ruled lost 1 s (to about 1.0625 s) after a
+ * higher sequence number arrived, so interval loss lags the gap by about a
+ * second; loss_horizon_ns < 0 in the options disables time-based ruling
+ * (then only the window and ql_udp_rx_finish rule). */
 #define QL_UDP_LOSS_HORIZON_DEFAULT_NS 1000000000LL
 #define QL_UDP_CHECKPOINTS 32
 
