@@ -277,7 +277,9 @@ ql_udp_verdict ql_udp_rx_packet(ql_udp_rx *rx, uint64_t seq,
 
 	c->packets++;
 	c->bytes += payload_bytes;
-	if (rx->finished)
+	/* UINT64_MAX is reserved so highest + 1 never wraps; no sender gets
+	 * there honestly. */
+	if (rx->finished || seq == UINT64_MAX)
 		goto late;
 	if (rx->loss_horizon_ns >= 0 && rx->cp_count > 0)
 		ql_udp_rx_tick(rx, arrival_ns);

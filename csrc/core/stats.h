@@ -219,7 +219,8 @@ void ql_udp_rx_free(ql_udp_rx *rx);
  * Book one received datagram. O(1) amortised: a forward jump of n sequence
  * numbers costs O(min(n, window) / 64) word operations, paid once per
  * sequence number the sender used.
- * @param seq            64-bit sequence number (see ql_seq_extend32)
+ * @param seq            64-bit sequence number (see ql_seq_extend32);
+ *                       UINT64_MAX is reserved and always LATE
  * @param payload_bytes  UDP payload length
  * @param sent_ns        sender timestamp (ns) for jitter
  * @param arrival_ns     receive time (ns, SO_TIMESTAMPNS or clock_gettime);

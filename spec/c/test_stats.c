@@ -443,6 +443,8 @@ TEST(udp_huge_forward_jump)
 	CHECK_EQ_U64(rx.total.lost_packets, 1000000 - 1024 - 2);
 	CHECK_EQ_INT(ql_udp_rx_packet(&rx, 999990, 1, 0, 0), QL_UDP_OUT_OF_ORDER);
 	CHECK_EQ_INT(ql_udp_rx_packet(&rx, 3, 1, 0, 0), QL_UDP_LATE);
+	CHECK_EQ_INT(ql_udp_rx_packet(&rx, UINT64_MAX, 1, 0, 0), QL_UDP_LATE);
+	CHECK_EQ_U64(rx.highest, 1000000);
 	CHECK_EQ_INT(ql_udp_rx_finish(&rx, 1000000, &e), 0);
 	CHECK_EQ_U64(rx.total.lost_packets + rx.total.unique_packets, 1000000);
 	CHECK_EQ_U64(rx.total.unique_packets, 4);
