@@ -244,6 +244,59 @@ TEST(udp_mixed_matches_reference)
 	ql_udp_rx_free(&rx);
 }
 
+/* Small window, short horizon, heavy reordering: many late datagrams. The
+ * verdicts must agree with a reference of what was delivered before, and
+ * the identities must hold throughout. */
+TEST(udp_invariants_under_stress)
+{
+	ql_err e;
+	ql_udp_rx rx;
+	ql_udp_rx_opts o = {.window_packets = 64, .loss_horizon_ns = 5000};
+	const uint64_t sent = 30000;
+	unsigned char *seen = calloc(sent + 2, 1);
+	uint64_t queue[256], nq = 0, seq, prev_lost = 0, distinct = 0;
+	int64_t t = 0;
+	int ok = 1;
+
+	CHECK_EQ_INT(ql_udp_rx_init(&rx, &o, &e), 0);
+	for (seq = 1; seq <= sent || nq; seq++) {
+		if (seq <= sent && !chance(2))
+			queue[nq++] = seq;
+		if (seq <= sent && chance(4))
+			queue[nq++] = seq;
+		while (nq && (seq > sent || nq > 200 || chance(55))) {
+			uint64_t j = rnd() % nq, q = queue[j];
+			uint64_t h = rx.highest;
+			ql_udp_verdict v;
+			queue[j] = queue[--nq];
+			t += (int64_t)(rnd() % 200);
+			v = ql_udp_rx_packet(&rx, q, 100, 0, t);
+			if (seen[q])
+				ok &= v == QL_UDP_DUPLICATE ||
+				      (v == QL_UDP_LATE && h - q >= 64);
+			else
+				ok &= v != QL_UDP_DUPLICATE;
+			distinct += !seen[q];
+			seen[q] = 1;
+			ok &= books_consistent(&rx);
+			ok &= rx.total.lost_packets >= prev_lost;
+			prev_lost = rx.total.lost_packets;
+		}
+		if (rnd() % 50 == 0)
+			ql_udp_rx_tick(&rx, t);
+	}
+	CHECK(ok);
+	CHECK(rx.total.late_packets > 100);
+	CHECK(rx.total.duplicate_packets > 100);
+	CHECK(rx.total.unique_packets <= distinct);
+	CHECK_EQ_INT(ql_udp_rx_finish(&rx, sent, &e), 0);
+	CHECK_EQ_U64(rx.total.lost_packets + rx.total.unique_packets, sent);
+	CHECK_EQ_U64(rx.total.packets, rx.total.unique_packets +
+		     rx.total.duplicate_packets + rx.total.late_packets);
+	free(seen);
+	ql_udp_rx_free(&rx);
+}
+
 /* --------------------------------------------------- 64-bit sequences -- */
 
 TEST(udp_sequences_cross_2_pow_32)
@@ -948,6 +1001,7 @@ int main(void)
 	RUN(udp_out_of_order_counts_rfc4737);
 	RUN(udp_duplicates_are_not_unique);
 	RUN(udp_mixed_matches_reference);
+	RUN(udp_invariants_under_stress);
 	RUN(udp_sequences_cross_2_pow_32);
 	RUN(seq_extend32_wraps);
 	RUN(udp_window_overflow_is_late);
