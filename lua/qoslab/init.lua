@@ -14,7 +14,7 @@ local lazy = {
   timer = 'qoslab.timer', netem = 'qoslab.netem', shape = 'qoslab.shape',
   netns = 'qoslab.netns', testbed = 'qoslab.testbed', traffic = 'qoslab.traffic',
   plan = 'qoslab.plan', report = 'qoslab.report', plot = 'qoslab.plot',
-  vm = 'qoslab.vm', state = 'qoslab.state',
+  vm = 'qoslab.vm', state = 'qoslab.state', link = 'qoslab.link',
 }
 -- Shortcuts that live in a sub-module.
 local shortcuts = {
