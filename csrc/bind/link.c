@@ -25,8 +25,10 @@
 /* Core usage errors name the field; prefix them with the function. */
 static int fail(lua_State *L, const char *ctx, const ql_err *e)
 {
-	if (e->usage)
-		return luaL_error(L, "%s: %s", ctx, e->msg);
+	if (e->usage) {
+		lua_pushfstring(L, "%s: %s", ctx, e->msg);
+		return lua_error(L);
+	}
 	return qlb_fail(L, e);
 }
 
@@ -60,7 +62,10 @@ static const char *opt_netns(lua_State *L, int idx, const char *ctx,
 	qlb_check_table(L, idx, ctx, "opts");
 	qlb_check_keys(L, idx, ctx, "opts", allowed ? allowed : only_netns);
 	const char *ns = NULL;
-	qlb_opt_string(L, idx, ctx, "opts", "netns", &ns, NULL);
+	ql_err e;
+	if (qlb_opt_string(L, idx, ctx, "opts", "netns", &ns, NULL) &&
+	    ql_netns_check_name("opts.netns", ns, &e) < 0)
+		fail(L, ctx, &e);
 	return ns;
 }
 
@@ -150,6 +155,11 @@ static int l_add_veth(lua_State *L)
 	qlb_opt_string(L, 1, ctx, "opts", "netns", &v.netns, NULL);
 	qlb_opt_string(L, 1, ctx, "opts", "peer_netns", &v.peer_netns, NULL);
 	ql_err e;
+	if (ql_link_check_ifname("opts.name", v.name, &e) < 0 ||
+	    ql_link_check_ifname("opts.peer", v.peer, &e) < 0 ||
+	    (v.netns && ql_netns_check_name("opts.netns", v.netns, &e) < 0) ||
+	    (v.peer_netns && ql_netns_check_name("opts.peer_netns", v.peer_netns, &e) < 0))
+		return fail(L, ctx, &e);
 	if (ql_link_add_veth(&v, &e) < 0)
 		return fail(L, ctx, &e);
 	return ok(L);
