@@ -310,7 +310,9 @@ static int ethtool(const char *ifname, const char *netns, void *cmd, ql_err *e)
 	rc = ioctl(fd, SIOCETHTOOL, &ifr);
 	err = errno;
 	close(fd);
-	if (rc < 0) {
+	if (rc >= 0)
+		return rc;
+	{
 		if (err == ENODEV)
 			return ql_err_set(e, ENODEV, "ENODEV", "no such network device \"%s\" in namespace %s",
 					  ifname, ns_label(netns));
@@ -320,7 +322,6 @@ static int ethtool(const char *ifname, const char *netns, void *cmd, ql_err *e)
 		return ql_err_set(e, err, NULL, "ethtool on %s: %s%s", ifname, strerror(err),
 				  err == EPERM ? " (needs CAP_NET_ADMIN: run as root)" : "");
 	}
-	return 0;
 }
 
 int ql_link_get(const char *ifname, const char *netns, ql_link_info *out, ql_err *e)
@@ -360,7 +361,7 @@ int ql_link_get(const char *ifname, const char *netns, ql_link_info *out, ql_err
 	cmd.cmd = ETHTOOL_GSET;
 	ql_err ignore;
 	/* Speed is optional: drivers without ethtool settings just report none. */
-	if (ethtool(ifname, netns, &cmd, &ignore) == 0) {
+	if (ethtool(ifname, netns, &cmd, &ignore) >= 0) {
 		uint32_t s = ethtool_cmd_speed(&cmd);
 		if (s != 0 && s != (uint32_t)SPEED_UNKNOWN)
 			out->speed_mbps = s;
@@ -368,14 +369,69 @@ int ql_link_get(const char *ifname, const char *netns, ql_link_info *out, ql_err
 	return 0;
 }
 
-static const struct {
-	uint32_t get, set;
-	const char *name;
-} offload_cmds[3] = {
-	{ ETHTOOL_GTSO, ETHTOOL_STSO, "tso" },
-	{ ETHTOOL_GGSO, ETHTOOL_SGSO, "gso" },
-	{ ETHTOOL_GGRO, ETHTOOL_SGRO, "gro" },
-};
+/*
+ * Offloads go through the feature-bit interface (ETHTOOL_GFEATURES /
+ * ETHTOOL_SFEATURES) by feature name, as ethtool -K does: "tso" is every
+ * TCP segmentation feature (tx-tcp-segmentation, -ecn-, -mangleid-, tcp6-,
+ * -accecn-...), which the legacy ETHTOOL_STSO no longer covers completely on
+ * new kernels; "gso" is tx-generic-segmentation and "gro" rx-gro.
+ */
+static int offload_group(const char *name)
+{
+	if (strncmp(name, "tx-tcp", 6) == 0 && strstr(name, "segmentation"))
+		return 0;
+	if (strcmp(name, "tx-generic-segmentation") == 0)
+		return 1;
+	if (strcmp(name, "rx-gro") == 0)
+		return 2;
+	return -1;
+}
+
+static const char *const offload_names[3] = { "tso", "gso", "gro" };
+
+/* Group (0..2, or -1) of every feature bit of the device; *count bits. */
+static int feature_groups(const char *ifname, const char *netns, int **groups,
+			  uint32_t *count, ql_err *e)
+{
+	struct {
+		struct ethtool_sset_info hdr;
+		uint32_t len;
+	} si;
+	memset(&si, 0, sizeof si);
+	si.hdr.cmd = ETHTOOL_GSSET_INFO;
+	si.hdr.sset_mask = 1ull << ETH_SS_FEATURES;
+	int rc = ethtool(ifname, netns, &si, e);
+	if (rc < 0)
+		return rc;
+	if (!(si.hdr.sset_mask & (1ull << ETH_SS_FEATURES)) || si.len == 0 || si.len > 4096)
+		return ql_err_set(e, EOPNOTSUPP, "ENOTSUP", "device \"%s\" reports no ethtool features", ifname);
+	uint32_t n = si.len;
+	struct ethtool_gstrings *gs = calloc(1, sizeof *gs + (size_t)n * ETH_GSTRING_LEN);
+	int *g = calloc(n, sizeof *g);
+	if (!gs || !g) {
+		free(gs);
+		free(g);
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	}
+	gs->cmd = ETHTOOL_GSTRINGS;
+	gs->string_set = ETH_SS_FEATURES;
+	gs->len = n;
+	if ((rc = ethtool(ifname, netns, gs, e)) < 0) {
+		free(gs);
+		free(g);
+		return rc;
+	}
+	for (uint32_t i = 0; i < n; i++) {
+		char name[ETH_GSTRING_LEN + 1];
+		memcpy(name, gs->data + (size_t)i * ETH_GSTRING_LEN, ETH_GSTRING_LEN);
+		name[ETH_GSTRING_LEN] = '\0';
+		g[i] = offload_group(name);
+	}
+	free(gs);
+	*groups = g;
+	*count = n;
+	return 0;
+}
 
 int ql_link_offloads(const char *ifname, const char *netns, const ql_offloads *set,
 		     ql_offloads *now, ql_err *e)
@@ -385,26 +441,63 @@ int ql_link_offloads(const char *ifname, const char *netns, const ql_offloads *s
 	    (rc = check_netns("netns", netns, e)) < 0)
 		return rc;
 	const int want[3] = { set ? set->tso : -1, set ? set->gso : -1, set ? set->gro : -1 };
-	int got[3];
-	for (int i = 0; i < 3; i++) {
-		struct ethtool_value ev = { .cmd = offload_cmds[i].set, .data = (uint32_t)want[i] };
-		if (want[i] >= 0 && (rc = ethtool(ifname, netns, &ev, e)) < 0)
-			return rc;
+	int *groups = NULL;
+	uint32_t n = 0;
+	if ((rc = feature_groups(ifname, netns, &groups, &n, e)) < 0)
+		return rc;
+	uint32_t blocks = (n + 31) / 32;
+	struct ethtool_gfeatures *gf = calloc(1, sizeof *gf + blocks * sizeof gf->features[0]);
+	struct ethtool_sfeatures *sf = calloc(1, sizeof *sf + blocks * sizeof sf->features[0]);
+	if (!gf || !sf) {
+		rc = ql_err_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
 	}
-	for (int i = 0; i < 3; i++) {
-		struct ethtool_value ev = { .cmd = offload_cmds[i].get, .data = 0 };
-		if ((rc = ethtool(ifname, netns, &ev, e)) < 0)
-			return rc;
-		got[i] = ev.data ? 1 : 0;
-		if (want[i] >= 0 && got[i] != want[i])
-			return ql_err_set(e, EOPNOTSUPP, "ENOTSUP",
-					  "device \"%s\" kept %s %s (the driver does not allow changing it)",
-					  ifname, offload_cmds[i].name, got[i] ? "on" : "off");
+	gf->cmd = ETHTOOL_GFEATURES;
+	gf->size = blocks;
+	if ((rc = ethtool(ifname, netns, gf, e)) < 0)
+		goto out;
+	sf->cmd = ETHTOOL_SFEATURES;
+	sf->size = blocks;
+	int any = 0;
+	for (uint32_t i = 0; i < n; i++) {
+		int grp = groups[i];
+		uint32_t bit = 1u << (i % 32);
+		if (grp < 0 || want[grp] < 0 || !(gf->features[i / 32].available & bit))
+			continue;
+		sf->features[i / 32].valid |= bit;
+		if (want[grp])
+			sf->features[i / 32].requested |= bit;
+		any = 1;
 	}
+	/* A positive result (ETHTOOL_F_WISH...) means "not all applied"; the
+	 * read-back below says which. */
+	if (any && (rc = ethtool(ifname, netns, sf, e)) < 0)
+		goto out;
+	memset(gf->features, 0, blocks * sizeof gf->features[0]);
+	gf->cmd = ETHTOOL_GFEATURES;
+	gf->size = blocks;
+	if ((rc = ethtool(ifname, netns, gf, e)) < 0)
+		goto out;
+	int got[3] = { 0, 0, 0 };
+	for (uint32_t i = 0; i < n; i++)
+		if (groups[i] >= 0 && (gf->features[i / 32].active & (1u << (i % 32))))
+			got[groups[i]] = 1;
+	for (int k = 0; k < 3; k++)
+		if (want[k] >= 0 && got[k] != want[k]) {
+			rc = ql_err_set(e, EOPNOTSUPP, "ENOTSUP",
+					"device \"%s\" kept %s %s (the driver does not allow changing it)",
+					ifname, offload_names[k], got[k] ? "on" : "off");
+			goto out;
+		}
 	if (now) {
 		now->tso = got[0];
 		now->gso = got[1];
 		now->gro = got[2];
 	}
-	return 0;
+	rc = 0;
+out:
+	free(groups);
+	free(gf);
+	free(sf);
+	return rc;
 }

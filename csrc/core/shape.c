@@ -239,6 +239,10 @@ static int put_htb_class(struct nl_msg *msg, const ql_shape *s, uint32_t buf, ui
 	ratespec(&o.ceil, s->ceil_bytes_per_s);
 	o.buffer = buf;
 	o.cbuffer = cbuf;
+	/* The quantum the kernel would derive (rate / r2q 10), clamped to its
+	 * sane range here so it need not warn in the kernel log. */
+	uint64_t q = s->rate_bytes_per_s / 10;
+	o.quantum = q < 1000 ? 1000 : q > 200000 ? 200000 : (uint32_t)q;
 	struct nlattr *n = nla_nest_start(msg, TCA_OPTIONS);
 	if (!n || nla_put(msg, TCA_HTB_PARMS, sizeof o, &o) < 0)
 		return -1;
