@@ -11,7 +11,8 @@
  *   link_addr_add / link_addr_del(ifname, cidr[, {netns=}])
  *   link_offloads(ifname[, {tso=, gso=, gro=}[, {netns=}]]) -> {tso=, gso=, gro=}
  *   link_info(ifname[, {netns=}]) -> table
- *   shape_apply(ifname, spec[, {netns=}]) / shape_get / shape_clear / qdisc_stats
+ *   shape_apply(ifname, spec[, {netns=}]) / shape_get / shape_clear /
+ *   shape_reset_child / qdisc_stats
  */
 #include <math.h>
 #include <string.h>
@@ -363,6 +364,17 @@ static int l_shape_clear(lua_State *L)
 	return ok(L);
 }
 
+static int l_shape_reset_child(lua_State *L)
+{
+	const char *ctx = "qoslab.shape.reset_child";
+	const char *ifname = arg_string(L, 1, ctx, "ifname");
+	const char *ns = opt_netns(L, 2, ctx, NULL);
+	ql_err e;
+	if (ql_shape_reset_child(ifname, ns, &e) < 0)
+		return fail(L, ctx, &e);
+	return ok(L);
+}
+
 static int l_qdisc_stats(lua_State *L)
 {
 	const char *ctx = "qoslab.shape.stats";
@@ -413,6 +425,7 @@ void qlb_open_link(lua_State *L)
 		{ "shape_apply", l_shape_apply },
 		{ "shape_get", l_shape_get },
 		{ "shape_clear", l_shape_clear },
+		{ "shape_reset_child", l_shape_reset_child },
 		{ "qdisc_stats", l_qdisc_stats },
 		{ NULL, NULL },
 	};

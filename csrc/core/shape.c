@@ -424,6 +424,47 @@ out:
 	return rc;
 }
 
+int ql_shape_reset_child(const char *ifname, const char *netns, ql_err *e)
+{
+	struct nl_sock *sk;
+	int ifindex, rc;
+	if ((rc = open_dev(ifname, netns, &sk, &ifindex, NULL, e)) < 0)
+		return rc;
+	struct root_info ri;
+	if ((rc = read_root(sk, ifindex, &ri, e)) < 0)
+		goto out;
+	int tbf = ri.found && ri.has_opts && ri.handle == HANDLE_1 && strcmp(ri.kind, "tbf") == 0;
+	int htb = ri.found && ri.has_opts && ri.handle == HANDLE_1 && strcmp(ri.kind, "htb") == 0;
+	if (!tbf && !htb) {
+		rc = ql_err_set(e, ENOENT, "ENOENT", "%s has no tbf or htb rate limit made by qoslab.shape",
+				ifname);
+		goto out;
+	}
+	struct tc_fifo_qopt fifo = { .limit = ri.tbf.limit };
+	if (htb) {
+		struct rtnl_link *link = NULL;
+		fifo.limit = 1000;
+		if (rtnl_link_get_kernel(sk, ifindex, NULL, &link) == 0 && link) {
+			if (rtnl_link_get_txqlen(link) > 0)
+				fifo.limit = rtnl_link_get_txqlen(link);
+			rtnl_link_put(link);
+		}
+	}
+	struct nl_msg *msg = tc_msg(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, ifindex, 0,
+				    tbf ? TBF_CHILD : HTB_LEAF, tbf ? "bfifo" : "pfifo");
+	if (!msg || nla_put(msg, TCA_OPTIONS, sizeof fifo, &fifo) < 0) {
+		nlmsg_free(msg);
+		rc = ql_err_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	char what[96];
+	snprintf(what, sizeof what, "reset the qdisc under the rate limit of %s", ifname);
+	rc = send_tc(sk, msg, what, e);
+out:
+	ql_nl_close(sk);
+	return rc;
+}
+
 int ql_shape_clear(const char *ifname, const char *netns, ql_err *e)
 {
 	struct nl_sock *sk;

@@ -53,6 +53,14 @@ int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *s,
 int ql_shape_get(const char *ifname, const char *netns, ql_shape *out, int *found,
 		 ql_err *e);
 
+/* Put the shaper's own default child back under it (atomically replacing
+ * whatever qdisc, e.g. netem, sits there): tbf gets a bfifo of the tbf's
+ * byte limit at 1:1, htb a pfifo of the device's txqueuelen at 1:10. This is
+ * how an impairment under a shaper is removed: deleting the child instead
+ * would leave tbf with a qdisc that drops everything. -ENOENT when the root
+ * is not a shaper made by ql_shape_apply. */
+int ql_shape_reset_child(const char *ifname, const char *netns, ql_err *e);
+
 /* Remove the root qdisc (and so any netem child). No root qdisc: 0. */
 int ql_shape_clear(const char *ifname, const char *netns, ql_err *e);
 

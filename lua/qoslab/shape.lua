@@ -84,6 +84,18 @@ function M.clear(ifname, opts)
   return true
 end
 
+--- Put the shaper's default child back under it, atomically replacing what
+-- sits there (how an impairment under a shaper is removed): tbf gets a bfifo
+-- of the tbf's `limit_bytes` at 1:1, htb a pfifo of the device's txqueuelen
+-- at 1:10. (Deleting the child instead would leave tbf with a qdisc that
+-- drops every packet.)
+-- @tparam string ifname
+-- @tparam[opt] table opts `{netns = NS}`
+-- @return true, or nil, message, code ("ENOENT" when there is no shaper made
+--   by `apply`, "ENODEV")
+-- @usage shape.reset_child('veth0', {netns = 'a'})
+M.reset_child = core.shape_reset_child
+
 --- Counters of every qdisc on a link, root first.
 -- @tparam string ifname
 -- @tparam[opt] table opts `{netns = NS}`

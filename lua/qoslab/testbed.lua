@@ -58,9 +58,8 @@ local function set_impair(tb, spec, direction)
   if is_empty(spec) then
     if tb[key] then
       if parent then
-        -- Under a shaper: put the shaper back as it was, which swaps netem
-        -- for the default child atomically with its own limits.
-        must(shape.apply(ifname, tb._shape_spec, { netns = ns }))
+        -- Under a shaper: swap netem for the shaper's default child.
+        must(shape.reset_child(ifname, { netns = ns }))
       else
         must(netem().clear(ifname, { netns = ns }))
       end
