@@ -177,3 +177,32 @@ describe('qoslab.testbed', function()
     assert.same(before, snapshot())
   end)
 end)
+
+describe('qoslab.testbed after kill -9', function()
+  it('leaves records that qoslab.state.cleanup removes completely', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    assert(os.execute('mkdir -p ' .. dir))
+    finally(function() os.execute('rm -rf ' .. dir) end)
+    local before = snapshot()
+    local script = dir .. '/killed.lua'
+    local f = assert(io.open(script, 'w'))
+    f:write([[
+      local tb = assert(require('qoslab.testbed'){ rate_bps = 10000000, shape = 'htb' })
+      io.open(']] .. dir .. [[/made', 'w'):write(tb.client_netns, '\n', tb.server_netns, '\n'):close()
+      os.execute('kill -9 $PPID')
+      os.execute('sleep 5')
+    ]])
+    f:close()
+    os.execute('QOSLAB_STATE_DIR=' .. dir .. ' lua5.4 bin/qoslab run ' .. script .. ' >/dev/null 2>&1')
+    local made = assert(io.open(dir .. '/made')):read('a')
+    local cns = made:match('^(%S+)')
+    assert.is_true(netns.exists(cns))   -- the kill really left it behind
+    -- qoslab.state reads QOSLAB_STATE_DIR: clean up from a child process.
+    local out = sh('QOSLAB_STATE_DIR=' .. dir .. [[ lua5.4 -e "package.path='./lua/?.lua;'..package.path
+      for _, r in ipairs(require('qoslab.state').cleanup()) do print(r.kind, r.removed) end"]])
+    assert.matches('netns\ttrue', out)
+    assert.is_false(netns.exists(cns))
+    assert.same(before, snapshot())
+  end)
+end)
