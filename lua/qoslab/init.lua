@@ -1,7 +1,7 @@
 --- qoslab: network QoS experiments on Linux from Lua.
 --
 -- `require "qoslab"` gives every concern: `qoslab.timer`, `qoslab.netem`,
--- `qoslab.shape`, `qoslab.netns`, `qoslab.testbed`, `qoslab.traffic`
+-- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
 -- (`qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
 -- `qoslab.plot`. Sub-modules load lazily, so a script that only needs
 -- timers never touches netlink.

@@ -2,8 +2,10 @@
 -- by a veth pair, rate-limits and impairs them, and leaves nothing behind
 -- (compared with `ip netns list` / `ip -o link` before and after), also when
 -- construction fails halfway. This kernel has no sch_netem, so the netem
--- helper is replaced by a stand-in that records its calls and grafts a pfifo
--- where netem would go (the real netem is exercised in spec/netem/).
+-- helper is replaced by a stand-in that records its calls and grafts a
+-- marker qdisc where netem would go: an htb with "default 77" (not a fifo,
+-- so, like netem, tbf leaves it alone on a change; the real netem is
+-- exercised in spec/netem/).
 local cjson = require 'cjson'
 local netns = require 'qoslab.netns'
 local shape = require 'qoslab.shape'
@@ -33,8 +35,9 @@ local function fake_netem(fail_apply)
     calls[#calls + 1] = { 'apply', ifname, spec, opts }
     if fail_apply then return nil, 'kernel has no sch_netem: modprobe sch_netem', 'ENOTSUP' end
     local where = opts.parent and ('parent ' .. opts.parent) or 'root'
-    assert(succeeds(string.format('tc -n %s qdisc replace dev %s %s handle 20: pfifo limit 7',
-      opts.netns, ifname, where)))
+    -- A fresh handle each time: htb cannot be changed in place.
+    assert(succeeds(string.format('tc -n %s qdisc replace dev %s %s handle %x: htb default 77',
+      opts.netns, ifname, where, 0x20 + #calls)))
     return { kind = 'netem' }
   end
   function m.clear(ifname, opts)
@@ -107,13 +110,20 @@ describe('qoslab.testbed', function()
       assert.same({ 'apply', tb.server_ifname, { delay_ms = 20 }, { netns = tb.server_netns, parent = '1:10' } }, calls[2])
       local q = qdiscs(tb.client_netns, tb.client_ifname)
       assert.equal('htb', q[1].kind)
-      assert.equal('pfifo', q[2].kind)
+      assert.equal('htb', q[2].kind)
       assert.equal('1:10', q[2].parent)
-      assert.equal(7, q[2].options.limit)
+      assert.equal('0x77', q[2].options.default)
+      -- Changing the rate keeps the impairment under the shaper.
+      assert(shape.apply(tb.client_ifname, { kind = 'htb', rate_bps = 50000000 }, { netns = tb.client_netns }))
+      q = qdiscs(tb.client_netns, tb.client_ifname)
+      assert.equal(50000000, shape.get(tb.client_ifname, { netns = tb.client_netns }).rate_bps)
+      assert.equal('htb', q[2].kind)
+      assert.equal('0x77', q[2].options.default)
       assert.is_true(tb:impair(nil))
       q = qdiscs(tb.client_netns, tb.client_ifname)
       assert.equal('htb', q[1].kind)
-      assert.equal(1000, q[2].options.limit)  -- the leaf's default again
+      assert.equal('pfifo', q[2].kind)        -- the leaf's default again
+      assert.equal(1000, q[2].options.limit)
       assert.is_true(tb:impair({ loss_pct = 1 }, 'reverse'))
       assert.same({ 'apply', tb.server_ifname, { loss_pct = 1 }, { netns = tb.server_netns, parent = '1:10' } }, calls[3])
       assert.equal(3, #calls)
@@ -126,8 +136,12 @@ describe('qoslab.testbed', function()
     package.loaded['qoslab.netem'] = fake
     local tb <close> = assert(testbed { rate_bps = 100000000, impair = { delay_ms = 5 } })
     assert.equal('1:1', calls[1][4].parent)
-    assert.is_true(tb:impair({}))
+    assert(shape.apply(tb.client_ifname, { kind = 'tbf', rate_bps = 50000000 }, { netns = tb.client_netns }))
     local q = qdiscs(tb.client_netns, tb.client_ifname)
+    assert.equal('htb', q[2].kind)   -- the stand-in netem stays under the changed tbf
+    assert.equal('0x77', q[2].options.default)
+    assert.is_true(tb:impair({}))
+    q = qdiscs(tb.client_netns, tb.client_ifname)
     assert.equal('bfifo', q[2].kind)
     assert.equal(shape.get(tb.client_ifname, { netns = tb.client_netns }).limit_bytes, q[2].options.limit)
     assert.is_true(succeeds('ip netns exec ' .. tb.client_netns .. ' ping -c1 -W1 ' .. tb.server_addr))
