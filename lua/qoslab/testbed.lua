@@ -164,6 +164,10 @@ function M.testbed(opts)
 end
 
 --- Change (or remove) the impairment between runs.
+-- With a rate limit, netem is applied at the shaper's `netem_parent` and
+-- removed by `qoslab.shape.reset_child` (the shaper's default child comes
+-- back, atomically); without one, netem is the root qdisc and
+-- `qoslab.netem.clear` removes it.
 -- @tparam table|nil spec a `qoslab.netem` spec; nil or `{}` removes the impairment
 -- @tparam[opt] string direction "forward" (client → server, default) or "reverse"
 -- @return true, or nil, message, code from qoslab.netem

@@ -291,3 +291,27 @@ describe('qoslab.shape', function()
     assert.is_true(st[1].overlimits > 0)
   end)
 end)
+
+describe('without privileges', function()
+  it('returns EPERM naming the missing capability', function()
+    -- A child process as nobody (setpriv drops every capability).
+    local out = sh([[setpriv --reuid 65534 --regid 65534 --clear-groups lua5.4 -e "
+      package.path = './lua/?.lua;' .. package.path
+      package.cpath = './]] .. (os.getenv('QOSLAB_BUILD') or 'build') .. [[/?.so;' .. package.cpath
+      local netns, link, shape = require 'qoslab.netns', require 'qoslab.link', require 'qoslab.shape'
+      print(select(3, netns.add('qlit-perm')), select(2, netns.add('qlit-perm')))
+      print(select(3, link.set('lo', {up = true})), select(2, link.set('lo', {up = true})))
+      print(select(3, shape.apply('lo', {kind = 'tbf', rate_bps = 1e6})))
+      print(select(3, link.offloads('lo', {gro = false})))
+      print(select(3, link.add_veth{name = 'qlp0', peer = 'qlp1'}))"]])
+    local lines = {}
+    for l in out:gmatch('[^\n]+') do lines[#lines + 1] = l end
+    assert.equal(5, #lines, out)
+    assert.matches('^EPERM\t.*CAP_SYS_ADMIN', lines[1])
+    assert.matches('^EPERM\t.*CAP_NET_ADMIN', lines[2])
+    assert.equal('EPERM', lines[3])
+    assert.equal('EPERM', lines[4])
+    assert.equal('EPERM', lines[5])
+    assert.is_false(netns.exists('qlit-perm'))
+  end)
+end)
