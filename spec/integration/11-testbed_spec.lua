@@ -184,6 +184,31 @@ describe('qoslab.testbed', function()
     assert.same(before, snapshot())
   end)
 
+  it('a to-be-closed testbed is removed when the code using it raises', function()
+    local before = snapshot()
+    local ok, err = pcall(function()
+      local tb <close> = assert(testbed { rate_bps = 10000000 })
+      assert.is_true(netns.exists(tb.server_netns))
+      error('experiment failed', 0)
+    end)
+    assert.is_false(ok)
+    assert.equal('experiment failed', err)
+    assert.same(before, snapshot())
+  end)
+
+  it('an unreachable testbed is removed by the garbage collector', function()
+    local before = snapshot()
+    local name
+    do
+      local tb = assert(testbed {})
+      name = tb.client_netns
+    end
+    collectgarbage()
+    collectgarbage()
+    assert.is_false(netns.exists(name))
+    assert.same(before, snapshot())
+  end)
+
   it('removes what it made when a Lua error is raised halfway', function()
     package.loaded['qoslab.netem'] = { apply = function() error('netem helper exploded') end }
     local before = snapshot()
