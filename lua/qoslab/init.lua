@@ -1,7 +1,7 @@
 --- qoslab: network QoS experiments on Linux from Lua.
 --
 -- `require "qoslab"` gives every concern: `qoslab.timer`, `qoslab.netem`,
--- `qoslab.shape`, `qoslab.netns`, `qoslab.testbed`, `qoslab.traffic`
+-- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
 -- (`qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
 -- `qoslab.plot`. Sub-modules load lazily, so a script that only needs
 -- timers never touches netlink.
@@ -14,7 +14,7 @@ local lazy = {
   timer = 'qoslab.timer', netem = 'qoslab.netem', shape = 'qoslab.shape',
   netns = 'qoslab.netns', testbed = 'qoslab.testbed', traffic = 'qoslab.traffic',
   plan = 'qoslab.plan', report = 'qoslab.report', plot = 'qoslab.plot',
-  vm = 'qoslab.vm', state = 'qoslab.state',
+  vm = 'qoslab.vm', state = 'qoslab.state', link = 'qoslab.link',
 }
 -- Shortcuts that live in a sub-module.
 local shortcuts = {

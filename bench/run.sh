@@ -1,0 +1,13 @@
+#!/bin/sh
+# run.sh - run every benchmark bench/*.lua with the checkout's module
+# (`make bench`). Each prints its own table; results and the commands that
+# produced them are kept in bench/RESULTS.md.
+set -u
+cd "$(dirname "$0")/.."
+rc=0
+for b in bench/*.lua; do
+    [ -f "$b" ] || continue
+    echo "===== $b"
+    "${LUA:-lua5.4}" bin/qoslab run "$b" || rc=1
+done
+exit $rc

@@ -1,0 +1,136 @@
+--- Named network namespaces, compatible with `ip netns` (ip-netns(8)).
+--
+-- A namespace `NAME` is the bind mount `/run/netns/NAME`; `/run/netns` is made
+-- a shared mount point as iproute2 does, so `ip netns list`, `ip netns exec`
+-- and qoslab see the same namespaces. Links inside namespaces (veth pairs,
+-- addresses, MTU, offloads) are in `qoslab.link`; rate limits in
+-- `qoslab.shape`; a ready-made two-namespace link in `qoslab.testbed`.
+--
+-- Everything created here is recorded with `qoslab.state`, so `qoslab cleanup`
+-- removes what a killed process left behind; `delete` forgets the namespace
+-- and whatever was recorded inside it.
+--
+-- Failures of the world return `nil, message, CODE`: `EEXIST` (name taken),
+-- `ENOENT` (no such namespace), `EPERM` (needs CAP_SYS_ADMIN: run as root).
+-- Bad arguments raise `"qoslab.netns.<fn>: <field>: expected ..."`.
+-- @module qoslab.netns
+local core = require 'qoslab.core'
+local check = require 'qoslab.check'
+local state = require 'qoslab.state'
+
+local M = {}
+
+-- Records of what this process created: id -> entry (for forgetting by
+-- namespace when a namespace goes away with everything in it).
+local tracked = {}
+
+--- (internal) Record a created object with qoslab.state; returns its id.
+function M._track(entry)
+  local id = state.record(entry)
+  tracked[id] = entry
+  return id
+end
+
+--- (internal) Forget every tracked entry for which match(entry) is true.
+function M._untrack(match)
+  for id, e in pairs(tracked) do
+    if match(e) then
+      tracked[id] = nil
+      state.forget(id)
+    end
+  end
+end
+
+local pid
+local function self_pid()
+  if not pid then
+    local f = io.open('/proc/self/stat', 'r')
+    local s = f and f:read('l') or ''
+    if f then f:close() end
+    pid = tonumber(s:match('^(%d+)')) or 0
+  end
+  return pid
+end
+M._pid = self_pid
+
+local counter = 0
+
+--- A namespace name unique to this process and call: `PREFIX-PID-N`.
+-- @tparam[opt] string prefix default "qoslab" (letters, digits, `-`, `_`, `.`; at most 64)
+-- @treturn string e.g. "qoslab-4242-1"
+-- @raise when prefix is not such a string
+-- @usage local name = netns.unique_name('exp')
+function M.unique_name(prefix)
+  prefix = check.string('qoslab.netns.unique_name', 'prefix', prefix, 'qoslab')
+  if not prefix:match('^[%w%-_%.]+$') or #prefix > 64 then
+    check.fail('qoslab.netns.unique_name', 'prefix',
+      'a string of 1..64 letters, digits, "-", "_" or "."', prefix)
+  end
+  counter = counter + 1
+  return string.format('%s-%d-%d', prefix, self_pid(), counter)
+end
+
+--- Create a named network namespace (like `ip netns add NAME`).
+-- The new namespace has only `lo`, down.
+-- @tparam string name 1..200 bytes, no "/", not "." or ".."
+-- @return true, or nil, message, code ("EEXIST", "EPERM")
+-- @raise when name is not a valid namespace name
+-- @usage assert(netns.add('lab-1'))
+function M.add(name)
+  local ok, msg, code = core.netns_add(name)
+  if not ok then return nil, msg, code end
+  M._track { kind = 'netns', name = name }
+  return true
+end
+
+--- Delete a named network namespace (like `ip netns delete NAME`).
+-- Links and qdiscs inside it go with it.
+-- @tparam string name
+-- @return true, or nil, message, code ("ENOENT", "EPERM")
+-- @raise when name is not a valid namespace name
+-- @usage netns.delete('lab-1')
+function M.delete(name)
+  local ok, msg, code = core.netns_delete(name)
+  if not ok then return nil, msg, code end
+  M._untrack(function(e) return e.name == name and e.kind == 'netns' or e.netns == name end)
+  return true
+end
+
+--- Whether a named namespace exists (a mounted `/run/netns/NAME`).
+-- @tparam string name
+-- @treturn boolean
+-- @raise when name is not a valid namespace name
+-- @usage if not netns.exists('lab-1') then netns.add('lab-1') end
+M.exists = core.netns_exists
+
+--- Names of all named namespaces (every `ip netns list` entry), sorted.
+-- @treturn {string,...}
+-- @return or nil, message, code when /run/netns cannot be read
+-- @usage for _, n in ipairs(netns.list()) do print(n) end
+M.list = core.netns_list
+
+--- Call `fn(...)` inside a namespace on this thread and return its results.
+-- The thread enters the namespace (setns(2)) for the call only; it returns to
+-- its own namespace afterwards, also when `fn` raises (the error is re-raised
+-- unchanged). Sockets made inside stay in the namespace; processes started
+-- inside (`os.execute`, `io.popen`) run there.
+-- @tparam string name namespace name
+-- @tparam function fn
+-- @param ... arguments for fn
+-- @return fn's results, or nil, message, code ("ENOENT", "EPERM") when the
+--   namespace cannot be entered
+-- @raise when name or fn has the wrong type, or what fn raises
+-- @usage local out = netns.run('lab-1', function() return io.popen('ip -o addr'):read('a') end)
+function M.run(name, fn, ...)
+  check.string('qoslab.netns.run', 'name', name)
+  if name == nil then check.fail('qoslab.netns.run', 'name', 'a string', nil) end
+  if type(fn) ~= 'function' then check.fail('qoslab.netns.run', 'fn', 'a function', fn) end
+  local token, msg, code = core.netns_enter(name)
+  if not token then return nil, msg, code end
+  local res = table.pack(pcall(fn, ...))
+  assert(core.netns_restore(token))
+  if not res[1] then error(res[2], 0) end
+  return table.unpack(res, 2, res.n)
+end
+
+return M

@@ -1,0 +1,109 @@
+--- Rate limits on a link's egress with tbf or htb (tc-tbf(8), tc-htb(8)),
+-- made over rtnetlink from this process (no `tc`), so a veth pair can stand
+-- in for a 1 Gbit/s link. A netem qdisc can sit under the shaper:
+--
+--   * tbf: root `tbf` handle `1:`; netem goes at parent `"1:1"`;
+--   * htb: root `htb` handle `1:` default class `1:10`, one class `1:10`
+--     (rate, ceil); netem goes at parent `"1:10"` (the class's leaf).
+--
+-- Rates above 2^32 bytes/s use the 64-bit attributes (TCA_TBF_RATE64,
+-- TCA_HTB_RATE64/CEIL64). Rates are kept by the kernel in bytes/s: `rate_bps`
+-- is rounded down to a multiple of 8. Bucket sizes are kept as kernel time
+-- ticks of 64 ns: `get` returns the largest byte count that time holds, which
+-- exceeds what was applied by less than `rate × 64 ns` (exact when that is
+-- below one byte, i.e. up to 125 Mbit/s, or when the burst is a whole number
+-- of ticks); `apply(dev, get(dev))` changes nothing.
+--
+-- Default burst (`burst_bytes` absent): `max(rate_bytes_per_s × 4 ms, 10 × MTU)`
+-- — one jiffy at HZ=250 (tc-tbf(8): the bucket must hold at least rate/HZ)
+-- so timer slack never idles the link, and ten full frames for low rates.
+-- 1 Gbit/s gets 500 000 bytes, enough for ~940 Mbit/s of TCP on a veth.
+-- Default tbf queue: `limit_bytes = rate × latency + burst` with
+-- `latency_ms = 20`.
+-- @module qoslab.shape
+local core = require 'qoslab.core'
+local netns = require 'qoslab.netns'
+
+local M = {}
+
+--- Create or atomically replace the rate limit on a link's egress.
+-- A replace keeps a netem child under the same shaper kind (tbf: the change
+-- is made in place; htb: only class 1:10 is changed). Switching between tbf
+-- and htb removes the old root first (not atomic).
+-- @tparam string ifname device
+-- @tparam table spec `{kind = "tbf"|"htb", rate_bps = 8..8e15 (bits/s),
+--   burst_bytes = 1..2^32-1 (>= MTU; default above), latency_ms = >0 (tbf: queue
+--   as time at rate; default 20) | limit_bytes = 1..2^32-1 (tbf: queue in bytes),
+--   ceil_bps = rate_bps.. (htb: borrowing ceiling; default rate_bps),
+--   cburst_bytes = (htb: bucket at ceil; default rule with the ceil)}`
+-- @tparam[opt] table opts `{netns = NS}`
+-- @treturn table `{kind=, handle = "1:", netem_parent = "1:1"|"1:10", spec = what
+--   get() now returns}`
+-- @return or nil, message, code ("ENODEV", "ENOENT", "EPERM", "EINVAL" with the
+--   kernel's reason)
+-- @raise on unknown keys, wrong types, out-of-range values, latency_ms with
+--   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
+--   htb, burst_bytes below the MTU
+-- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})
+function M.apply(ifname, spec, opts)
+  local r, msg, code = core.shape_apply(ifname, spec, opts)
+  if not r then return nil, msg, code end
+  local ns = opts and opts.netns
+  local known = false
+  netns._untrack(function(e)
+    if e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns then known = true end
+    return false
+  end)
+  if not known then
+    netns._track { kind = 'qdisc', ifname = ifname, netns = ns, parent = 'root' }
+  end
+  return r
+end
+
+--- Read the rate limit back, in the shape `apply` takes.
+-- @tparam string ifname
+-- @tparam[opt] table opts `{netns = NS}`
+-- @treturn table|nil `{kind = "tbf", rate_bps=, burst_bytes=, limit_bytes=}` or
+--   `{kind = "htb", rate_bps=, ceil_bps=, burst_bytes=, cburst_bytes=}`; nil alone
+--   when the root qdisc is not a shaper made by `apply`
+-- @return or nil, message, code ("ENODEV", "ENOENT")
+-- @usage local s = shape.get('veth0', {netns = 'a'})
+M.get = core.shape_get
+
+--- Remove the root qdisc of a link (the shaper and any netem under it).
+-- Nothing attached is fine.
+-- @tparam string ifname
+-- @tparam[opt] table opts `{netns = NS}`
+-- @return true, or nil, message, code ("ENODEV", "ENOENT", "EPERM")
+-- @usage shape.clear('veth0', {netns = 'a'})
+function M.clear(ifname, opts)
+  local ok, msg, code = core.shape_clear(ifname, opts)
+  if not ok then return nil, msg, code end
+  local ns = opts and opts.netns
+  netns._untrack(function(e) return e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns end)
+  return true
+end
+
+--- Put the shaper's default child back under it, atomically replacing what
+-- sits there (how an impairment under a shaper is removed): tbf gets a bfifo
+-- of the tbf's `limit_bytes` at 1:1, htb a pfifo of the device's txqueuelen
+-- at 1:10. (Deleting the child instead would leave tbf with a qdisc that
+-- drops every packet.)
+-- @tparam string ifname
+-- @tparam[opt] table opts `{netns = NS}`
+-- @return true, or nil, message, code ("ENOENT" when there is no shaper made
+--   by `apply`, "ENODEV")
+-- @usage shape.reset_child('veth0', {netns = 'a'})
+M.reset_child = core.shape_reset_child
+
+--- Counters of every qdisc on a link, root first.
+-- @tparam string ifname
+-- @tparam[opt] table opts `{netns = NS}`
+-- @treturn {table,...} each `{kind=, handle = "1:", parent = "root"|"1:1"|...,
+--   bytes=, packets=, drops=, overlimits=, requeues=, backlog_bytes=, qlen_packets=}`
+--   (integers)
+-- @return or nil, message, code ("ENODEV", "ENOENT")
+-- @usage for _, q in ipairs(shape.stats('veth0', {netns = 'a'})) do print(q.kind, q.drops) end
+M.stats = core.qdisc_stats
+
+return M

@@ -1,0 +1,232 @@
+--- A two-namespace testbed: a client and a server network namespace joined
+-- by a veth pair, optionally rate-limited and impaired, removed completely
+-- by `close` (also as a to-be-closed variable and on garbage collection).
+--
+--     client netns                         server netns
+--     lo up                                lo up
+--     CLIENT_IF 10.X.Y.1/24  <── veth ──>  SERVER_IF 10.X.Y.2/24
+--     [fd00:X:Y::1/64]                     [fd00:X:Y::2/64]
+--     egress: shaper (rate_bps) ─ netem (impair)
+--                                          egress: shaper ─ netem (reverse_impair)
+--
+-- Names include the process id and a per-process counter, so parallel runs
+-- never collide; everything made is recorded with `qoslab.state` so
+-- `qoslab cleanup` removes what a killed run left. With `rate_bps` the
+-- impairment sits under the shaper (netem as the shaper's child), so netem's
+-- queue fills at the link rate as it would behind a real 1 Gbit/s port.
+-- netem comes from `qoslab.netem`, loaded only when an impairment is used.
+-- @module qoslab.testbed
+local check = require 'qoslab.check'
+local netns = require 'qoslab.netns'
+local link = require 'qoslab.link'
+local shape = require 'qoslab.shape'
+
+local M = {}
+
+local CTX = 'qoslab.testbed'
+local counter = 0
+
+local TB = {}
+TB.__index = TB
+TB.__name = 'qoslab.Testbed'
+
+local function netem()
+  return require 'qoslab.netem'
+end
+
+local function is_empty(spec)
+  return spec == nil or (type(spec) == 'table' and next(spec) == nil)
+end
+
+-- Run a step that returns true|value or nil, msg, code; on failure raise a
+-- table so construction can undo what it made and return nil, msg, code.
+local function must(v, msg, code)
+  if v == nil then error({ qoslab_fail = true, msg = msg, code = code }, 0) end
+  return v
+end
+
+local function side(tb, direction)
+  if direction == 'forward' then
+    return tb.client_ifname, tb.client_netns, tb._client_parent
+  end
+  return tb.server_ifname, tb.server_netns, tb._server_parent
+end
+
+local function set_impair(tb, spec, direction)
+  local ifname, ns, parent = side(tb, direction)
+  local key = direction == 'forward' and '_impair_fwd' or '_impair_rev'
+  if is_empty(spec) then
+    if tb[key] then
+      if parent then
+        -- Under a shaper: swap netem for the shaper's default child.
+        must(shape.reset_child(ifname, { netns = ns }))
+      else
+        must(netem().clear(ifname, { netns = ns }))
+      end
+      tb[key] = nil
+    end
+    return true
+  end
+  must(netem().apply(ifname, spec, { netns = ns, parent = parent }))
+  tb[key] = true
+  return true
+end
+
+--- Build a testbed.
+-- @tparam[opt] table opts
+--   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
+--   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
+--   qoslab.shape), impair = netem spec on the client's egress (default none),
+--   reverse_impair = netem spec on the server's egress, offloads = bool (default
+--   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
+--   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
+--   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
+--   name prefix, default "qoslab")}`
+-- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
+--   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
+--   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`
+--   and methods `:impair(spec[, "forward"|"reverse"])`, `:stats()`, `:close()`;
+--   to-be-closed
+-- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
+--   when the kernel lacks sch_netem, ...) after removing whatever was made
+-- @raise on unknown keys, wrong types or values out of range
+-- @usage local tb <close> = assert(testbed{rate_bps = 1e9, impair = {delay_ms = 50}})
+function M.testbed(opts)
+  opts = opts or {}
+  check.table(CTX, 'opts', opts)
+  check.keys(CTX, 'opts', opts, { rate_bps = true, impair = true, reverse_impair = true,
+    shape = true, offloads = true, mtu_bytes = true, ipv6 = true, prefix = true,
+    burst_bytes = true })
+  local rate = check.integer(CTX, 'opts.rate_bps', opts.rate_bps, 8, 8000000000000000)
+  local kind = check.enum(CTX, 'opts.shape', opts.shape, { 'tbf', 'htb' }, 'tbf')
+  local burst = check.integer(CTX, 'opts.burst_bytes', opts.burst_bytes, 1, 4294967295)
+  local offloads = check.boolean(CTX, 'opts.offloads', opts.offloads, false)
+  local mtu = check.integer(CTX, 'opts.mtu_bytes', opts.mtu_bytes, 68, 65535)
+  local ipv6 = check.boolean(CTX, 'opts.ipv6', opts.ipv6, false)
+  local prefix = check.string(CTX, 'opts.prefix', opts.prefix, 'qoslab')
+  if opts.impair ~= nil then check.table(CTX, 'opts.impair', opts.impair) end
+  if opts.reverse_impair ~= nil then check.table(CTX, 'opts.reverse_impair', opts.reverse_impair) end
+  if burst and not rate then
+    error(CTX .. ': opts.burst_bytes: only with opts.rate_bps', 2)
+  end
+  local base = netns.unique_name(prefix)  -- raises naming opts.prefix' content
+  counter = counter + 1
+  local pid = netns._pid()
+  local x, y = pid % 250 + 1, counter % 256
+  local tb = setmetatable({
+    client_netns = base .. '-c', server_netns = base .. '-s',
+    -- veth names are per namespace, but are created from the caller's
+    -- namespace: keep them unique too (15 bytes at most).
+    client_ifname = string.format('qc%dn%d', pid, counter):sub(1, 15),
+    server_ifname = string.format('qs%dn%d', pid, counter):sub(1, 15),
+    client_addr = string.format('10.%d.%d.1', x, y),
+    server_addr = string.format('10.%d.%d.2', x, y),
+    client_addr6 = ipv6 and string.format('fd00:%x:%x::1', x, y) or nil,
+    server_addr6 = ipv6 and string.format('fd00:%x:%x::2', x, y) or nil,
+    rate_bps = rate, shape = rate and kind or nil,
+    _made = {}, _closed = false,
+  }, TB)
+  local ok, err = pcall(function()
+    must(netns.add(tb.client_netns))
+    tb._made.client_netns = true
+    must(netns.add(tb.server_netns))
+    tb._made.server_netns = true
+    must(link.add_veth { name = tb.client_ifname, peer = tb.server_ifname,
+      netns = tb.client_netns, peer_netns = tb.server_netns })
+    tb._made.veth = true
+    for _, s in ipairs { { tb.client_ifname, tb.client_netns, tb.client_addr, tb.client_addr6 },
+                         { tb.server_ifname, tb.server_netns, tb.server_addr, tb.server_addr6 } } do
+      local ifname, ns, a4, a6 = s[1], s[2], s[3], s[4]
+      local o = { netns = ns }
+      must(link.set('lo', { up = true, netns = ns }))
+      if not offloads then
+        must(link.offloads(ifname, { tso = false, gso = false, gro = false }, o))
+      end
+      must(link.set(ifname, { up = true, mtu_bytes = mtu, netns = ns }))
+      must(link.addr_add(ifname, a4 .. '/24', o))
+      if a6 then must(link.addr_add(ifname, a6 .. '/64', o)) end
+    end
+    if rate then
+      tb._shape_spec = { kind = kind, rate_bps = rate, burst_bytes = burst }
+      local c = must(shape.apply(tb.client_ifname, tb._shape_spec, { netns = tb.client_netns }))
+      local s = must(shape.apply(tb.server_ifname, tb._shape_spec, { netns = tb.server_netns }))
+      tb._client_parent, tb._server_parent = c.netem_parent, s.netem_parent
+    end
+    if not is_empty(opts.impair) then set_impair(tb, opts.impair, 'forward') end
+    if not is_empty(opts.reverse_impair) then set_impair(tb, opts.reverse_impair, 'reverse') end
+  end)
+  if not ok then
+    tb:close()
+    if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
+    error(err, 0)
+  end
+  return tb
+end
+
+--- Change (or remove) the impairment between runs.
+-- With a rate limit, netem is applied at the shaper's `netem_parent` and
+-- removed by `qoslab.shape.reset_child` (the shaper's default child comes
+-- back, atomically); without one, netem is the root qdisc and
+-- `qoslab.netem.clear` removes it.
+-- @tparam table|nil spec a `qoslab.netem` spec; nil or `{}` removes the impairment
+-- @tparam[opt] string direction "forward" (client → server, default) or "reverse"
+-- @return true, or nil, message, code from qoslab.netem
+-- @raise when direction is not one of those, or the testbed is closed
+-- @usage tb:impair({delay_ms = 100, loss_pct = 1})
+function TB:impair(spec, direction)
+  direction = check.enum('qoslab.Testbed:impair', 'direction', direction,
+    { 'forward', 'reverse' }, 'forward')
+  if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
+  if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
+  local ok, err = pcall(set_impair, self, spec, direction)
+  if ok then return true end
+  if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
+  error(err, 0)
+end
+
+--- Qdisc counters of both ends' egress.
+-- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
+-- @return or nil, message, code
+-- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
+function TB:stats()
+  if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
+  local c, msg, code = shape.stats(self.client_ifname, { netns = self.client_netns })
+  if not c then return nil, msg, code end
+  local s
+  s, msg, code = shape.stats(self.server_ifname, { netns = self.server_netns })
+  if not s then return nil, msg, code end
+  return { client = c, server = s }
+end
+
+--- Remove everything the testbed made (qdiscs, veth pair, namespaces).
+-- Idempotent; also `__close` and `__gc`. Removal is best effort: a piece
+-- that is already gone is not an error.
+-- @treturn boolean true
+-- @usage tb:close()
+function TB:close()
+  if self._closed then return true end
+  self._closed = true
+  local m = self._made
+  -- Deleting the veth first removes both ends (and their qdiscs) at once
+  -- and synchronously; deleting a namespace frees its devices only when the
+  -- kernel's namespace cleanup runs.
+  if m.veth then link.delete(self.client_ifname, { netns = self.client_netns }) end
+  if m.server_netns then netns.delete(self.server_netns) end
+  if m.client_netns then netns.delete(self.client_netns) end
+  return true
+end
+
+TB.__close = TB.close
+TB.__gc = TB.close
+
+function TB:__tostring()
+  return string.format('qoslab.Testbed (%s %s %s <-> %s %s %s%s)%s',
+    self.client_netns, self.client_ifname, self.client_addr,
+    self.server_netns, self.server_ifname, self.server_addr,
+    self.rate_bps and string.format(', %s %.0f bit/s', self.shape, self.rate_bps) or '',
+    self._closed and ' closed' or '')
+end
+
+setmetatable(M, { __call = function(_, opts) return M.testbed(opts) end })
+
+return M
