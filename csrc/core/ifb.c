@@ -175,7 +175,9 @@ static void filter_del(struct nl_sock *sk, int ifindex)
 	struct rtnl_cls *cls = filter_base(ifindex);
 	if (!cls)
 		return;
-	/* Best effort: absent means nothing to replace. */
+	/* Protocol 0 matches the filter whatever protocol it has. Best
+	 * effort: absent means nothing to replace. */
+	rtnl_cls_set_protocol(cls, 0);
 	(void)rtnl_cls_delete(sk, cls, 0);
 	rtnl_cls_put(cls);
 }
