@@ -90,12 +90,12 @@ int ql_netem_validate(const ql_netem_spec *s, ql_err *e)
 		if (!s->delay_ns)
 			return ql_err_usage(e, "spec.reorder_pct: reordering needs spec.delay_ms > 0 (packets are reordered by sending them without the delay)");
 		if (!s->reorder_gap_packets)
-			return ql_err_usage(e, "spec.reorder_gap: expected >= 1 with reordering (the kernel never reorders with gap 0)");
+			return ql_err_usage(e, "spec.reorder_gap_packets: expected >= 1 with reordering (the kernel never reorders with gap 0)");
 	} else {
 		if (s->reorder_corr_frac32)
 			return ql_err_usage(e, "spec.reorder_corr_pct: needs spec.reorder_pct > 0");
 		if (s->reorder_gap_packets)
-			return ql_err_usage(e, "spec.reorder_gap: needs spec.reorder_pct > 0");
+			return ql_err_usage(e, "spec.reorder_gap_packets: needs spec.reorder_pct > 0");
 	}
 	if (s->ecn && s->loss_model == QL_NETEM_LOSS_RANDOM && !s->loss_frac32)
 		return ql_err_usage(e, "spec.ecn: ECN marking needs a loss (spec.loss_pct, spec.loss_state or spec.loss_gemodel)");
