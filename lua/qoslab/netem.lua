@@ -292,6 +292,31 @@ function M.apply(ifname, spec, opts)
   return { warnings = warnings, spec = canon }
 end
 
+--- Change some settings of the current netem and keep the rest (get, merge,
+-- apply). A key set to `false` is removed (turned off). Without a netem
+-- there, the changes alone are applied. Case 031: `apply{limit_packets =
+-- 50000}` then `update{delay_ms = 20}` keeps the limit at 50000.
+-- @tparam string ifname device name
+-- @tparam table changes spec keys to set (nested tables replace as a whole)
+-- @tparam[opt] table opts as for `apply`
+-- @return as `apply`
+-- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
+function M.update(ifname, changes, opts)
+  local ctx = 'qoslab.netem.update'
+  check_ifname(ctx, ifname)
+  check.table(ctx, 'changes', changes)
+  local gopts = {}
+  for k, v in pairs(opts or {}) do gopts[k] = v end
+  gopts.handle = nil
+  local cur, msg, code = M.get(ifname, gopts)
+  if cur == nil and msg ~= nil then return nil, msg, code end
+  local spec = cur or {}
+  for k, v in pairs(changes) do
+    if v == false and k ~= 'ecn' then spec[k] = nil else spec[k] = v end
+  end
+  return M.apply(ifname, spec, opts)
+end
+
 --- Read the netem back, in exactly the shape and units `apply` takes, so
 -- `apply(dev, get(dev))` changes nothing.
 -- @tparam string ifname device name
