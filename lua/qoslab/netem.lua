@@ -38,7 +38,9 @@
 --  * `ecn` (boolean: mark CE instead of dropping; needs a loss);
 --  * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
 --  * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
---    ignore it and `apply` warns).
+--    ignore it and `apply` warns). Newer kernels report a seed they chose
+--    themselves; `get` shows it only for a netem this process did not make
+--    or made with a seed.
 --
 -- Percent values read back as the shortest decimal that encodes to the same
 -- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
@@ -55,7 +57,9 @@
 -- `distribution` this process last applied to that qdisc (none when another
 -- process or tool made it). Because a kernel netem cannot drop a table it
 -- once had, replacing a netem with jittered uniform delay sends a generated
--- uniform table.
+-- uniform table. The same holds for the slot table, and there a table-less
+-- replacement cannot be emulated: after a `slot.distribution`, `clear` the
+-- netem before applying a min/max slot.
 --
 -- **opts** (every function): `netns` (name under /run/netns), `parent`
 -- (`"root"` default, or a class `"MAJ:MIN"` such as `"1:1"` under a tbf/htb),
@@ -267,6 +271,7 @@ function M.apply(ifname, spec, opts)
   end
   rec.distribution = canon.distribution
   rec.slot_distribution = canon.slot and canon.slot.distribution
+  rec.seed_given = canon.seed ~= nil
   records[key] = rec
 
   local got = core.netem_get(dev, o.netns, parent)
@@ -342,6 +347,9 @@ function M.get(ifname, opts)
   if spec == false then return nil end
   local rec = records[rec_key(ifname, o)]
   if rec then
+    -- Linux >= 6.6 dumps the random seed it chose; report it only when it
+    -- was asked for, so get() equals what apply() returned.
+    if not rec.seed_given then spec.seed = nil end
     if rec.distribution ~= nil and spec.jitter_ms then spec.distribution = rec.distribution end
     if rec.slot_distribution ~= nil and spec.slot and (spec.slot.delay_ms or spec.slot.jitter_ms) then
       spec.slot.distribution = rec.slot_distribution

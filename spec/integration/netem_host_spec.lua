@@ -70,6 +70,16 @@ describe('qoslab.netem on a host without sch_netem #integration', function()
     assert.equal('ENODEV', select(3, netem.apply('nosuch0', {}, { netns = ns, direction = 'ingress' })))
   end)
 
+  it('without CAP_NET_ADMIN apply is EPERM and says so', function()
+    local lua = 'package.cpath = "./' .. (os.getenv('QOSLAB_BUILD') or 'build') .. '/?.so;" .. package.cpath ' ..
+      'package.path = "./lua/?.lua;" .. package.path ' ..
+      'print(select(3, require("qoslab.netem").apply("lo", {delay_ms = 1}, {quiet = true})), ' ..
+      'select(2, require("qoslab.netem").apply("lo", {delay_ms = 1}, {quiet = true})))'
+    local out = sh("setpriv --reuid 65534 --regid 65534 --clear-groups --inh-caps=-all lua5.4 -e '" .. lua .. "'")
+    assert.matches('^EPERM\t', out)
+    assert.matches('CAP_NET_ADMIN', out, 1, true)
+  end)
+
   it('a missing namespace is ENOENT', function()
     local r, msg, code = netem.apply('va', { delay_ms = 10 }, { netns = ns .. 'x' })
     assert.is_nil(r)
