@@ -23,6 +23,9 @@
 
 #include "nl.h"
 
+/* ffff:, the ingress qdisc (unsigned: libnl's TC_HANDLE shifts an int). */
+#define QL_INGRESS_HANDLE 0xFFFF0000U
+
 int ql_ifb_name(const char *netns, const char *ifname, char *out, size_t cap,
 		ql_err *e)
 {
@@ -124,7 +127,7 @@ static int ingress_add(struct nl_sock *sk, int ifindex, ql_err *e)
 		return ql_err_set(e, ENOMEM, NULL, "ingress: out of memory");
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
-	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(0xFFFF, 0));
+	rtnl_tc_set_handle(TC_CAST(q), QL_INGRESS_HANDLE);
 	int rc = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (rc == 0)
 		rc = rtnl_qdisc_add(sk, q, NLM_F_CREATE | NLM_F_EXCL);
@@ -141,7 +144,7 @@ static int ingress_del(struct nl_sock *sk, int ifindex, int *removed, ql_err *e)
 		return ql_err_set(e, ENOMEM, NULL, "ingress: out of memory");
 	rtnl_tc_set_ifindex(TC_CAST(q), ifindex);
 	rtnl_tc_set_parent(TC_CAST(q), TC_H_INGRESS);
-	rtnl_tc_set_handle(TC_CAST(q), TC_HANDLE(0xFFFF, 0));
+	rtnl_tc_set_handle(TC_CAST(q), QL_INGRESS_HANDLE);
 	int rc = rtnl_tc_set_kind(TC_CAST(q), "ingress");
 	if (rc == 0)
 		rc = rtnl_qdisc_delete(sk, q);
@@ -161,7 +164,7 @@ static struct rtnl_cls *filter_base(int ifindex)
 	if (!cls)
 		return NULL;
 	rtnl_tc_set_ifindex(TC_CAST(cls), ifindex);
-	rtnl_tc_set_parent(TC_CAST(cls), TC_HANDLE(0xFFFF, 0));
+	rtnl_tc_set_parent(TC_CAST(cls), QL_INGRESS_HANDLE);
 	rtnl_cls_set_prio(cls, QL_IFB_PRIO);
 	if (rtnl_tc_set_kind(TC_CAST(cls), "u32") < 0) {
 		rtnl_cls_put(cls);
