@@ -517,7 +517,7 @@ function M.parse(text)
   local spec = {}
   local function fail(what, expected, got)
     error(string.format('%s: %s: expected %s, got %s', ctx, what, expected,
-      got == nil and 'end of text' or string.format('%q', got)), 3)
+      got == nil and 'end of text' or string.format('%q', got)), 0)
   end
   local function num(tok, what)
     local v = tonumber(tok)
