@@ -156,7 +156,12 @@ int ql_netem_build(struct nl_msg **out, int ifindex, uint32_t parent,
 		dist = uniform;
 		dist_len = UNIFORM_LEN;
 	}
-	size_t need = 4096 + (dist ? dist_len * 2 : 0) + (s->slot_dist ? s->slot_dist_len * 2 : 0);
+	size_t tables = (dist ? dist_len * 2 : 0) + (s->slot_dist ? s->slot_dist_len * 2 : 0);
+	/* Everything sits inside TCA_OPTIONS, whose length is a u16. */
+	if (tables > 65535 - 1024)
+		return ql_err_usage(e, "spec.distribution + spec.slot.distribution: at most %d entries together (netlink attribute size)",
+				    (65535 - 1024) / 2);
+	size_t need = 4096 + tables;
 	struct nl_msg *msg = nlmsg_alloc_size(need);
 	if (!msg)
 		return ql_err_set(e, ENOMEM, NULL, "netem: cannot allocate a netlink message");
@@ -258,7 +263,8 @@ int ql_netem_build(struct nl_msg **out, int ifindex, uint32_t parent,
 		goto nomem;
 	if (s->has_seed && nla_put_u64(msg, QL_TCA_NETEM_PRNG_SEED, s->seed) < 0)
 		goto nomem;
-	nla_nest_end(msg, opts);
+	if (nla_nest_end(msg, opts) < 0)
+		goto nomem;
 	*out = msg;
 	return 0;
 nomem:
@@ -402,6 +408,7 @@ int ql_netem_decode(const struct nlmsghdr *h, int *ifindex, char *kind,
 		    size_t kind_cap, ql_netem_info *info, ql_err *e)
 {
 	memset(info, 0, sizeof *info);
+	*ifindex = 0;
 	if (kind_cap)
 		kind[0] = '\0';
 	if (h->nlmsg_type != RTM_NEWQDISC || h->nlmsg_len < NLMSG_SPACE(sizeof(struct tcmsg)))

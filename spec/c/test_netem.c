@@ -386,6 +386,32 @@ TEST(handles)
 	CHECK_EQ_INT(ql_tc_handle_parse("1:x", &h), -EINVAL);
 }
 
+TEST(two_full_tables_do_not_fit_one_attribute)
+{
+	static int16_t big[QL_NETEM_DIST_MAX];
+	ql_netem_spec s;
+	ql_netem_spec_init(&s);
+	s.delay_ns = 10000000;
+	s.jitter_ns = 1000000;
+	s.dist = big;
+	s.dist_len = QL_NETEM_DIST_MAX;
+	struct nl_msg *msg;
+	ql_err e;
+	CHECK_EQ_INT(ql_netem_build(&msg, 1, TC_H_ROOT, 0, &s, 0, &e), 0);
+	if (msg) {
+		struct nlattr *tb[15];
+		struct tc_netem_qopt q;
+		netem_attrs(msg, tb, &q);
+		CHECK_EQ_INT(nla_len(tb[TCA_NETEM_DELAY_DIST]), QL_NETEM_DIST_MAX * 2);
+		nlmsg_free(msg);
+	}
+	s.slot_dist = big;
+	s.slot_dist_len = QL_NETEM_DIST_MAX;
+	s.slot_dist_delay_ns = 1000;
+	CHECK_EQ_INT(ql_netem_build(&msg, 1, TC_H_ROOT, 0, &s, 0, &e), -EINVAL);
+	CHECK(e.usage && strstr(e.msg, "spec.slot.distribution") != NULL);
+}
+
 int main(void)
 {
 	RUN(percent_scaling_case_025);
@@ -399,5 +425,6 @@ int main(void)
 	RUN(distribution_files);
 	RUN(uniform_table_spans_the_scale);
 	RUN(handles);
+	RUN(two_full_tables_do_not_fit_one_attribute);
 	return ctest_done();
 }
