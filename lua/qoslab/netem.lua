@@ -154,6 +154,10 @@ end
 
 local NO_DIST = { distribution = true }
 
+-- Qdiscs a device has when nobody configured one; replacing them is silent.
+local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true,
+                         fq = true, pfifo = true, cake = true }
+
 --- Packets netem's queue needs for a spec on a device (the limit rule above).
 -- @tparam string ifname device (its link speed is used when spec has no rate)
 -- @tparam table spec a spec (`delay_ms`, `jitter_ms`, `rate_bps` are used)
@@ -195,7 +199,9 @@ local function fmt_rate(bps)
 end
 
 --- Create or atomically replace a netem (RTM_NEWQDISC with
--- NLM_F_CREATE|NLM_F_REPLACE; never delete-then-add). The spec is the whole
+-- NLM_F_CREATE|NLM_F_REPLACE; never delete-then-add). Like `tc qdisc
+-- replace`, any qdisc at that place is replaced (with a warning unless it was
+-- a default one such as noqueue, pfifo_fast or fq_codel). The spec is the whole
 -- state: keys left out are off (limit 1000). Reads the result back and warns
 -- about any field the kernel did not take (e.g. `seed` before Linux 6.6).
 -- @tparam string ifname device name
@@ -256,7 +262,12 @@ function M.apply(ifname, spec, opts)
     end
     dev, parent = ifb, 'root'
   end
-  local before = core.netem_get(dev, o.netns, parent)
+  local before, other_kind = core.netem_get(dev, o.netns, parent)
+  if before == false and other_kind and not DEFAULT_QDISCS[other_kind] then
+    warnings[#warnings + 1] = string.format(
+      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
+      other_kind, parent, dev)
+  end
   local ok, msg, code = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
   if not ok then
     if ifb_created then

@@ -256,6 +256,10 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     assert.is_true(netem.clear('va', { netns = A, parent = '1:1' }))
     assert.is_nil(tc_netem(A, 'va', '1:1'))
     assert.matches('tbf', must('tc -n ' .. A .. ' qdisc show dev va'))
+    -- at the root, apply replaces the tbf (atomically, as tc replace) and says so
+    local r = assert(netem.apply('va', { delay_ms = 1 }, OPTS))
+    assert.matches('replaced the tbf qdisc at root of va', table.concat(r.warnings, '\n'), 1, true)
+    assert.is_nil(must('tc -n ' .. A .. ' qdisc show dev va'):match('tbf'))
   end)
 
   it('delays a real round trip by the configured delay (+-5 % or 0.2 ms)', function()
