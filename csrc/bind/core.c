@@ -18,5 +18,6 @@ int luaopen_qoslab_core(lua_State *L)
 	lua_setfield(L, -2, "_VERSION");
 	qlb_open_timer(L);
 	qlb_open_link(L);
+	qlb_open_netem(L);
 	return 1;
 }

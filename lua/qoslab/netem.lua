@@ -1,0 +1,761 @@
+--- Kernel netem (sch_netem) over rtnetlink: delay, jitter, loss, duplication,
+-- reordering, corruption, rate, slots and ECN on a device's egress, or on its
+-- ingress through an ifb device.
+--
+-- No `tc` process is run: messages are built with libnl-3 (see
+-- csrc/core/netem.c). Semantics and conversions follow tc-netem(8) and
+-- iproute2's tc/q_netem.c: a percentage p is sent as rint(p/100 × (2^32−1));
+-- bits/s become bytes/s (truncated, as tc does) with TCA_NETEM_RATE64 at or
+-- above 2^32 B/s; times are sent as 64-bit nanoseconds.
+--
+-- **The spec** (every key optional; units in the names):
+--
+--  * `delay_ms` (0..1e9), `jitter_ms` (0..2147.483647, the kernel's cap),
+--    `delay_corr_pct` (0..100, needs jitter);
+--  * `distribution`: `"uniform"` (default, no table), `"normal"`, `"pareto"`,
+--    `"paretonormal"`, `"experimental"` (iproute2's `.dist` files, found in
+--    /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
+--    or a custom table: a list of 1..16384 integers in [-32768, 32767] in
+--    units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
+--  * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
+--    `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
+--    model; only p13_pct is required, the rest default as tc's: p31 = 100 −
+--    p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
+--    one_minus_h_pct =, one_minus_k_pct =}` (Gilbert-Elliott as tc-netem(8)'s
+--    `loss gemodel p r 1-h 1-k`: p = good→bad transition, r = bad→good,
+--    one_minus_h_pct = loss probability in the bad state (1−h, default 100),
+--    one_minus_k_pct = loss probability in the good state (1−k, default 0);
+--    the kernel stores h itself, so 1−h is complemented on the wire);
+--  * `duplicate_pct`, `duplicate_corr_pct`; `corrupt_pct`, `corrupt_corr_pct`;
+--  * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
+--    reordering: packets go out without the delay with that probability;
+--    with gap N every Nth packet is eligible); reordering needs `delay_ms`;
+--  * `rate_bps` (bits/s, sent as bytes/s), `rate_packet_overhead_bytes`
+--    (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
+--  * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
+--    or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
+--    packets leave in slots (packets/bytes = most per slot, default unlimited);
+--  * `ecn` (boolean: mark CE instead of dropping; needs a loss);
+--  * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
+--  * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
+--    ignore it and `apply` warns). Newer kernels report a seed they chose
+--    themselves; `get` shows it only for a netem this process did not make
+--    or made with a seed.
+--
+-- Percent values read back as the shortest decimal that encodes to the same
+-- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
+--
+-- **The limit rule** (cases 020, 021): netem holds every packet for the whole
+-- delay, and drops at the tail once `limit_packets` are queued. Needed:
+-- `ceil(rate_Bps × (delay_ms + jitter_ms)/1000 / 1514 × 1.5)` packets, where
+-- rate_Bps is `rate_bps/8`, else the device's link speed (ethtool, as
+-- /sys/class/net/DEV/speed; veth reports 10 Gbit/s), else 1 Gbit/s; 1514 is
+-- a full Ethernet frame and 1.5 the margin chaosblade uses. A lower limit
+-- gives a warning; `"auto"` takes `max(1000, needed)`.
+--
+-- **The kernel keeps no distribution table readable**: `get` reports the
+-- `distribution` this process last applied to that qdisc (none when another
+-- process or tool made it). Because a kernel netem cannot drop a table it
+-- once had, replacing a netem with jittered uniform delay sends a generated
+-- uniform table. The same holds for the slot table, and there a table-less
+-- replacement cannot be emulated: after a `slot.distribution`, `clear` the
+-- netem before applying a min/max slot.
+--
+-- **opts** (every function): `netns` (name under /run/netns), `parent`
+-- (`"root"` default, or a class `"MAJ:MIN"` such as `"1:1"` under a tbf/htb),
+-- `handle` (`"MAJ:"`, apply only), `direction` (`"egress"` default or
+-- `"ingress"`: traffic arriving on the device is redirected to an ifb device
+-- named `qlifb<ifindex>` with the netem on it), `ingress_src` (ingress only:
+-- `"ADDR"` or `"ADDR/PREFIX"`, impair only packets FROM that source), `quiet`
+-- (apply/scope: don't print warnings). Egress and ingress impairment can
+-- coexist on one device.
+--
+-- Failures return `nil, message, CODE`: `ENODEV` (no such device),
+-- `ENOENT` (no such namespace, or no such parent class), `EPERM` (needs
+-- CAP_NET_ADMIN), `ENOTSUP` (kernel without sch_netem: "modprobe sch_netem",
+-- or run inside the qoslab VM harness). Bad arguments raise
+-- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`.
+--
+-- Everything created is recorded with `qoslab.state` so `qoslab cleanup`
+-- can remove it after a crash.
+-- @module qoslab.netem
+local core = require 'qoslab.core'
+local check = require 'qoslab.check'
+local state = require 'qoslab.state'
+
+local M = {}
+
+local OPT_KEYS = { netns = true, parent = true, handle = true, direction = true,
+                   ingress_src = true, quiet = true }
+
+-- What this process applied, per target: distributions (the kernel never
+-- dumps them), ingress source, and qoslab.state ids.
+local records = {}
+
+local function read_opts(ctx, opts, for_apply)
+  if opts == nil then opts = {} end
+  check.table(ctx, 'opts', opts, 2)
+  check.keys(ctx, 'opts', opts, OPT_KEYS, 2)
+  local o = {
+    netns = check.string(ctx, 'opts.netns', opts.netns, nil, 2),
+    parent = check.string(ctx, 'opts.parent', opts.parent, 'root', 2),
+    handle = check.string(ctx, 'opts.handle', opts.handle, nil, 2),
+    direction = check.enum(ctx, 'opts.direction', opts.direction, { 'egress', 'ingress' }, 'egress', 2),
+    ingress_src = check.string(ctx, 'opts.ingress_src', opts.ingress_src, nil, 2),
+    quiet = check.boolean(ctx, 'opts.quiet', opts.quiet, false, 2),
+  }
+  if o.netns == '' then o.netns = nil end
+  if o.parent ~= 'root' and not o.parent:match('^%x+:%x+$') then
+    check.fail(ctx, 'opts.parent', '"root" or "MAJ:MIN" (hex, as tc)', o.parent, 2)
+  end
+  if o.handle and not o.handle:match('^%x+:$') then
+    check.fail(ctx, 'opts.handle', '"MAJ:" (hex, as tc)', o.handle, 2)
+  end
+  if o.handle and not for_apply then
+    check.fail(ctx, 'opts.handle', 'nil (only apply takes a handle)', o.handle, 2)
+  end
+  if o.direction == 'ingress' and o.parent ~= 'root' then
+    check.fail(ctx, 'opts.parent', '"root" with direction = "ingress" (netem sits on the ifb root)', o.parent, 2)
+  end
+  if o.ingress_src and o.direction ~= 'ingress' then
+    check.fail(ctx, 'opts.ingress_src', 'nil unless direction = "ingress"', o.ingress_src, 2)
+  end
+  return o
+end
+
+local function check_ifname(ctx, ifname)
+  if type(ifname) ~= 'string' or ifname == '' or #ifname > 15 then
+    check.fail(ctx, 'ifname', 'a device name of 1..15 characters', ifname, 2)
+  end
+end
+
+local function rec_key(ifname, o)
+  return table.concat({ o.netns or '', ifname, o.direction, o.parent }, '|')
+end
+
+-- The device and parent the netem qdisc itself sits on.
+local function target(ifname, o)
+  if o.direction == 'egress' then return ifname, o.parent end
+  local ifb, msg, code = core.ifb_name(ifname, o.netns)
+  if not ifb then return nil, msg, code end
+  return ifb, 'root'
+end
+
+local function deep_equal(a, b, skip)
+  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
+  for k, v in pairs(a) do
+    if not (skip and skip[k]) and not deep_equal(v, b[k]) then return false end
+  end
+  for k in pairs(b) do
+    if not (skip and skip[k]) and a[k] == nil then return false end
+  end
+  return true
+end
+
+local NO_DIST = { distribution = true }
+
+-- Qdiscs a device has when nobody configured one; replacing them is silent.
+local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true,
+                         fq = true, pfifo = true, cake = true }
+
+--- Packets netem's queue needs for a spec on a device (the limit rule above).
+-- @tparam string ifname device (its link speed is used when spec has no rate)
+-- @tparam table spec a spec (`delay_ms`, `jitter_ms`, `rate_bps` are used)
+-- @tparam[opt] table opts `{netns =}`
+-- @treturn integer packets needed (0 without delay)
+-- @treturn number the rate in bits/s the rule used
+-- @treturn string where that rate came from: "spec.rate_bps", "link speed", "default 1 Gbit/s"
+-- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
+function M.needed_limit(ifname, spec, opts)
+  local ctx = 'qoslab.netem.needed_limit'
+  check_ifname(ctx, ifname)
+  check.table(ctx, 'spec', spec)
+  local netns = opts and opts.netns or nil
+  local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
+  local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
+  if not rate_bps or rate_bps <= 0 then
+    local mbps = core.link_speed_mbps(ifname, netns)
+    if mbps then rate_bps, source = mbps * 1e6, 'link speed'
+    else rate_bps, source = 1e9, 'default 1 Gbit/s' end
+  end
+  local need = math.ceil(rate_bps / 8 * delay_s / 1514 * 1.5)
+  return math.tointeger(need) or 0, rate_bps, source
+end
+
+local printed = {}
+local function emit(warnings, quiet)
+  if quiet then return end
+  for _, w in ipairs(warnings) do
+    if not printed[w] then
+      printed[w] = true
+      io.stderr:write('qoslab.netem: warning: ', w, '\n')
+    end
+  end
+end
+
+local function fmt_rate(bps)
+  if bps >= 1e9 then return string.format('%g Gbit/s', bps / 1e9) end
+  return string.format('%g Mbit/s', bps / 1e6)
+end
+
+--- Create or atomically replace a netem (RTM_NEWQDISC with
+-- NLM_F_CREATE|NLM_F_REPLACE; never delete-then-add). Like `tc qdisc
+-- replace`, any qdisc at that place is replaced (with a warning unless it was
+-- a default one such as noqueue, pfifo_fast or fq_codel). The spec is the whole
+-- state: keys left out are off (limit 1000). Reads the result back and warns
+-- about any field the kernel did not take (e.g. `seed` before Linux 6.6).
+-- @tparam string ifname device name
+-- @tparam table spec see the module doc
+-- @tparam[opt] table opts see the module doc
+-- @treturn table `{warnings = {string...}, spec = canonical spec as applied
+--   (limit resolved, defaults dropped; equal to what `get` returns)}`
+-- @return or nil, message, CODE (ENODEV, ENOENT, EPERM, ENOTSUP, ...)
+-- @raise on an unknown key, wrong type, value out of range or contradictory
+--   combination (e.g. reorder without delay, ECN without loss), naming the field
+-- @usage local r = assert(netem.apply('veth0', {delay_ms = 50, loss_pct = 1}))
+function M.apply(ifname, spec, opts)
+  local ctx = 'qoslab.netem.apply'
+  check_ifname(ctx, ifname)
+  check.table(ctx, 'spec', spec)
+  local o = read_opts(ctx, opts, true)
+  local s, auto = spec, false
+  if spec.limit_packets == 'auto' then
+    auto = true
+    s = {}
+    for k, v in pairs(spec) do s[k] = v end
+    s.limit_packets = nil
+  elseif type(spec.limit_packets) == 'string' then
+    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
+  end
+  local canon = core.netem_normalize(s, ctx)
+  local warnings = {}
+  local need, rate_bps, source = M.needed_limit(ifname, canon, o)
+  if auto then
+    canon.limit_packets = math.max(1000, need)
+  elseif canon.limit_packets < need then
+    warnings[#warnings + 1] = string.format(
+      'spec.limit_packets = %d is below the %d packets that %s (%s) x %g ms delay needs ' ..
+      '(1514-byte frames, x1.5 margin): netem will tail-drop; set limit_packets = %d or "auto"',
+      canon.limit_packets, need, fmt_rate(rate_bps), source,
+      (canon.delay_ms or 0) + (canon.jitter_ms or 0), need)
+  end
+  local wire = {}
+  for k, v in pairs(canon) do wire[k] = v end
+
+  local key = rec_key(ifname, o)
+  local rec = records[key] or {}
+  local dev, parent, ifb_created = ifname, o.parent, false
+  if o.direction == 'ingress' then
+    local ifb, msg, code = core.ifb_name(ifname, o.netns)
+    if not ifb then return nil, msg, code end
+    local exists, m2, c2 = core.link_exists(ifb, o.netns)
+    if exists == nil then return nil, m2, c2 end
+    if not exists or rec.ifb ~= ifb or rec.src ~= (o.ingress_src or '') then
+      local created, m3, c3 = core.ifb_attach(ifname, ifb, o.ingress_src, o.netns)
+      if created == nil then return nil, m3, c3 end
+      ifb_created = created
+      if created then
+        rec.link_id = state.record { kind = 'link', ifname = ifb, netns = o.netns }
+        rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
+      end
+      rec.ifb, rec.src = ifb, o.ingress_src or ''
+    end
+    dev, parent = ifb, 'root'
+  end
+  local before, other_kind = core.netem_get(dev, o.netns, parent)
+  if before == false and other_kind and not DEFAULT_QDISCS[other_kind] then
+    warnings[#warnings + 1] = string.format(
+      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
+      other_kind, parent, dev)
+  end
+  local ok, msg, code = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
+  if not ok then
+    if ifb_created then
+      core.ifb_detach(ifname, dev, o.netns)
+      state.forget(rec.link_id); state.forget(rec.qdisc_id)
+      rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
+    end
+    return nil, msg, code
+  end
+  if not before and o.direction == 'egress' and not rec.qdisc_id then
+    rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
+  end
+  rec.distribution = canon.distribution
+  rec.slot_distribution = canon.slot and canon.slot.distribution
+  rec.seed_given = canon.seed ~= nil
+  records[key] = rec
+
+  local got = core.netem_get(dev, o.netns, parent)
+  if got then
+    -- The kernel dumps a seed whether or not one was given (Linux >= 6.6).
+    if canon.seed == nil then got.seed = nil end
+    for k, v in pairs(canon) do
+      if k ~= 'distribution' and not deep_equal(v, got[k], k == 'slot' and NO_DIST or nil) then
+        warnings[#warnings + 1] = string.format(
+          'the kernel did not take spec.%s (read back %s)%s', k,
+          type(got[k]) == 'table' and 'a different table' or tostring(got[k]),
+          k == 'seed' and ': this kernel has no TCA_NETEM_PRNG_SEED (Linux >= 6.6)' or '')
+      end
+    end
+    for k, v in pairs(got) do
+      if canon[k] == nil then
+        warnings[#warnings + 1] = string.format('the kernel reports spec.%s = %s, which was not asked for',
+          k, type(v) == 'table' and 'a table' or tostring(v))
+      end
+    end
+  end
+  emit(warnings, o.quiet)
+  return { warnings = warnings, spec = canon }
+end
+
+--- Change some settings of the current netem and keep the rest (get, merge,
+-- apply). A key set to `false` is removed (turned off). Without a netem
+-- there, the changes alone are applied. Case 031: `apply{limit_packets =
+-- 50000}` then `update{delay_ms = 20}` keeps the limit at 50000.
+-- @tparam string ifname device name
+-- @tparam table changes spec keys to set (nested tables replace as a whole)
+-- @tparam[opt] table opts as for `apply`
+-- @return as `apply`
+-- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
+function M.update(ifname, changes, opts)
+  local ctx = 'qoslab.netem.update'
+  check_ifname(ctx, ifname)
+  check.table(ctx, 'changes', changes)
+  local gopts = {}
+  for k, v in pairs(opts or {}) do gopts[k] = v end
+  gopts.handle = nil
+  local cur, msg, code = M.get(ifname, gopts)
+  if cur == nil and msg ~= nil then return nil, msg, code end
+  local spec = cur or {}
+  for k, v in pairs(changes) do
+    if v == false and k ~= 'ecn' then spec[k] = nil else spec[k] = v end
+  end
+  return M.apply(ifname, spec, opts)
+end
+
+--- Read the netem back, in exactly the shape and units `apply` takes, so
+-- `apply(dev, get(dev))` changes nothing.
+-- @tparam string ifname device name
+-- @tparam[opt] table opts `netns`, `parent`, `direction`
+-- @treturn table|nil the spec, or nil when there is no netem there
+-- @return or nil, message, CODE on failure (so: check the 2nd value to tell
+--   "no netem" from a failure)
+-- @raise on bad arguments
+-- @usage local spec = netem.get('veth0', {netns = 'client'})
+function M.get(ifname, opts)
+  local ctx = 'qoslab.netem.get'
+  check_ifname(ctx, ifname)
+  local o = read_opts(ctx, opts)
+  local dev, parent, code = target(ifname, o)
+  if not dev then return nil, parent, code end
+  if o.direction == 'ingress' then
+    local exists, m2, c2 = core.link_exists(dev, o.netns)
+    if exists == nil then return nil, m2, c2 end
+    if not exists then return nil end
+  end
+  local spec, msg, c3 = core.netem_get(dev, o.netns, parent)
+  if spec == nil then return nil, msg, c3 end
+  if spec == false then return nil end
+  local rec = records[rec_key(ifname, o)]
+  if rec then
+    -- Linux >= 6.6 dumps the random seed it chose; report it only when it
+    -- was asked for, so get() equals what apply() returned.
+    if not rec.seed_given then spec.seed = nil end
+    if rec.distribution ~= nil and spec.jitter_ms then spec.distribution = rec.distribution end
+    if rec.slot_distribution ~= nil and spec.slot and (spec.slot.delay_ms or spec.slot.jitter_ms) then
+      spec.slot.distribution = rec.slot_distribution
+    end
+  end
+  return spec
+end
+
+--- Counters of the netem qdisc (TCA_STATS2, all 64-bit integers).
+-- @tparam string ifname device name
+-- @tparam[opt] table opts `netns`, `parent`, `direction`
+-- @treturn table|nil `{packets, bytes, drops, overlimits, requeues,
+--   backlog_bytes, backlog_packets}` (drops counts queue-limit drops and
+--   configured loss alike), or nil when there is no netem
+-- @return or nil, message, CODE
+-- @usage print(netem.stats('veth0').drops)
+function M.stats(ifname, opts)
+  local ctx = 'qoslab.netem.stats'
+  check_ifname(ctx, ifname)
+  local o = read_opts(ctx, opts)
+  local dev, parent, code = target(ifname, o)
+  if not dev then return nil, parent, code end
+  if o.direction == 'ingress' then
+    local exists, m2, c2 = core.link_exists(dev, o.netns)
+    if exists == nil then return nil, m2, c2 end
+    if not exists then return nil end
+  end
+  local spec, st, c3 = core.netem_get(dev, o.netns, parent)
+  if spec == nil then return nil, st, c3 end
+  if spec == false then return nil end
+  return st
+end
+
+--- Remove the netem (for ingress: the redirect filter, the ingress qdisc and
+-- the ifb device). Idempotent.
+-- @tparam string ifname device name
+-- @tparam[opt] table opts `netns`, `parent`, `direction`
+-- @treturn boolean true if something was removed, false if nothing was there
+-- @return or nil, message, CODE
+-- @usage netem.clear('veth0')
+function M.clear(ifname, opts)
+  local ctx = 'qoslab.netem.clear'
+  check_ifname(ctx, ifname)
+  local o = read_opts(ctx, opts)
+  local key = rec_key(ifname, o)
+  local rec = records[key]
+  local removed, msg, code
+  if o.direction == 'ingress' then
+    local ifb, m1, c1 = core.ifb_name(ifname, o.netns)
+    if not ifb then return nil, m1, c1 end
+    removed, msg, code = core.ifb_detach(ifname, ifb, o.netns)
+  else
+    removed, msg, code = core.netem_clear(ifname, o.netns, o.parent)
+  end
+  if removed == nil then return nil, msg, code end
+  if rec then
+    if rec.qdisc_id then state.forget(rec.qdisc_id) end
+    if rec.link_id then state.forget(rec.link_id) end
+    records[key] = nil
+  end
+  return removed
+end
+
+local Scope = {}
+Scope.__index = Scope
+Scope.__name = 'qoslab.netem.Scope'
+
+--- Put back what was there before the scope (idempotent).
+-- @treturn boolean|nil true, or nil, message, CODE
+function Scope:restore()
+  if self.done then return true end
+  self.done = true
+  local ok, msg, code
+  if self.previous then
+    local r
+    r, msg, code = M.apply(self.ifname, self.previous, self.opts)
+    ok = r ~= nil
+  else
+    ok, msg, code = M.clear(self.ifname, self.opts)
+    ok = ok ~= nil
+  end
+  if not ok then return nil, msg, code end
+  return true
+end
+
+function Scope.__close(self, err)
+  local ok, msg = self:restore()
+  if not ok then
+    if err == nil then error('qoslab.netem.scope: restoring failed: ' .. tostring(msg), 2) end
+    io.stderr:write('qoslab.netem.scope: restoring failed: ', tostring(msg), '\n')
+  end
+end
+-- A guard dropped without closing still restores when collected.
+Scope.__gc = function(self) if not self.done then pcall(self.restore, self) end end
+
+function Scope.__tostring(self)
+  return string.format('qoslab.netem.Scope (%s%s, %s)', self.ifname,
+    self.opts.netns and (' in ' .. self.opts.netns) or '', self.done and 'restored' or 'active')
+end
+
+--- Apply a spec until the returned guard is closed, then restore the previous
+-- netem spec (or remove the netem if there was none) — also when the block
+-- exits with an error.
+-- @tparam string ifname device name
+-- @tparam table spec as for `apply`
+-- @tparam[opt] table opts as for `apply`
+-- @treturn table to-be-closed guard with `:restore()`, `.result` (apply's result)
+--   and `.previous` (the spec that will be restored, or nil)
+-- @return or nil, message, CODE
+-- @usage do local g <close> = assert(netem.scope('veth0', {delay_ms = 100})) run() end
+function M.scope(ifname, spec, opts)
+  local ctx = 'qoslab.netem.scope'
+  check_ifname(ctx, ifname)
+  check.table(ctx, 'spec', spec)
+  local o = read_opts(ctx, opts, true)
+  local gopts = {}
+  for k, v in pairs(opts or {}) do gopts[k] = v end
+  gopts.handle = nil
+  gopts.quiet = true
+  local prev, msg, code = M.get(ifname, gopts)
+  if prev == nil and msg ~= nil then return nil, msg, code end
+  local res, m2, c2 = M.apply(ifname, spec, opts)
+  if not res then return nil, m2, c2 end
+  return setmetatable({ ifname = ifname, opts = gopts, previous = prev, result = res,
+                        direction = o.direction }, Scope)
+end
+
+-- ------------------------------------------------------ tc-netem(8) syntax
+
+local TIME_UNITS = {
+  s = 1e9, sec = 1e9, secs = 1e9, ms = 1e6, msec = 1e6, msecs = 1e6,
+  us = 1e3, usec = 1e3, usecs = 1e3, ns = 1, nsec = 1, nsecs = 1,
+}
+local RATE_UNITS = {
+  bit = 1, kbit = 1e3, mbit = 1e6, gbit = 1e9, tbit = 1e12,
+  kibit = 1024, mibit = 1024 ^ 2, gibit = 1024 ^ 3, tibit = 1024 ^ 4,
+  bps = 8, kbps = 8e3, mbps = 8e6, gbps = 8e9, tbps = 8e12,
+  kibps = 8 * 1024, mibps = 8 * 1024 ^ 2, gibps = 8 * 1024 ^ 3, tibps = 8 * 1024 ^ 4,
+}
+
+local function is_num(tok) return tok ~= nil and tok:match('^%d') ~= nil or (tok and tok:match('^%.%d')) ~= nil end
+local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-%d') ~= nil) end
+
+--- Parse tc-netem(8) option syntax into a spec (canonical, as `apply` returns it).
+-- Accepts everything tc-netem(8) documents: `limit`, `delay|latency TIME
+-- [JITTER [CORR]]`, `distribution NAME`, `loss [random] PCT [CORR]`, `loss state
+-- P13 [P31 [P32 [P23 [P14]]]]`, `loss gemodel P [R [1-H [1-K]]]`, `duplicate`,
+-- `corrupt`, `reorder PCT [CORR]`, `gap N`, `ecn`, `rate RATE [PACKETOVERHEAD
+-- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
+-- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
+-- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
+-- rejected, see case 026); percentages may omit the `%`; rates take tc's
+-- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
+-- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
+-- @treturn table spec
+-- @raise "qoslab.netem.parse: <what>: expected ..., got ..." on a syntax error
+-- @usage netem.apply('veth0', netem.parse('delay 100ms loss 1%'))
+function M.parse(text)
+  local ctx = 'qoslab.netem.parse'
+  if type(text) ~= 'string' then check.fail(ctx, 'text', 'a string', text) end
+  local toks = {}
+  for t in text:gmatch('%S+') do toks[#toks + 1] = t end
+  local i = 1
+  if toks[1] == 'netem' then i = 2 end
+  local spec = {}
+  local function fail(what, expected, got)
+    error(string.format('%s: %s: expected %s, got %s', ctx, what, expected,
+      got == nil and 'end of text' or string.format('%q', got)), 0)
+  end
+  local function num(tok, what)
+    local v = tonumber(tok)
+    if not v or v ~= v or v == math.huge or v == -math.huge then fail(what, 'a number', tok) end
+    return v
+  end
+  local function int(tok, what, min)
+    local v = math.tointeger(tonumber(tok))
+    if not v or v < (min or 0) then fail(what, 'an integer >= ' .. (min or 0), tok) end
+    return v
+  end
+  local function pct(tok, what)
+    local n = tok and tok:match('^(.-)%%?$')
+    local v = tonumber(n)
+    if not v or v < 0 or v > 100 then fail(what, 'a percentage 0..100 (e.g. 25% or 25)', tok) end
+    return v
+  end
+  local function time_ms(tok, what)
+    local n, u = (tok or ''):match('^([%d%.]+[eE]?[%-+]?%d*)(%a+)$')
+    local mul = u and TIME_UNITS[u:lower()]
+    if not n or not mul or not tonumber(n) then
+      fail(what, 'a time with a unit (e.g. 50ms, 1.5ms, 250us, 1s)', tok)
+    end
+    return math.floor(tonumber(n) * mul + 0.5) / 1e6
+  end
+  local function rate_bps(tok, what)
+    local n, u = (tok or ''):match('^([%d%.]+[eE]?[%-+]?%d*)(%a*)$')
+    local mul = u == '' and 1 or (u and RATE_UNITS[u:lower()])
+    if not n or not mul or not tonumber(n) then fail(what, 'a rate (e.g. 100mbit, 1gbit, 125000bps)', tok) end
+    return math.floor(tonumber(n) * mul + 0.5)
+  end
+  local function once(key, what)
+    if spec[key] ~= nil then fail(what, 'it once', 'a second ' .. what) end
+  end
+  while i <= #toks do
+    local kw = toks[i]
+    i = i + 1
+    if kw == 'limit' then
+      once('limit_packets', 'limit')
+      spec.limit_packets = int(toks[i], 'limit', 1); i = i + 1
+    elseif kw == 'delay' or kw == 'latency' then
+      once('delay_ms', 'delay')
+      spec.delay_ms = time_ms(toks[i], 'delay'); i = i + 1
+      if is_num(toks[i]) then
+        spec.jitter_ms = time_ms(toks[i], 'delay jitter'); i = i + 1
+        if is_num(toks[i]) then spec.delay_corr_pct = pct(toks[i], 'delay correlation'); i = i + 1 end
+      end
+    elseif kw == 'distribution' then
+      once('distribution', 'distribution')
+      if not toks[i] then fail('distribution', 'a name', nil) end
+      spec.distribution = toks[i]; i = i + 1
+    elseif kw == 'loss' or kw == 'drop' then
+      if spec.loss_pct or spec.loss_state or spec.loss_gemodel then fail('loss', 'one loss', 'a second loss') end
+      local m = toks[i]
+      if m == 'random' then i = i + 1; m = toks[i] end
+      if m == 'state' then
+        i = i + 1
+        local st = { p13_pct = pct(toks[i], 'loss state p13') }; i = i + 1
+        for _, k in ipairs { 'p31_pct', 'p32_pct', 'p23_pct', 'p14_pct' } do
+          if not is_num(toks[i]) then break end
+          st[k] = pct(toks[i], 'loss state ' .. k:sub(1, 3)); i = i + 1
+        end
+        spec.loss_state = st
+      elseif m == 'gemodel' then
+        i = i + 1
+        local ge = { p_pct = pct(toks[i], 'loss gemodel p') }; i = i + 1
+        for _, k in ipairs { 'r_pct', 'one_minus_h_pct', 'one_minus_k_pct' } do
+          if not is_num(toks[i]) then break end
+          ge[k] = pct(toks[i], 'loss gemodel ' .. k); i = i + 1
+        end
+        spec.loss_gemodel = ge
+      else
+        spec.loss_pct = pct(toks[i], 'loss'); i = i + 1
+        if is_num(toks[i]) then spec.loss_corr_pct = pct(toks[i], 'loss correlation'); i = i + 1 end
+      end
+    elseif kw == 'duplicate' or kw == 'corrupt' or kw == 'reorder' then
+      once(kw .. '_pct', kw)
+      spec[kw .. '_pct'] = pct(toks[i], kw); i = i + 1
+      if is_num(toks[i]) then spec[kw .. '_corr_pct'] = pct(toks[i], kw .. ' correlation'); i = i + 1 end
+    elseif kw == 'gap' then
+      once('reorder_gap_packets', 'gap')
+      spec.reorder_gap_packets = int(toks[i], 'gap', 1); i = i + 1
+    elseif kw == 'ecn' then
+      spec.ecn = true
+    elseif kw == 'rate' then
+      once('rate_bps', 'rate')
+      spec.rate_bps = rate_bps(toks[i], 'rate'); i = i + 1
+      if is_snum(toks[i]) then
+        spec.rate_packet_overhead_bytes = int(toks[i], 'rate packet overhead', -2147483648); i = i + 1
+        if is_num(toks[i]) then
+          spec.rate_cell_bytes = int(toks[i], 'rate cell size'); i = i + 1
+          if is_snum(toks[i]) then
+            spec.rate_cell_overhead_bytes = int(toks[i], 'rate cell overhead', -2147483648); i = i + 1
+          end
+        end
+      end
+      if spec.rate_packet_overhead_bytes == 0 then spec.rate_packet_overhead_bytes = nil end
+      if spec.rate_cell_bytes == 0 then spec.rate_cell_bytes = nil end
+      if spec.rate_cell_overhead_bytes == 0 then spec.rate_cell_overhead_bytes = nil end
+    elseif kw == 'slot' then
+      once('slot', 'slot')
+      local sl = {}
+      if toks[i] == 'distribution' then
+        i = i + 1
+        if not toks[i] then fail('slot distribution', 'a name', nil) end
+        sl.distribution = toks[i]; i = i + 1
+        sl.delay_ms = time_ms(toks[i], 'slot distribution delay'); i = i + 1
+        sl.jitter_ms = time_ms(toks[i], 'slot distribution jitter'); i = i + 1
+        if sl.delay_ms == 0 then sl.delay_ms = nil end
+        if sl.jitter_ms == 0 then sl.jitter_ms = nil end
+      else
+        sl.min_delay_ms = time_ms(toks[i], 'slot min delay'); i = i + 1
+        if is_num(toks[i]) then sl.max_delay_ms = time_ms(toks[i], 'slot max delay'); i = i + 1 end
+      end
+      while toks[i] == 'packets' or toks[i] == 'bytes' do
+        local k = toks[i]
+        sl[k] = int(toks[i + 1], 'slot ' .. k, 1); i = i + 2
+      end
+      spec.slot = sl
+    elseif kw == 'seed' then
+      once('seed', 'seed')
+      spec.seed = int(toks[i], 'seed', math.mininteger); i = i + 1
+    else
+      fail('option', 'a tc-netem(8) keyword (limit, delay, distribution, loss, duplicate, corrupt, ' ..
+        'reorder, gap, ecn, rate, slot, seed)', kw)
+    end
+  end
+  -- tc sets gap 1 for reorder only when gap is missing; so does normalize.
+  return core.netem_normalize(spec, ctx)
+end
+
+local function fmt_num(v)
+  if math.type(v) == 'integer' then return tostring(v) end
+  if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format('%d', v) end
+  for p = 1, 17 do
+    local s = string.format('%.' .. p .. 'g', v)
+    if tonumber(s) == v then return s end
+  end
+  return string.format('%.17g', v)
+end
+
+local function fmt_time(ms)
+  local ns = math.floor(ms * 1e6 + 0.5)
+  if ns ~= 0 and ns % 1000000000 == 0 then return string.format('%ds', ns // 1000000000) end
+  if ns % 1000000 == 0 then return string.format('%dms', ns // 1000000) end
+  if ns % 1000 == 0 then return string.format('%dus', ns // 1000) end
+  return string.format('%dns', ns)
+end
+
+local function fmt_rate_tc(bps)
+  bps = math.tointeger(bps) or math.floor(bps)
+  if bps % 1000000000 == 0 then return string.format('%dgbit', bps // 1000000000) end
+  if bps % 1000000 == 0 then return string.format('%dmbit', bps // 1000000) end
+  if bps % 1000 == 0 then return string.format('%dkbit', bps // 1000) end
+  return string.format('%dbit', bps)
+end
+
+local function pct_s(v) return fmt_num(v) .. '%' end
+
+--- Write a spec in tc-netem(8) syntax (canonical order; `parse` reads it back
+-- to the same spec).
+-- @tparam table spec as for `apply` (`limit_packets = "auto"` is not allowed)
+-- @treturn string e.g. "limit 1000 delay 50ms 5ms 25% loss 3%"
+-- @raise on a bad spec, or a custom distribution table (tc has no syntax for it)
+-- @usage print(netem.format(netem.get('veth0')))
+function M.format(spec)
+  local ctx = 'qoslab.netem.format'
+  check.table(ctx, 'spec', spec)
+  local s = core.netem_normalize(spec, ctx)
+  local out = { 'limit ' .. s.limit_packets }
+  local function add(...) for _, v in ipairs { ... } do out[#out + 1] = v end end
+  if s.delay_ms or s.jitter_ms then
+    add('delay', fmt_time(s.delay_ms or 0))
+    if s.jitter_ms then
+      add(fmt_time(s.jitter_ms))
+      if s.delay_corr_pct then add(pct_s(s.delay_corr_pct)) end
+    end
+  end
+  local function dist_name(d, field)
+    if type(d) == 'table' then
+      error(string.format('%s: %s: a custom table has no tc-netem(8) syntax', ctx, field), 3)
+    end
+    return d
+  end
+  if s.distribution then add('distribution', dist_name(s.distribution, 'spec.distribution')) end
+  if s.loss_pct then
+    add('loss', pct_s(s.loss_pct))
+    if s.loss_corr_pct then add(pct_s(s.loss_corr_pct)) end
+  elseif s.loss_state then
+    local t = s.loss_state
+    add('loss state', pct_s(t.p13_pct), pct_s(t.p31_pct), pct_s(t.p32_pct), pct_s(t.p23_pct), pct_s(t.p14_pct))
+  elseif s.loss_gemodel then
+    local t = s.loss_gemodel
+    add('loss gemodel', pct_s(t.p_pct), pct_s(t.r_pct), pct_s(t.one_minus_h_pct), pct_s(t.one_minus_k_pct))
+  end
+  for _, k in ipairs { 'duplicate', 'reorder', 'corrupt' } do
+    if s[k .. '_pct'] then
+      add(k, pct_s(s[k .. '_pct']))
+      if s[k .. '_corr_pct'] then add(pct_s(s[k .. '_corr_pct'])) end
+      if k == 'reorder' and s.reorder_gap_packets then add('gap', tostring(s.reorder_gap_packets)) end
+    end
+  end
+  if s.rate_bps then
+    add('rate', fmt_rate_tc(s.rate_bps))
+    local po, cs, co = s.rate_packet_overhead_bytes, s.rate_cell_bytes, s.rate_cell_overhead_bytes
+    if po or cs or co then
+      add(tostring(po or 0))
+      if cs or co then
+        add(tostring(cs or 0))
+        if co then add(tostring(co)) end
+      end
+    end
+  end
+  if s.ecn then add('ecn') end
+  if s.slot then
+    local t = s.slot
+    if t.distribution then
+      add('slot distribution', dist_name(t.distribution, 'spec.slot.distribution'),
+        fmt_time(t.delay_ms or 0), fmt_time(t.jitter_ms or 0))
+    else
+      add('slot', fmt_time(t.min_delay_ms), fmt_time(t.max_delay_ms))
+    end
+    if t.packets then add('packets', tostring(t.packets)) end
+    if t.bytes then add('bytes', tostring(t.bytes)) end
+  end
+  if s.seed then add('seed', tostring(s.seed)) end
+  return table.concat(out, ' ')
+end
+
+return M
