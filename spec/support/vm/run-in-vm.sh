@@ -158,10 +158,22 @@ resolve_pkg() {
     apt-cache depends linux-image-amd64 2>/dev/null |
         awk '/Depends: linux-image-[0-9]/ {print $2; exit}'
 }
+# The same, fetching the package lists once if they are absent (a fresh or
+# cleaned image), as `make deps` would.
+resolve_pkg_updating() {
+    local p
+    p=$(resolve_pkg)
+    if [ -z "$p" ]; then
+        echo "$ME: apt cannot resolve linux-image-amd64; running apt-get update" >&2
+        apt-get update -q >/dev/null 2>&1 || true
+        p=$(resolve_pkg)
+    fi
+    printf '%s' "$p"
+}
 
 if [ "$MODE" = check ]; then
     if [ -z "${QOSLAB_VM_KERNEL_DEB:-}" ] && [ -z "$(cached_pkg)" ]; then
-        p=$(resolve_pkg)
+        p=$(resolve_pkg_updating)
         [ -n "$p" ] || unavailable ENOENT "no kernel in $CACHE and apt cannot resolve linux-image-amd64 (run apt-get update, or make deps)"
         # (captured first: grep -q would close the pipe early under pipefail)
         pol=$(apt-cache policy "$p" 2>/dev/null || true)
@@ -191,7 +203,7 @@ prepare_kernel() {
     else
         pkg=$(cached_pkg)
         if [ -z "$pkg" ]; then
-            pkg=$(resolve_pkg)
+            pkg=$(resolve_pkg_updating)
             [ -n "$pkg" ] || unavailable ENOENT "cannot resolve linux-image-amd64 (run apt-get update, or make deps)"
         fi
     fi
