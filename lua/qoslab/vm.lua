@@ -6,9 +6,12 @@
 -- initramfs; it sees the host's whole filesystem read-only (writes land in a
 -- RAM overlay and vanish with the guest), so the checkout or the installed
 -- qoslab runs there as it is. One directory can be shared read-write for
--- results. The work is done by `run-in-vm.sh` (in the checkout:
--- `spec/support/vm/run-in-vm.sh`; installed: beside this file; or
--- `$QOSLAB_VM_SCRIPT`), whose header lists the `QOSLAB_VM_*` knobs.
+-- results. `run` streams output as the guest writes it; a program that
+-- buffers its stdout (C stdio on a non-terminal) shows it late unless run
+-- under `stdbuf -oL` (`run_script` does that). The work is done by
+-- `run-in-vm.sh` (in the checkout: `spec/support/vm/run-in-vm.sh`;
+-- installed: beside this file; or `$QOSLAB_VM_SCRIPT`), whose header lists
+-- the `QOSLAB_VM_*` knobs.
 -- Under TCG emulation a boot costs about 3 s and code runs 10-35x slower;
 -- netem rates up to about 1 Gbit/s are reproduced
 -- (../shared/notes/netem-vm/REPORT.md). Inside the guest `QOSLAB_IN_VM=1`.
@@ -185,7 +188,9 @@ end
 local function boot(args, cmd)
   local ok, msg, code = M.available()
   if not ok then return nil, msg, code end
-  local line = { 'bash', shq(harness()) }
+  -- exec + pdeathsig: if this process dies, the harness gets SIGTERM and
+  -- stops its guest instead of running on unattended.
+  local line = { 'exec setpriv --pdeathsig TERM -- bash', shq(harness()) }
   for _, a in ipairs(args) do line[#line + 1] = shq(a) end
   line[#line + 1] = '--'
   line[#line + 1] = shq(cmd)
@@ -290,7 +295,9 @@ function M.run_script(opts)
   if not q then
     return nil, ctx .. ': cannot find bin/qoslab or an installed qoslab command', 'ENOENT'
   end
-  local cmd = { q, 'run', shq(file) }
+  -- Line-buffered: in the guest stdout is a file, and progress lines should
+  -- reach the host as they are printed, not at exit.
+  local cmd = { 'stdbuf -oL -eL', q, 'run', shq(file) }
   for _, v in ipairs(argv or {}) do cmd[#cmd + 1] = shq(v) end
   return boot(args, table.concat(cmd, ' '))
 end

@@ -48,16 +48,31 @@ esac
 
 # Read-write share for the counts; absolute, since the guest mounts it at the
 # same path.
-rw=$(mktemp -d "$(pwd)/$build/netem-run.XXXXXX")
+# Shares of runs killed with SIGKILL (no trap ran): owner pid in the name.
+for d in "$build"/netem-run.*.*; do
+    [ -d "$d" ] || continue
+    p=${d#"$build"/netem-run.}; p=${p%%.*}
+    kill -0 "$p" 2>/dev/null || rm -rf "$d"
+done
+rw=$(mktemp -d "$(pwd)/$build/netem-run.$$.XXXXXX")
+child=
+stop() { [ -n "$child" ] && kill "$child" 2>/dev/null && wait "$child"; exit "$1"; }
 trap 'rm -rf "$rw"' EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+trap 'stop 130' INT
+trap 'stop 143' TERM
 
-# shellcheck disable=SC2086
-bash "$vm" --rw "$rw" --timeout "${QOSLAB_NETEM_TIMEOUT:-1200}" \
+# stdbuf -oL: in the guest stdout is a file, so output of the code under test
+# would otherwise reach this terminal only at the end.
+# In the background so that a signal here reaches the trap at once (which
+# stops the harness, whose own trap stops qemu); pdeathsig covers SIGKILL.
+setpriv --pdeathsig TERM -- bash "$vm" --rw "$rw" \
+    --timeout "${QOSLAB_NETEM_TIMEOUT:-1200}" \
     --env QOSLAB_COUNTS="$rw/counts.txt" --env QOSLAB_BUILD="$build" \
-    -- "busted --lua=${LUA:-lua5.4} -o spec/support/qoslab_output.lua$dirs"
+    -- "stdbuf -oL busted --lua=${LUA:-lua5.4} -o spec/support/qoslab_output.lua$dirs" &
+child=$!
+wait "$child"
 rc=$?
+child=
 t1=$(date +%s)
 if [ -s "$rw/counts.txt" ]; then
     cp "$rw/counts.txt" "$counts"

@@ -139,7 +139,12 @@ BUSYBOX=$(command -v busybox || true)
 if ldd "$BUSYBOX" >/dev/null 2>&1; then
     unavailable ENOTSUP "$BUSYBOX is dynamically linked; install busybox-static"
 fi
-for t in setpriv flock dpkg-deb xz timeout tail; do
+# (captured first: grep -q would close the pipe early under pipefail)
+accels=$(qemu-system-x86_64 -accel help 2>/dev/null || true)
+if [ "$ACCEL" = tcg ] && ! printf '%s\n' "$accels" | grep -qx tcg; then
+    unavailable ENOTSUP "this qemu-system-x86_64 has no TCG accelerator"
+fi
+for t in setpriv flock dpkg-deb xz timeout tail stdbuf; do
     command -v "$t" >/dev/null || unavailable ENOENT "$t not found (util-linux, dpkg, xz-utils, coreutils)"
 done
 
