@@ -21,16 +21,18 @@
 #           failed (the tail of its console log is printed on stderr);
 #           3 = (--check/--prepare only) a guest cannot run on this machine;
 #           then, and for a run that cannot start (125), one line
-#           "run-in-vm: unavailable: CODE: why" is on stderr, CODE one of ENOENT (a program or the kernel package
-#           is missing), EPERM (not root), ENODEV (KVM asked for, unusable),
-#           ENOTSUP (busybox is not the static build)
+#           "run-in-vm: unavailable: CODE: why" is on stderr, CODE one of
+#           ENOENT (a program or the kernel package is missing), EPERM (not
+#           root), ENODEV (KVM asked for, unusable), ENOTSUP (busybox not
+#           static, or qemu without TCG); 2 = bad usage
 #
 # The command runs as root via `bash -c`, stdin /dev/null, loopback up, no
 # other network device. sch_netem, sch_tbf, sch_htb, sch_ingress, cls_u32,
 # act_mirred, veth and ifb are loaded at boot; any other module of the guest
 # kernel loads on demand (the kernel's modprobe is busybox's). Writes go to the
 # overlay and vanish with the guest; the host is only written in the run dir
-# (removed at exit), the cache, and the --rw directory.
+# (removed at exit), the cache, and the --rw directory. /proc, /sys, /dev and
+# /run are the guest's own (so host files under /run are not visible there).
 #
 # Host packages (Debian 12): qemu-system-x86, busybox-static, and the first
 # time a working `apt-get update` so `apt-get download` can fetch the kernel
@@ -92,6 +94,8 @@ fi
 for kv in "${ENV_SET[@]}"; do
     [[ $kv =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] || { echo "$ME: --env: expected NAME=VALUE, got $kv" >&2; exit 2; }
 done
+[ -d "$CWD" ] || { echo "$ME: --cwd: no such directory: $CWD" >&2; exit 2; }
+CWD=$(cd "$CWD" && pwd -P)
 if [ -n "$RW" ]; then
     [ -d "$RW" ] || { echo "$ME: --rw: no such directory: $RW" >&2; exit 2; }
     RW=$(cd "$RW" && pwd -P)
