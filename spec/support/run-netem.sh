@@ -1,9 +1,10 @@
 #!/bin/sh
 # run-netem.sh - `make check-netem`: run the specs that need a kernel with
-# sch_netem (spec/netem, plus $QOSLAB_NETEM_DIRS) in ONE qemu guest booted by
-# spec/support/vm/run-in-vm.sh, streaming its output here. The guest's busted
+# sch_netem (spec/netem, or the dirs in $QOSLAB_NETEM_DIRS) in ONE qemu
+# guest booted by spec/support/vm/run-in-vm.sh, streaming its output here. The guest's busted
 # writes its counts into a read-write share; they become
-# $QOSLAB_BUILD/counts/netem.txt ("passed failed skipped").
+# $QOSLAB_BUILD/counts/netem.txt ("passed failed skipped"; the directory can
+# be moved with QOSLAB_COUNTS_DIR).
 #
 # Skipped (counts "0 0 N", N = number of guest spec files, reason printed)
 # only when this machine cannot run a guest at all: no qemu, no static
@@ -17,13 +18,14 @@ set -u
 cd "$(dirname "$0")/../.."
 build=${QOSLAB_BUILD:-build}
 vm=spec/support/vm/run-in-vm.sh
-mkdir -p "$build/counts"
-counts=$build/counts/netem.txt
+cdir=${QOSLAB_COUNTS_DIR:-$build/counts}
+mkdir -p "$cdir"
+counts=$cdir/netem.txt
 rm -f "$counts"
 
 dirs=""
 n=0
-for d in spec/netem ${QOSLAB_NETEM_DIRS:-}; do
+for d in ${QOSLAB_NETEM_DIRS:-spec/netem}; do
     [ -d "$d" ] || continue
     k=$(find "$d" -name '*_spec.lua' | wc -l)
     [ "$k" -gt 0 ] && { dirs="$dirs $d"; n=$((n + k)); }
@@ -54,7 +56,8 @@ for d in "$build"/netem-run.*.*; do
     p=${d#"$build"/netem-run.}; p=${p%%.*}
     kill -0 "$p" 2>/dev/null || rm -rf "$d"
 done
-rw=$(mktemp -d "$(pwd)/$build/netem-run.$$.XXXXXX")
+case $build in /*) abuild=$build ;; *) abuild=$(pwd)/$build ;; esac
+rw=$(mktemp -d "$abuild/netem-run.$$.XXXXXX")
 child=
 stop() { [ -n "$child" ] && kill "$child" 2>/dev/null && wait "$child"; exit "$1"; }
 trap 'rm -rf "$rw"' EXIT
