@@ -85,7 +85,7 @@ local function qoslab_command()
   return nil
 end
 
-local netem_answer -- cached result of host_has_netem()
+local netem_answer, netem_why -- cached result of host_has_netem()
 
 --- Does this host's kernel run netem? Decided by trying, not by guessing
 -- from module lists: a scratch namespace is created with `ip netns add`,
@@ -94,11 +94,12 @@ local netem_answer -- cached result of host_has_netem()
 -- removes it if this process is killed). A decided answer is cached for the
 -- life of the process.
 -- @treturn boolean true if netem can be added here
--- @treturn[opt] string when false because the probe itself could not run
---   (no `ip`, not root), why; the answer is then not cached
+-- @treturn[opt] string when false, why: tc's message (e.g. "Specified qdisc
+--   kind is unknown" for a kernel without sch_netem), or that the probe
+--   could not run (no `ip`, not root; that answer is not cached)
 -- @usage if not vm.host_has_netem() then return vm.run_script{script = f} end
 function M.host_has_netem()
-  if netem_answer ~= nil then return netem_answer end
+  if netem_answer ~= nil then return netem_answer, netem_why end
   local state = require 'qoslab.state'
   local ns = string.format('qoslab-probe-%d-%d', self_pid(), math.random(0, 999999))
   local id = state.record { kind = 'netns', name = ns }
@@ -108,11 +109,12 @@ function M.host_has_netem()
     return false, 'cannot create a scratch network namespace to try netem (needs root and iproute2): '
       .. (out:gsub('\n$', ''))
   end
-  local ok = sh('ip netns exec ' .. shq(ns) .. ' tc qdisc add dev lo root netem')
+  local ok, msg = sh('tc -n ' .. shq(ns) .. ' qdisc add dev lo root netem')
   sh('ip netns del ' .. shq(ns))
   state.forget(id)
   netem_answer = ok
-  return ok
+  if not ok then netem_why = 'tc qdisc add dev lo root netem: ' .. (msg:gsub('\n$', '')) end
+  return netem_answer, netem_why
 end
 
 local available_ok -- true once available() said yes
@@ -126,7 +128,8 @@ local available_ok -- true once available() said yes
 -- @treturn[2] string why not, with what to install or run
 -- @treturn[2] string code: ENOENT (qemu, busybox, the kernel package or the
 --   harness script missing), EPERM (not root), ENODEV (KVM forced but
---   unusable), ENOTSUP (busybox not static), EIO (the check itself failed)
+--   unusable), ENOTSUP (busybox not static, or qemu without TCG), EIO (the
+--   check itself failed)
 -- @usage local ok, msg, code = vm.available()
 function M.available()
   if available_ok then return true end

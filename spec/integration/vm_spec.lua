@@ -45,8 +45,11 @@ describe('qoslab.vm', function()
       local direct
       finally(function() sh('ip netns del ' .. ns) end)
       direct = sh('ip netns exec ' .. ns .. ' tc qdisc add dev lo root netem')
-      local got = vm.host_has_netem()
+      local got, why = vm.host_has_netem()
       assert.are.equal(direct, got)
+      if not got then
+        assert.is_truthy(why:find('tc qdisc add dev lo root netem: ', 1, true), why)
+      end
       -- cached: the same answer, and still no probe namespace around
       assert.are.equal(got, vm.host_has_netem())
       assert.is_nil(probes_left())

@@ -70,6 +70,12 @@ describe('guest harness', function()
     end)
   end)
 
+  it('qoslab.vm.host_has_netem() says true here (the probe sees netem where it exists)', function()
+    local vm = require 'qoslab.vm'
+    assert.are.same({ true }, { vm.host_has_netem() })
+    assert.is_nil(must('ip netns list'):find('qoslab-probe', 1, true))
+  end)
+
   describe('modules qoslab needs', function()
     local ns = 'qoslab-vmh-' .. pid()
     -- ip -n / tc -n: cheaper than `ip netns exec` (no mount namespace per
