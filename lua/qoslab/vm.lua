@@ -128,11 +128,14 @@ local available_ok -- true once available() said yes
 -- @treturn[2] string why not, with what to install or run
 -- @treturn[2] string code: ENOENT (qemu, busybox, the kernel package or the
 --   harness script missing), EPERM (not root), ENODEV (KVM forced but
---   unusable), ENOTSUP (busybox not static, or qemu without TCG), EIO (the
---   check itself failed)
+--   unusable), ENOTSUP (busybox not static, qemu without TCG, or already
+--   inside the guest), EIO (the check itself failed)
 -- @usage local ok, msg, code = vm.available()
 function M.available()
   if available_ok then return true end
+  if os.getenv('QOSLAB_IN_VM') == '1' then
+    return nil, 'qoslab.vm: already inside the qoslab guest (QOSLAB_IN_VM=1); no nested guest', 'ENOTSUP'
+  end
   local script = harness()
   if not script then
     return nil, 'qoslab.vm: run-in-vm.sh not found (set QOSLAB_VM_SCRIPT)', 'ENOENT'

@@ -74,6 +74,11 @@ describe('guest harness', function()
     local vm = require 'qoslab.vm'
     assert.are.same({ true }, { vm.host_has_netem() })
     assert.is_nil(must('ip netns list'):find('qoslab-probe', 1, true))
+    -- and no guest inside the guest
+    local ok, msg, code = vm.available()
+    assert.is_nil(ok)
+    assert.are.equal('ENOTSUP', code)
+    assert.is_truthy(msg:find('already inside the qoslab guest', 1, true), msg)
   end)
 
   describe('modules qoslab needs', function()
