@@ -123,6 +123,7 @@ install: $(SO)
 	install -d $(INST_LIBDIR)/qoslab $(INST_LUADIR)/qoslab $(INST_BINDIR)
 	install -m 755 $(SO) $(INST_LIBDIR)/qoslab/core.so
 	install -m 644 lua/qoslab/*.lua $(INST_LUADIR)/qoslab/
+	install -m 755 spec/support/vm/run-in-vm.sh $(INST_LUADIR)/qoslab/run-in-vm.sh
 	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
 
 clean:
