@@ -60,12 +60,12 @@ end
 
 local function terminal(fmt, pngcairo, w, h)
   if fmt == 'svg' then
-    return string.format("set terminal svg size %d,%d dynamic enhanced font 'Sans,12' background rgb 'white'", w, h)
+    return string.format("set terminal svg size %d,%d dynamic noenhanced font 'Sans,12' background rgb 'white'", w, h)
   end
   if pngcairo then
-    return string.format("set terminal pngcairo size %d,%d enhanced font 'Sans,11' background rgb 'white'", w, h)
+    return string.format("set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background rgb 'white'", w, h)
   end
-  return string.format("set terminal png size %d,%d enhanced", w, h)
+  return string.format("set terminal png size %d,%d noenhanced", w, h)
 end
 
 -- Run a gnuplot script that draws `body` once per format.
@@ -153,6 +153,7 @@ end
 --   * `logx` (bool, default true), `logy` (bool, default false)
 --   * `hlines` ({{y = number, title = string}, ...}): reference lines (link rate)
 --   * `formats` (default {"png", "svg"}), `size` ({w, h} pixels, default {900, 600})
+--   * `xtic_label` (function(x) -> string): tics at the data's x values
 -- @treturn table files `{dat, gp, png, svg}`
 -- @return or nil, message, "ENOENT" (no gnuplot; dat/gp written) | "EIO"
 -- @usage plot.lines{out = 'out/delay', title = 'TCP vs delay', xlabel = 'delay (ms)',
@@ -161,8 +162,11 @@ function M.lines(opts)
   local ctx = 'qoslab.plot.lines'
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, title = true, xlabel = true, ylabel = true,
-    series = true, logx = true, logy = true, hlines = true, formats = true, size = true })
+    series = true, logx = true, logy = true, hlines = true, formats = true, size = true,
+    xtic_label = true })
   local base = base_of(ctx, opts)
+  check.func(ctx, 'opts.xtic_label', opts.xtic_label)
+  local xvals, xseen = {}, {}
   local formats = check_formats(ctx, opts.formats)
   check.table(ctx, 'opts.series', opts.series)
   local logx = check.boolean(ctx, 'opts.logx', opts.logx, true)
@@ -181,6 +185,7 @@ function M.lines(opts)
       for _, p in ipairs(s.points) do
         dat[#dat + 1] = num(p[1]) .. ' ' .. num(p[2]) .. ' ' .. num(p[3] or 0)
         if p[2] and p[2] + (p[3] or 0) > maxy then maxy = p[2] + (p[3] or 0) end
+        if p[1] and not xseen[p[1]] then xseen[p[1]] = true xvals[#xvals + 1] = p[1] end
         if p[3] then has_err = true end
       end
       dat[#dat + 1] = ''
@@ -211,14 +216,29 @@ function M.lines(opts)
     'set ylabel ' .. gq(opts.ylabel or ''),
     logx and 'set logscale x' or '',
     logy and 'set logscale y' or '',
-    "set grid xtics ytics mxtics lc rgb '#dddddd'",
-    'set key outside right top box opaque',
+    "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
+    'set key below',
     "set format x '%g'",
     "set format y '%g'",
     (logy or maxy <= 0) and '' or string.format('set yrange [0:%.10g]', maxy * 1.08),
     'set bars small',
   }, '\n')
   if #plots == 0 then return nil, ctx .. ': nothing to plot', 'EINVAL' end
+  table.sort(xvals)
+  if #xvals > 0 then
+    local lo, hi = xvals[1], xvals[#xvals]
+    if logx and lo > 0 then
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo / 1.25, hi * 1.25)
+    elseif hi > lo then
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo - 0.03 * (hi - lo),
+        hi + 0.03 * (hi - lo))
+    end
+  end
+  if opts.xtic_label then
+    local t = {}
+    for i, x in ipairs(xvals) do t[i] = gq(opts.xtic_label(x)) .. ' ' .. num(x) end
+    prelude = prelude .. '\nset xtics (' .. table.concat(t, ', ') .. ')'
+  end
   local files, e2, code = render(base, prelude, 'plot ' .. table.concat(plots, ', \\\n  '),
     formats, opts.size or { 900, 600 })
   if not files then return nil, e2, code end
@@ -445,6 +465,16 @@ function M.surface(opts)
   return files
 end
 
+--- A byte count as a short label with binary units: 262144 -> "256 KiB".
+-- @tparam number b bytes
+-- @treturn string
+function M.bytes_label(b)
+  if b >= 1073741824 then return string.format('%g GiB', b / 1073741824) end
+  if b >= 1048576 then return string.format('%g MiB', b / 1048576) end
+  if b >= 1024 then return string.format('%g KiB', b / 1024) end
+  return string.format('%g B', b)
+end
+
 ---------------------------------------------------------------------------
 -- From sweep summaries
 ---------------------------------------------------------------------------
@@ -472,7 +502,9 @@ end
 -- @tparam table opts `{out =, x = "delay_ms", series = "window_bytes"|nil,
 --   series_title = function(v) -> string, title =, xlabel =, ylabel =,
 --   scale = 1e6, logx = true, logy = false, where = {name = value},
---   hlines = ..., formats = ..., size = ...}`
+--   hlines = ..., formats = ..., size = ..., xtic_label = function(x) -> string
+--   (tics at the measured x values, e.g. window sizes in KiB),
+--   extra_series = {{title =, points = {{x, y}, ...}}, ...} (e.g. published values)}`
 -- @treturn table files or nil, message, CODE as in `lines`
 -- @usage plot.sweep_lines(s, {out = dir .. '/delay', x = 'delay_ms',
 --   title = 'TCP throughput vs delay', xlabel = 'one-way delay (ms)'})
@@ -482,7 +514,8 @@ function M.sweep_lines(summary, opts)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
     title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
-    where = true, hlines = true, formats = true, size = true })
+    where = true, hlines = true, formats = true, size = true, xtic_label = true,
+    extra_series = true })
   local points = summary.points or summary
   local x = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
   local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
@@ -510,10 +543,11 @@ function M.sweep_lines(summary, opts)
     else t = summary.name or 'measured' end
     series[i] = { title = t, points = groups[g] }
   end
+  for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
   return M.lines { out = opts.out, title = opts.title or summary.name, series = series,
     xlabel = opts.xlabel or x, ylabel = opts.ylabel or 'throughput (Mbit/s)',
     logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
-    size = opts.size }
+    size = opts.size, xtic_label = opts.xtic_label }
 end
 
 --- Heat map and 3-D surface of a two-parameter sweep, with contour lines.
