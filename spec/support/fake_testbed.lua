@@ -11,7 +11,8 @@ local function model_bps(impair, c)
   local bps = math.min(940e6, window * 8 / rtt_s)
   local p = (impair.loss_pct or 0) / 100
   if p > 0 then bps = math.min(bps, 1448 * 8 * 1.22 / (rtt_s * math.sqrt(p))) end
-  return bps * (c.parallel or 1)
+  if c.proto == 'udp' then bps = c.bitrate_bps or 1e6 end
+  return math.min(940e6, bps * (c.parallel or 1))
 end
 M.model_bps = model_bps
 
@@ -24,7 +25,7 @@ function M.install()
   tbmt.__index.close = tbmt.__close
   package.loaded['qoslab.testbed'] = setmetatable({}, { __call = function(_, o)
     M.log[#M.log + 1] = { 'testbed', o }
-    return setmetatable({ client_netns = 'fake-c', server_netns = 'fake-s', client_addr = '10.0.0.1',
+    return setmetatable({ client_netns = 'fake-c', server_netns = 'fake-s', client_ifname = 'veth-c', server_ifname = 'veth-s', client_addr = '10.0.0.1',
       server_addr = '10.0.0.2', spec = o.impair or {} }, tbmt)
   end })
   local testbed_of = {}
@@ -46,8 +47,15 @@ function M.install()
         received = { side = 'server', bytes = bytes, seconds = dur * 1.0, bits_per_second = bps,
                      lost_pct = 0.0, jitter_ms = 0.01, lost_packets = 0, duplicate_packets = 0,
                      out_of_order_packets = 0, unique_packets = 1000, packets = 1000 },
-        streams = { { id = 1, sender = { max_snd_cwnd_bytes = math.floor(bps * rtt_us / 1e6 / 8),
-                                         mean_rtt_us = rtt_us } } },
+        streams = (function()
+          local st, n = {}, c.parallel or 1
+          for i = 1, n do
+            st[i] = { id = i, sender = { max_snd_cwnd_bytes = math.floor(bps / n * rtt_us / 1e6 / 8),
+                                         mean_rtt_us = rtt_us },
+                      receiver = { bits_per_second = bps / n * (1 + 0.02 * (i - (n + 1) / 2) / n) } }
+          end
+          return st
+        end)(),
         intervals = {}, warnings = {}, peer = 'qoslab',
       }
     end,
@@ -58,10 +66,16 @@ function M.install()
     M.current = tb
     return tb
   end })
+  local drops = 0
+  package.loaded['qoslab.netem'] = { stats = function()
+    drops = drops + 1
+    return { packets = 0, bytes = 0, drops = drops, overlimits = 0, backlog = 0, requeues = 0 }
+  end }
   package.loaded['qoslab'] = nil
 end
 
 function M.uninstall()
+  package.loaded['qoslab.netem'] = nil
   package.loaded['qoslab.testbed'] = nil
   package.loaded['qoslab.traffic'] = nil
   package.loaded['qoslab'] = nil
