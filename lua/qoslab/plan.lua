@@ -289,6 +289,7 @@ end
 local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 local function mkdir_p(dir)
+  if os.rename(dir, dir) then return true end  -- exists
   return os.execute('mkdir -p ' .. sh_quote(dir))
 end
 

@@ -140,7 +140,8 @@ local function base_of(ctx, opts)
     check.fail(ctx, 'opts.out', 'a path without extension', base, 2)
   end
   local dir = base:match('^(.*)/[^/]*$')
-  if dir then os.execute('mkdir -p ' .. sh_quote(dir)) end
+  -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
+  if dir and not os.rename(dir, dir) then os.execute('mkdir -p ' .. sh_quote(dir)) end
   return base
 end
 

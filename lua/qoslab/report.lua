@@ -82,6 +82,13 @@ end
 --- Print a table (format_table to stdout).
 function M.print_table(t) io.write(M.format_table(t)) end
 
+-- digits significant digits, but never an exponent for large values (1000, not 1e+03).
+local function sig(v, digits)
+  if math.abs(v) >= 10 ^ digits then return string.format('%.0f', v) end
+  return string.format('%.' .. digits .. 'g', v)
+end
+M.sig = sig
+
 --- A point's value as "mean ± ci" in a unit.
 -- @tparam table p a point of a sweep summary
 -- @tparam[opt=1] number scale divide values by this (1e6 for Mbit/s)
@@ -94,8 +101,8 @@ function M.mean_ci(p, scale, digits)
   if p.skipped then return 'stop' end
   if p.error then return 'error' end
   if p.mean == nil then return '-' end
-  local s = string.format('%.' .. digits .. 'g', p.mean / scale)
-  if p.ci95 then s = s .. string.format(' ± %.2g', p.ci95 / scale) end
+  local s = sig(p.mean / scale, digits)
+  if p.ci95 then s = s .. ' ± ' .. sig(p.ci95 / scale, 2) end
   return s
 end
 
@@ -179,7 +186,7 @@ function M.matrix(summary, opts)
       elseif p.error or p.mean == nil then
         line[i + 1] = 'error'
       else
-        line[i + 1] = string.format('%.' .. digits .. 'g', p.mean / scale)
+        line[i + 1] = sig(p.mean / scale, digits)
       end
     end
     rows[#rows + 1] = line
