@@ -22,7 +22,7 @@ M.reference_mbps = { [1] = 854, [50] = 446, [100] = 226, [200] = 110, [300] = 70
 -- @treturn table
 function M.config(quick)
   if quick then
-    return { delays_ms = { 1, 100 }, matrix_loss_pct = { 1 }, matrix_delay_ms = { 50, 200 },
+    return { delays_ms = { 1, 100 }, matrix_loss_pct = { 1, 5 }, matrix_delay_ms = { 50, 200 },
              windows_bytes = { 262144, 4194304 }, duration_s = 2, long_factor = 0 }
   end
   return { delays_ms = { 1, 50, 100, 300, 1000 }, matrix_loss_pct = { 1, 5 },
