@@ -31,7 +31,7 @@ local summary = plan.sweep {
     assert(tb:impair { delay_ms = p.delay_ms, limit_packets = 'auto' })
     -- Slow start needs several RTTs: long delays get longer runs.
     local rtt_s = p.delay_ms / 1000
-    return qoslab.client { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
       duration_s = quick and 2 or math.max(10, math.ceil(6 * rtt_s)),
       connect_timeout_s = math.max(10, math.ceil(4 * rtt_s)) }
   end,

@@ -26,7 +26,7 @@ local summary = plan.sweep {
   order = { 'loss_pct', 'delay_ms' },           -- rows = loss, delay grows within a row
   run = function(p)
     assert(tb:impair { delay_ms = p.delay_ms, loss_pct = p.loss_pct, limit_packets = 'auto' })
-    return qoslab.client { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
       duration_s = quick and 2 or math.max(10, math.ceil(6 * p.delay_ms / 1000)) }
   end,
   stop_row = function(_, s) return s.mean < 500e3 end,

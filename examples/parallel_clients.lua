@@ -27,7 +27,7 @@ local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 local summary = plan.sweep {
   name = 'parallel clients', params = { clients = counts },
   run = function(p)
-    return qoslab.client { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
       parallel = p.clients, window_bytes = window_bytes, duration_s = quick and 2 or 15 }
   end,
 }

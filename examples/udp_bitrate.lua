@@ -32,7 +32,7 @@ local summary = plan.sweep {
     if p.rcvbuf_bytes > 0 then c.rcvbuf_bytes = p.rcvbuf_bytes end
     local ns = { netns = tb.client_netns }
     local before = assert(qoslab.netem.stats(tb.client_ifname, ns))
-    local res, msg, code = qoslab.client(c)
+    local res, msg, code = qoslab.traffic.run(c)
     if not res then return nil, msg, code end
     local after = assert(qoslab.netem.stats(tb.client_ifname, ns))
     res.netem_drops = after.drops - before.drops   -- stored with the point's record

@@ -60,7 +60,7 @@ local summary = plan.sweep {
     local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
                 duration_s = quick and 2 or 15 }
     if p.mode == 'sndbuf' then c.sndbuf_bytes = p.window_bytes else c.window_bytes = p.window_bytes end
-    return qoslab.client(c)
+    return qoslab.traffic.run(c)
   end,
 }
 

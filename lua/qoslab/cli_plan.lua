@@ -115,7 +115,11 @@ function M.run_in_guest(o)
       return 1
     end
   end
-  local args = { '--in-guest', '--out', o.out }
+  -- The guest mounts rw_dir at the same absolute path; pass that path.
+  local p = io.popen("cd '" .. o.out:gsub("'", "'\\''") .. "' 2>/dev/null && pwd -P")
+  local out = p and p:read('l') or o.out
+  if p then p:close() end
+  local args = { '--in-guest', '--out', out }
   if o.resume then args[#args + 1] = '--resume' end
   if o.quick then args[#args + 1] = '--quick' end
   if o.args and #o.args > 0 then
@@ -123,7 +127,7 @@ function M.run_in_guest(o)
     for _, a in ipairs(o.args) do args[#args + 1] = a end
   end
   local t0 = now_s()
-  local r, msg, code = vm.run_script { script = o.file, args = args, rw_dir = o.out,
+  local r, msg, code = vm.run_script { script = o.file, args = args, rw_dir = out,
                                        timeout_s = o.timeout_s or 3600 }
   local took = now_s() - t0
   if r == nil then

@@ -104,7 +104,7 @@ function M.main(o)
     local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
                 duration_s = M.duration_s(cfg, p.delay_ms) }
     for k, v in pairs(extra or {}) do c[k] = v end
-    return qoslab.client(c)
+    return qoslab.traffic.run(c)
   end
 
   local files = {}

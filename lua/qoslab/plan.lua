@@ -296,6 +296,7 @@ end
 -- Append one line and make it durable before the next point: the line goes out
 -- in one write, the file is closed (so a kill -9 keeps it: it is in the page
 -- cache), and sync(1) on the file fsyncs it (so a power cut keeps it).
+-- Lua has no fsync; one short process per point is cheap next to a measurement.
 local function append_line(path, line, fsync)
   local f, err = io.open(path, 'a+')
   if not f then error(CTX .. ': cannot append to ' .. tostring(err), 0) end
@@ -311,7 +312,12 @@ local function append_line(path, line, fsync)
   local ok, werr = f:write(prefix .. line .. '\n')
   f:close()
   if not ok then error(CTX .. ': cannot write ' .. path .. ': ' .. tostring(werr), 0) end
-  if fsync then os.execute('sync ' .. sh_quote(path) .. ' 2>/dev/null') end
+  -- io.popen, not os.execute: system(3) ignores SIGINT while it waits, so a
+  -- Ctrl-C landing during the sync would be lost.
+  if fsync then
+    local p = io.popen('sync ' .. sh_quote(path) .. ' 2>/dev/null')
+    if p then p:close() end
+  end
 end
 
 ---------------------------------------------------------------------------

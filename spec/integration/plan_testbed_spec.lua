@@ -56,7 +56,7 @@ f:write(tb.client_netns, '\n', tb.server_netns, '\n', tb.client_ifname or '', '\
 f:close()
 qoslab.plan.sweep { name = 'slow', params = { parallel = { 1, 1, 1, 1, 1, 1 } }, repeat_count = 1,
   run = function(p)
-    return qoslab.client { host = tb.server_addr, netns = tb.client_netns, duration_s = 1,
+    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, duration_s = 1,
                            parallel = p.parallel }
   end }
 ]]
@@ -116,7 +116,7 @@ describe('plan on the real testbed', function()
       local s = qoslab.plan.sweep { name = 'int', out = dir, progress = false,
         params = { parallel = { 1, 2 } }, repeat_count = 2,
         run = function(p)
-          return qoslab.client { host = tb.server_addr, netns = tb.client_netns, duration_s = 2,
+          return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, duration_s = 2,
                                  parallel = p.parallel }
         end }
       for _, p in ipairs(s.points) do

@@ -31,9 +31,9 @@ function M.install()
   local testbed_of = {}
   M.testbed_of = testbed_of
   local srvmt = { __close = function(s) if not s.closed then s.closed = true closed.server = closed.server + 1 end end }
-  package.loaded['qoslab.traffic'] = {
+  local traffic = {
     server = function(o) M.log[#M.log + 1] = { 'server', o } return setmetatable({}, srvmt) end,
-    client = function(c)
+    run = function(c)
       M.log[#M.log + 1] = { 'client', c }
       local tb = M.current
       local spec = tb and tb.spec or {}
@@ -60,6 +60,8 @@ function M.install()
       }
     end,
   }
+  traffic.client = traffic.run
+  package.loaded['qoslab.traffic'] = traffic
   local real = package.loaded['qoslab.testbed']
   package.loaded['qoslab.testbed'] = setmetatable({}, { __call = function(_, o)
     local tb = real(o)

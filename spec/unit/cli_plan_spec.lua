@@ -116,7 +116,7 @@ local out = QOSLAB_RUN.out
 local function mark(name) local f = io.open(out .. '/' .. name, 'w') f:write('x') f:close() end
 local guard <close> = setmetatable({}, { __close = function() mark('closed') end })
 qoslab.plan.sweep { name = 'slow', params = { x = { 1, 2, 3, 4, 5, 6, 7, 8 } },
-  run = function(p) qoslab.timer.sleep(0.3) return p.x end,
+  run = function(p) qoslab.timer.sleep(1) return p.x end,
   teardown_point = function(p, _, err) if err then mark('teardown_point_err') end end,
   teardown = function(_, err) if err then mark('teardown_err') end end }
 mark('finished')
@@ -129,13 +129,15 @@ mark('finished')
         while not (slurp(o .. '/results.jsonl') or ''):find('\n') and timer.now() - t0 < 15 do
           timer.sleep(0.02)
         end
+        -- Land inside the next point's 1 s run (recording takes milliseconds).
+        timer.sleep(0.3)
         local pid = assert(tonumber(slurp(dir .. '/pid')))
         os.execute('kill -' .. sig[1] .. ' ' .. pid)
         while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
         assert.equal(tostring(sig[2]) .. '\n', slurp(dir .. '/rc'), slurp(dir .. '/log'))
-        assert.equal('x', slurp(o .. '/closed'))
+        assert.equal('x', slurp(o .. '/closed'), slurp(dir .. '/log'))
         assert.equal('x', slurp(o .. '/teardown_err'))
-        assert.equal('x', slurp(o .. '/teardown_point_err'))
+        assert.equal('x', slurp(o .. '/teardown_point_err'), slurp(dir .. '/log'))
         assert.is_nil(slurp(o .. '/finished'))
         assert.matches(sig[1] == 'INT' and 'interrupted by SIGINT' or 'terminated by SIGTERM',
           slurp(dir .. '/log'), 1, true)
