@@ -23,12 +23,14 @@ M.reference_mbps = { [1] = 854, [50] = 446, [100] = 226, [200] = 110, [300] = 70
 function M.config(quick)
   if quick then
     return { delays_ms = { 1, 100 }, matrix_loss_pct = { 1, 5 }, matrix_delay_ms = { 50, 200 },
-             windows_bytes = { 262144, 4194304 }, duration_s = 2, long_factor = 0 }
+             windows_bytes = { 262144, 4194304 }, duration_s = 2, long_factor = 0,
+             window_duration_s = 2 }
   end
   return { delays_ms = { 1, 50, 100, 300, 1000 }, matrix_loss_pct = { 1, 5 },
            matrix_delay_ms = { 50, 200, 1000 },
            windows_bytes = { 262144, 1048576, 4194304, 16777216 },
-           duration_s = 5, long_factor = 6 }
+           -- 300 ms RTT: slow start alone needs about 10 RTTs to reach 16 MiB.
+           duration_s = 5, long_factor = 6, window_duration_s = 10 }
 end
 
 --- Run length for a one-way delay: long enough for slow start to finish at large RTTs.
@@ -179,6 +181,7 @@ function M.main(o)
     run = function(p)
       local extra = p.mode == 'sndbuf' and { sndbuf_bytes = p.window_bytes }
         or { window_bytes = p.window_bytes }
+      extra.duration_s = cfg.window_duration_s
       return tcp({ delay_ms = 300 }, extra)
     end,
   })

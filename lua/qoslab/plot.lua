@@ -287,6 +287,24 @@ local function zrange(opts)
   return lo, hi
 end
 
+-- Levels outside [lo, hi] draw no line; say so on the plot instead of
+-- leaving the reader to wonder where the contour went.
+local function contour_notes(levels, lo, hi, unit)
+  local notes = {}
+  for _, l in ipairs(levels or {}) do
+    if lo and l < lo then
+      notes[#notes + 1] = string.format('%g %s: every measured value is above', l, unit or '')
+    elseif hi and l > hi then
+      notes[#notes + 1] = string.format('%g %s: every measured value is below', l, unit or '')
+    end
+  end
+  if #notes == 0 then return '' end
+  return 'set bmargin 5\nset label ' .. gq('no contour line at ' .. table.concat(notes, '; '))
+    .. " at screen 0.01, screen 0.025 left font ',9'"
+end
+
+local function crossed(l, lo, hi) return lo ~= nil and l >= lo and l <= hi end
+
 local CONTOUR_COLOURS = { "'#d62728'", "'#000000'", "'#9467bd'", "'#ff7f0e'" }
 
 local GRID_KEYS = { out = true, title = true, xlabel = true, ylabel = true, zlabel = true,
@@ -369,9 +387,14 @@ function M.heatmap(opts)
   end
   plots[#plots + 1] = string.format('%s using 1:2:4 with labels notitle', gq(datfile))
   local contour_files = {}
+  pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
+  if #stops > 0 then
+    pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. ' (grey: skipped by the stop rule)') .. " font ',14'"
+  end
   for k, level in ipairs(opts.contours or {}) do
     local cf = string.format('%s.contour%d.dat', base, k)
     contour_files[k] = cf
+    if not crossed(level, lo, hi) then goto next_level end
     pre[#pre + 1] = table.concat({
       'set table ' .. gq(cf), 'unset surface', 'set contour base', 'set cntrparam linear',
       string.format('set cntrparam levels discrete %.10g', level),
@@ -381,8 +404,8 @@ function M.heatmap(opts)
     plots[#plots + 1] = string.format("%s using 1:2 with lines lw 3 lc rgb %s title %s",
       gq(cf), CONTOUR_COLOURS[(k - 1) % #CONTOUR_COLOURS + 1],
       gq(string.format('%g %s', level, opts.contour_unit or '')))
+    ::next_level::
   end
-  -- A level the data never crosses gives an empty table: gnuplot warns but draws the rest.
   local files, err, code = render(base, table.concat(pre, '\n'),
     'plot ' .. table.concat(plots, ', \\\n  '), formats, opts.size or { 900, 650 })
   if not files then return nil, err, code end
@@ -442,7 +465,9 @@ function M.surface(opts)
   if not (logz and lo) then pre[#pre + 1] = 'set zrange [0:*]' end
   local plots = { string.format("%s using 1:2:3 with lines lc rgb '#666666' lw 0.5 title 'measured surface'",
     gq(datfile)) }
+  pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
   for k, level in ipairs(opts.contours or {}) do
+    if not crossed(level, lo, hi) then goto next_level end
     local cf = string.format('%s.contour%d.dat', base, k)
     pre[#pre + 1] = table.concat({
       'set table ' .. gq(cf), 'unset surface', 'set contour base', 'set cntrparam linear',
@@ -455,10 +480,14 @@ function M.surface(opts)
       gq(cf), levels[k], colour, gq(string.format('%g %s', level, opts.contour_unit or '')))
     plots[#plots + 1] = string.format("%s using 1:2:(%.10g) with lines lw 2 dt 2 lc rgb %s notitle",
       gq(cf), zbase, colour)
+    ::next_level::
   end
   local xt = {}
   for i, x in ipairs(opts.xs) do xt[i] = string.format("'%g' %.10g", x, x) end
   pre[#pre + 1] = 'set xtics (' .. table.concat(xt, ', ') .. ')'
+  local yt = {}
+  for j, y in ipairs(opts.ys) do yt[j] = string.format("'%g' %.10g", y, y) end
+  pre[#pre + 1] = 'set ytics (' .. table.concat(yt, ', ') .. ') offset 1.5,-0.5'
   local body = 'splot ' .. table.concat(plots, ', \\\n  ')
   local files, e2, code = render(base, table.concat(pre, '\n'), body, formats,
     opts.size or { 900, 700 })
@@ -590,7 +619,7 @@ function M.sweep_matrix(summary, opts)
     zlabel = 'throughput (' .. unit .. ')', formats = opts.formats }
   local h = {}
   for k, v in pairs(common) do h[k] = v end
-  h.out, h.title = opts.out .. '-heatmap', title .. ' (grey: skipped by the stop rule)'
+  h.out, h.title = opts.out .. '-heatmap', title
   local s = {}
   for k, v in pairs(common) do s[k] = v end
   s.out, s.title = opts.out .. '-surface', title
