@@ -23,15 +23,15 @@ local delay_ms = 300
 local tb <close> = assert(qoslab.testbed { rate_bps = 1e9, impair = { delay_ms = delay_ms, limit_packets = 'auto' } })
 local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 
--- SO_SNDBUF/SO_RCVBUF are capped by net.core.wmem_max/rmem_max: raise them in
--- both namespaces for the run and put the old values back afterwards.
-local function sysctl(ns, key, value)
-  local cmd = string.format("ip netns exec '%s' sysctl -n %s", ns, key)
-  if value then cmd = string.format("ip netns exec '%s' sysctl -q -w %s=%s", ns, key, value) end
-  local p = assert(io.popen(cmd .. ' 2>/dev/null'))
-  local v = p:read('l')
-  p:close()
-  return v
+-- SO_SNDBUF/SO_RCVBUF are capped by net.core.wmem_max/rmem_max. These are
+-- global (read-only inside a child namespace): raise them here, in the host's
+-- namespace, for the sweep and put the old values back afterwards.
+local function sysctl(key, value)
+  local path = '/proc/sys/' .. key:gsub('%.', '/')
+  local f = io.open(path, value and 'w' or 'r')
+  if not f then return nil end
+  local v = value and f:write(value, '\n') or f:read('l')
+  return f:close() and v
 end
 local saved = {}
 
@@ -43,18 +43,19 @@ end
 local summary = plan.sweep {
   name = 'window sweep at 300 ms', points = points, order = { 'mode', 'window_bytes' },
   setup = function()
-    for _, ns in ipairs { tb.client_netns, tb.server_netns } do
-      for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
-        saved[#saved + 1] = { ns, key, sysctl(ns, key) }
-        sysctl(ns, key, tostring(2 * sizes[#sizes]))
+    for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
+      local old = tonumber(sysctl(key))
+      if old and old < 2 * sizes[#sizes] then
+        if sysctl(key, 2 * sizes[#sizes]) then
+          saved[#saved + 1] = { key, old }
+        else
+          io.stderr:write('warning: cannot raise ', key, ' (not root?): large buffers will be clamped\n')
+        end
       end
     end
   end,
   teardown = function()   -- runs on error and interruption too
-    for i = #saved, 1, -1 do
-      local s = saved[i]
-      if s[3] then sysctl(s[1], s[2], s[3]) end
-    end
+    for i = #saved, 1, -1 do sysctl(saved[i][1], saved[i][2]) end
   end,
   run = function(p)
     local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',

@@ -41,31 +41,37 @@ end
 local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Buffer limits (net.core.rmem_max / wmem_max) cap SO_SNDBUF/SO_RCVBUF; the
--- window sweep needs them above its largest window. Set in each namespace and
--- restored afterwards (where the sysctl is not per namespace this sets the
--- host's value, which the restore puts back).
-local function raise_buffer_limits(namespaces, bytes)
+-- window sweep needs them above its largest window. They are global (read-only
+-- inside a child namespace), so they are raised in this process's namespace
+-- through /proc and restored afterwards.
+local function sysctl_file(key) return '/proc/sys/' .. key:gsub('%.', '/') end
+
+local function read_sysctl(key)
+  local f = io.open(sysctl_file(key), 'r')
+  if not f then return nil end
+  local v = tonumber(f:read('l'))
+  f:close()
+  return v
+end
+
+local function write_sysctl(key, value)
+  local f = io.open(sysctl_file(key), 'w')
+  if not f then return false end
+  local ok = f:write(string.format('%d\n', value))
+  return f:close() and ok and true or false
+end
+
+local function raise_buffer_limits(bytes)
   local saved = {}
-  for _, ns in ipairs(namespaces) do
-    for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
-      local p = io.popen('ip netns exec ' .. sh_quote(ns) .. ' sysctl -n ' .. key .. ' 2>/dev/null')
-      local old = p and p:read('l')
-      if p then p:close() end
-      if old and tonumber(old) and tonumber(old) < bytes then
-        os.execute(string.format('ip netns exec %s sysctl -q -w %s=%d >/dev/null 2>&1',
-          sh_quote(ns), key, bytes))
-        saved[#saved + 1] = { ns, key, old }
-      end
-    end
+  for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
+    local old = read_sysctl(key)
+    if old and old < bytes and write_sysctl(key, bytes) then saved[#saved + 1] = { key, old } end
   end
   return function()
-    for i = #saved, 1, -1 do
-      local s = saved[i]
-      os.execute(string.format('ip netns exec %s sysctl -q -w %s=%s >/dev/null 2>&1',
-        sh_quote(s[1]), s[2], s[3]))
-    end
+    for i = #saved, 1, -1 do write_sysctl(saved[i][1], saved[i][2]) end
   end
 end
+M.raise_buffer_limits = raise_buffer_limits
 
 local function must(v, msg, code)
   if v == nil and msg ~= nil then error(tostring(msg) .. (code and (' (' .. code .. ')') or ''), 2) end
@@ -171,7 +177,7 @@ function M.main(o)
   -- 3. Window sweep at 300 ms.
   local biggest = 0
   for _, w in ipairs(cfg.windows_bytes) do if w > biggest then biggest = w end end
-  local restore = raise_buffer_limits({ tb.client_netns, tb.server_netns }, biggest)
+  local restore = raise_buffer_limits(2 * biggest)
   local points = {}
   for _, mode in ipairs { 'sndbuf', 'sndbuf+rcvbuf' } do
     for _, w in ipairs(cfg.windows_bytes) do points[#points + 1] = { mode = mode, window_bytes = w } end
