@@ -30,10 +30,11 @@ function M.config(quick)
            matrix_delay_ms = { 50, 200, 1000 },
            windows_bytes = { 262144, 1048576, 4194304, 16777216 },
            -- 300 ms RTT: slow start alone needs about 10 RTTs to reach 16 MiB.
-           duration_s = 5, long_factor = 6, window_duration_s = 10 }
+           duration_s = 5, long_factor = 12, window_duration_s = 10 }
 end
 
---- Run length for a one-way delay: long enough for slow start to finish at large RTTs.
+--- Run length for a one-way delay: long enough for slow start to finish at
+-- large RTTs (about 12 RTTs: cwnd doubles per RTT from 10 segments).
 function M.duration_s(cfg, delay_ms)
   return math.max(cfg.duration_s, math.floor(cfg.long_factor * delay_ms / 1000 + 0.5))
 end
@@ -85,6 +86,15 @@ local function window_over_rtt_mbps(res)
   return s.max_snd_cwnd_bytes * 8 / (s.mean_rtt_us / 1e6) / 1e6
 end
 M.window_over_rtt_mbps = window_over_rtt_mbps
+
+-- What the kernel granted for a buffer (getsockopt), "(clamped)" when capped.
+local function granted(e, side, key)
+  local res = e.results and e.results[#e.results]
+  local s = res and res.streams and res.streams[1] and res.streams[1][side]
+  local b = s and s[key]
+  if not b or not b.granted_bytes then return '-' end
+  return require('qoslab.plot').bytes_label(b.granted_bytes) .. (b.clamped and ' (clamped)' or '')
+end
 
 --- Run the demo.
 -- @tparam table o `{out = DIR, quick = bool}` (defaults from QOSLAB_RUN)
@@ -196,8 +206,12 @@ function M.main(o)
   print()
   io.write(report.series(window, {
     title = 'TCP throughput at 300 ms one-way delay: SO_SNDBUF only, then both buffers',
-    extra = { { header = 'window/RTT Mbit/s', value = function(e)
-      return string.format('%.3g', e.params.window_bytes * 8 / 0.3 / 1e6) end } },
+    extra = {
+      { header = 'window/RTT Mbit/s', value = function(e)
+          return string.format('%.3g', e.params.window_bytes * 8 / 0.3 / 1e6) end },
+      { header = 'SO_SNDBUF granted', value = function(e) return granted(e, 'sender', 'sndbuf') end },
+      { header = 'SO_RCVBUF granted', value = function(e) return granted(e, 'receiver', 'rcvbuf') end },
+    },
   }))
   save('window', window)
   plotted(plot.sweep_lines(window, { out = out .. '/window', x = 'window_bytes', series = 'mode',
