@@ -55,7 +55,7 @@ local ref = {}
 for _, d in ipairs { 1, 50, 100, 200, 300, 500, 1000, 3000, 5000 } do ref[#ref + 1] = { d, reference_mbps[d] } end
 local files, err = plot.sweep_lines(summary, { out = out .. '/delay_sweep', x = 'delay_ms',
   title = 'TCP throughput vs one-way delay (1 Gbit/s link, loss 0)',
-  xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s)',
+  xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s, log)', logy = true,
   series_title = function() return 'measured (qoslab)' end,
   hlines = { { y = 1000, title = 'link rate' } },
   extra_series = { { title = 'reference (iperf, two hosts)', points = ref } } })

@@ -162,9 +162,18 @@ function M.main(o)
     },
   }))
   save('delay', delay)
+  local limited = 0
+  for _, e in ipairs(delay.points) do
+    for _, r in ipairs(e.results or {}) do if r.cpu_limited then limited = limited + 1 break end end
+  end
+  if limited > 0 then
+    print(string.format('note: %d of %d points were CPU-limited (a thread at >= 90 %% of a core): '
+      .. 'the sender, not the link or the window, set their rate%s', limited, #delay.points,
+      (run.backend or plan.get_defaults().backend) == 'guest' and ' (the guest emulates its CPU)' or ''))
+  end
   plotted(plot.sweep_lines(delay, { out = out .. '/delay', x = 'delay_ms',
     title = 'TCP throughput vs one-way delay (1 Gbit/s link, loss 0)',
-    xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s)',
+    xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s, log)', logy = true,
     series_title = function() return 'measured' end,
     hlines = { { y = 1000, title = 'link rate 1 Gbit/s' } },
     extra_series = { { title = 'reference experiment (iperf, 2 hosts)', points = reference_points } } }))

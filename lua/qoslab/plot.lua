@@ -221,7 +221,8 @@ function M.lines(opts)
     'set key below',
     "set format x '%g'",
     "set format y '%g'",
-    (logy or maxy <= 0) and '' or string.format('set yrange [0:%.10g]', maxy * 1.08),
+    maxy <= 0 and '' or logy and string.format('set yrange [*:%.10g]', maxy * 1.6)
+      or string.format('set yrange [0:%.10g]', maxy * 1.08),
     'set bars small',
   }, '\n')
   if #plots == 0 then return nil, ctx .. ': nothing to plot', 'EINVAL' end
