@@ -116,7 +116,11 @@ local out = QOSLAB_RUN.out
 local function mark(name) local f = io.open(out .. '/' .. name, 'w') f:write('x') f:close() end
 local guard <close> = setmetatable({}, { __close = function() mark('closed') end })
 qoslab.plan.sweep { name = 'slow', params = { x = { 1, 2, 3, 4, 5, 6, 7, 8 } },
-  run = function(p) qoslab.timer.sleep(1) return p.x end,
+  run = function(p)
+    if p.x == 2 then mark('running2') end
+    qoslab.timer.sleep(1)
+    return p.x
+  end,
   teardown_point = function(p, _, err) if err then mark('teardown_point_err') end end,
   teardown = function(_, err) if err then mark('teardown_err') end end }
 mark('finished')
@@ -126,11 +130,8 @@ mark('finished')
           'bin/qoslab run %s --out %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s',
           q(dir .. '/slow.lua'), q(o), q(dir .. '/log'), q(dir .. '/pid'), q(dir .. '/rc')))))
         local t0 = timer.now()
-        while not (slurp(o .. '/results.jsonl') or ''):find('\n') and timer.now() - t0 < 15 do
-          timer.sleep(0.02)
-        end
-        -- Land inside the next point's 1 s run (recording takes milliseconds).
-        timer.sleep(0.3)
+        -- Land inside the second point's 1 s run.
+        while not slurp(o .. '/running2') and timer.now() - t0 < 15 do timer.sleep(0.02) end
         local pid = assert(tonumber(slurp(dir .. '/pid')))
         os.execute('kill -' .. sig[1] .. ' ' .. pid)
         while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
@@ -181,42 +182,82 @@ mark('finished')
     end
   end)
 
-  describe('netem', function()
-    local NETEM_INIT = "package.loaded['qoslab.netem'] = { "
-      .. "parse = function(s) if s:match('bogus') then error('qoslab.netem.parse: unknown option \"bogus\"', 0) end return { delay_ms = 50, loss_pct = 1 } end, "
-      .. "format = function(spec) return 'delay ' .. spec.delay_ms .. 'ms loss ' .. spec.loss_pct .. '%' end, "
-      .. "apply = function(dev, spec, o) if dev == 'nodev' then return nil, 'no such device nodev', 'ENODEV' end "
-      .. "_G.applied = spec return { warnings = { 'limit 1000 packets is below rate x delay' } } end, "
-      .. "get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end, "
-      .. "clear = function(dev) return true end }"
+  describe('netem (the plan module\'s command, run in-process with a fake qoslab.netem)', function()
+    -- In-process because the netem concern may register its own `netem`
+    -- command, which then wins in bin/qoslab.
+    local fake
+    fake = {
+      parse = function(str)
+        if str:match('bogus') then error('qoslab.netem.parse: unknown option "bogus"', 0) end
+        return { delay_ms = 50, loss_pct = 1 }
+      end,
+      format = function(spec) return 'delay ' .. spec.delay_ms .. 'ms loss ' .. spec.loss_pct .. '%' end,
+      apply = function(dev, spec, o)
+        if dev == 'nodev' then return nil, 'no such device nodev', 'ENODEV' end
+        fake.applied = { dev = dev, spec = spec, opts = o }
+        return { warnings = { 'limit 1000 packets is below rate x delay' } }
+      end,
+      get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end,
+      clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return true end,
+    }
+
+    local function netem(argv)
+      local argparse = require 'argparse'
+      local cp = require 'qoslab.cli_plan'
+      local parser = argparse('qoslab')
+      cp.commands.netem.describe(parser:command('netem'))
+      local ok, a = parser:pparse({ 'netem', table.unpack(argv) })
+      if not ok then return 2, '', a end
+      local out, err = {}, {}
+      local old_print, old_stderr, old_netem = print, io.stderr, package.loaded['qoslab.netem']
+      package.loaded['qoslab.netem'] = fake
+      _G.print = function(...)
+        local t = table.pack(...)
+        for k = 1, t.n do t[k] = tostring(t[k]) end
+        out[#out + 1] = table.concat(t, '\t', 1, t.n) .. '\n'
+      end
+      io.stderr = { write = function(self, ...) for _, x in ipairs { ... } do err[#err + 1] = x end return self end,
+                    flush = function() end }
+      local okr, rc = pcall(cp.commands.netem.run, a)
+      _G.print, io.stderr, package.loaded['qoslab.netem'] = old_print, old_stderr, old_netem
+      assert(okr, rc)
+      return rc, table.concat(out), table.concat(err)
+    end
 
     it('set parses tc-netem syntax, applies it and prints what the kernel has', function()
-      local rc, out, err = qoslab(dir, 'netem set veth0 delay 50ms loss 1%', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      local rc, out, err = netem { 'set', 'veth0', 'delay', '50ms', 'loss', '1%', '--netns', 'lab' }
       assert.equal(0, rc, err)
       assert.equal('veth0: netem delay 50ms loss 1%\n', out)
-      assert.matches('warning: limit 1000 packets is below rate x delay', err, 1, true)
+      assert.equal('warning: limit 1000 packets is below rate x delay\n', err)
+      assert.same({ dev = 'veth0', spec = { delay_ms = 50, loss_pct = 1 }, opts = { netns = 'lab' } }, fake.applied)
     end)
 
     it('show prints the netem or says there is none; clear removes', function()
-      local rc, out = qoslab(dir, 'netem show empty', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      local rc, out = netem { 'show', 'empty' }
       assert.equal(0, rc)
       assert.equal('empty: no netem\n', out)
-      rc, out = qoslab(dir, 'netem clear veth0 --netns ns1', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      rc, out = netem { 'show', 'veth0' }
+      assert.equal('veth0: netem delay 50ms loss 1%\n', out)
+      rc, out = netem { 'clear', 'veth0', '--netns', 'ns1' }
       assert.equal(0, rc)
       assert.equal('veth0: netem removed\n', out)
+      assert.same({ dev = 'veth0', opts = { netns = 'ns1' } }, fake.cleared)
     end)
 
-    it('a failure of the world: message and code, exit 1; a bad spec: exit 2', function()
-      local rc, _, err = qoslab(dir, 'netem set nodev delay 50ms', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+    it('a failure of the world: message and code, exit 1; bad input: exit 2', function()
+      local rc, _, err = netem { 'set', 'nodev', 'delay', '50ms' }
       assert.equal(1, rc)
-      assert.matches('qoslab netem set nodev: no such device nodev (ENODEV)', err, 1, true)
-      rc, _, err = qoslab(dir, 'netem set veth0 bogus 1', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      assert.equal('qoslab netem set nodev: no such device nodev (ENODEV)\n', err)
+      rc, _, err = netem { 'set', 'veth0', 'bogus', '1' }
       assert.equal(2, rc)
-      assert.matches('unknown option "bogus"', err, 1, true)
-      rc, _, err = qoslab(dir, 'netem set veth0', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      assert.equal('qoslab.netem.parse: unknown option "bogus"\n', err)
+      rc, _, err = netem { 'set', 'veth0' }
       assert.equal(2, rc)
       assert.matches('needs a spec', err, 1, true)
-      rc, _, err = qoslab(dir, 'netem frob veth0', 'LUA_INIT_5_4=' .. q(NETEM_INIT))
+      rc, _, err = netem { 'show', 'veth0', 'delay', '5ms' }
+      assert.equal(2, rc)
+      assert.matches('takes no spec', err, 1, true)
+      rc, _, err = netem { 'frob', 'veth0' }
       assert.equal(2, rc)
       assert.matches("argument 'action' must be one of", err, 1, true)
     end)
