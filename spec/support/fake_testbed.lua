@@ -23,6 +23,11 @@ function M.install()
   local tbmt = { __index = {}, __close = function(t) if not t.closed then t.closed = true closed.testbed = closed.testbed + 1 end end }
   tbmt.__index.impair = function(t, spec) t.spec = spec M.log[#M.log + 1] = { 'impair', spec } return true end
   tbmt.__index.close = tbmt.__close
+  local drops = 0
+  tbmt.__index.stats = function()
+    drops = drops + 1
+    return { client = { { kind = 'tbf', drops = 0 }, { kind = 'netem', drops = drops } }, server = {} }
+  end
   package.loaded['qoslab.testbed'] = setmetatable({}, { __call = function(_, o)
     M.log[#M.log + 1] = { 'testbed', o }
     return setmetatable({ client_netns = 'fake-c', server_netns = 'fake-s', client_ifname = 'veth-c', server_ifname = 'veth-s', client_addr = '10.0.0.1',
@@ -68,16 +73,10 @@ function M.install()
     M.current = tb
     return tb
   end })
-  local drops = 0
-  package.loaded['qoslab.netem'] = { stats = function()
-    drops = drops + 1
-    return { packets = 0, bytes = 0, drops = drops, overlimits = 0, backlog = 0, requeues = 0 }
-  end }
   package.loaded['qoslab'] = nil
 end
 
 function M.uninstall()
-  package.loaded['qoslab.netem'] = nil
   package.loaded['qoslab.testbed'] = nil
   package.loaded['qoslab.traffic'] = nil
   package.loaded['qoslab'] = nil
