@@ -1,0 +1,394 @@
+--- Subcommands `run`, `netem`, `demo` and `cleanup` of bin/qoslab.
+--
+-- `qoslab run PLAN.lua [--out DIR] [--resume] [--guest|--host] [--quick] [-- ARGS...]`
+-- runs a plan file. The file is a Lua chunk; it sees:
+--
+-- * the global `qoslab` (the module, as `require 'qoslab'`),
+-- * the global `QOSLAB_RUN = {file, out, resume, quick, backend = "host"|"guest", args}`,
+-- * `...` = the script arguments after `--`,
+-- * `qoslab.plan` defaults set from the flags, so `plan.sweep{...}` writes to
+--   `--out` and honours `--resume` without the plan naming them.
+--
+-- Where the host kernel lacks sch_netem and the plan uses netem (its text
+-- mentions `impair` or `netem`), or with `--guest`, the plan runs inside the
+-- qemu guest (qoslab.vm) with DIR mounted read-write at the same path, so
+-- results land in the host's DIR point by point. SIGINT/SIGTERM end the run
+-- through a Lua error, so to-be-closed testbeds and netem scopes are removed;
+-- the exit status is then 130/143.
+-- @module qoslab.cli_plan
+local cli = require 'qoslab.cli'
+local plan = require 'qoslab.plan'
+
+local M = {}
+
+local EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+
+local function eprint(...)
+  io.stderr:write(table.concat({ ... }), '\n')
+  io.stderr:flush()
+end
+
+local function try_require(name)
+  local ok, mod = pcall(require, name)
+  if ok then return mod end
+  if tostring(mod):find("module '" .. name .. "' not found", 1, true) then return nil end
+  error(mod, 0)
+end
+
+local function core()
+  return try_require('qoslab.core')
+end
+
+local function now_s()
+  local c = core()
+  return c and c.now() or os.time()
+end
+
+--- Exit status for an error: 130/143 when it came from SIGINT/SIGTERM, else `other`.
+function M.exit_status(err, other)
+  local c = core()
+  local pending = c and c.signal_pending and c.signal_pending()
+  local s = tostring(err)
+  if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return EXIT_SIGTERM end
+  if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return EXIT_SIGINT end
+  return other
+end
+
+local function install_signals()
+  local c = core()
+  if c and c.signals_install then c.signals_install() end
+end
+
+--- Default results folder: results/<plan name>-<UTC time>.
+function M.default_out(file)
+  local base = (file:match('([^/]+)$') or file):gsub('%.lua$', '')
+  return 'results/' .. base .. '-' .. os.date('!%Y%m%d-%H%M%S')
+end
+
+--- Whether a plan's text uses netem (the test for carrying it into the guest).
+function M.needs_netem(source)
+  return source:find('impair', 1, true) ~= nil or source:find('netem', 1, true) ~= nil
+end
+
+local function read_all(path)
+  local f, err = io.open(path, 'r')
+  if not f then return nil, err end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function host_has_netem()
+  local vm = try_require('qoslab.vm')
+  if vm and vm.host_has_netem then return vm.host_has_netem() end
+  -- Without the VM module: the module file is the best hint there is.
+  local rel = (read_all('/proc/sys/kernel/osrelease') or ''):gsub('%s+$', '')
+  return os.execute("grep -q '^sch_netem ' /proc/modules 2>/dev/null") and true
+    or os.execute('test -e /lib/modules/' .. rel .. '/kernel/net/sched/sch_netem.ko*') and true
+    or false
+end
+
+local function exit_of(r)
+  if r == true then return 0 end
+  if math.type(r) == 'integer' then return r end
+  if type(r) == 'table' then
+    return r.exit_status or r.status or r.code or 0
+  end
+  return 0
+end
+
+--- Run a plan file inside the guest; results land in the host's `out`.
+-- @tparam table o `{file, out, resume, quick, timeout_s, args}`
+-- @treturn integer exit status
+function M.run_in_guest(o)
+  local vm = try_require('qoslab.vm')
+  if not vm then
+    eprint('qoslab run: this kernel has no sch_netem and qoslab.vm is not installed: '
+      .. 'cannot run the plan in the guest')
+    return 1
+  end
+  if vm.available then
+    local ok, why = vm.available()
+    if not ok then
+      eprint('qoslab run: this kernel has no sch_netem and the qemu guest cannot run here: ',
+        tostring(why))
+      return 1
+    end
+  end
+  -- The guest mounts rw_dir at the same absolute path; pass that path.
+  local p = io.popen("cd '" .. o.out:gsub("'", "'\\''") .. "' 2>/dev/null && pwd -P")
+  local out = p and p:read('l') or o.out
+  if p then p:close() end
+  local args = { '--in-guest', '--out', out }
+  if o.resume then args[#args + 1] = '--resume' end
+  if o.quick then args[#args + 1] = '--quick' end
+  if o.args and #o.args > 0 then
+    args[#args + 1] = '--'
+    for _, a in ipairs(o.args) do args[#args + 1] = a end
+  end
+  local t0 = now_s()
+  local r, msg, code = vm.run_script { script = o.file, args = args, rw_dir = out,
+                                       timeout_s = o.timeout_s or 3600 }
+  local took = now_s() - t0
+  if r == nil then
+    eprint('qoslab run: guest run failed: ', tostring(msg), code and (' (' .. code .. ')') or '')
+    return M.exit_status(msg, 1)
+  end
+  local status = exit_of(r)
+  eprint(string.format('qoslab run: ran inside the qemu guest (real netem, emulated CPU) in %s; exit %d',
+    plan.format_duration(took), status))
+  return status
+end
+
+--- Run a plan file in this process.
+-- @tparam table o `{file, out, resume, quick, backend, args}`
+-- @treturn integer exit status (0; 1 plan raised; 2 cannot load; 130/143 signal)
+function M.run_here(o)
+  local chunk, err = loadfile(o.file)
+  if not chunk then
+    eprint('qoslab run: cannot load ', o.file, ': ', tostring(err))
+    return 2
+  end
+  local qoslab = try_require('qoslab')
+  _G.qoslab = qoslab
+  _G.QOSLAB_RUN = { file = o.file, out = o.out, resume = o.resume and true or false,
+                    quick = o.quick and true or false, backend = o.backend, args = o.args or {} }
+  _G.arg = { [0] = o.file, table.unpack(o.args or {}) }
+  plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
+                      quick = o.quick and true or false }
+  install_signals()
+  local ok, res = xpcall(chunk, debug.traceback, table.unpack(o.args or {}))
+  -- Objects the plan did not close (no <close>) are finalised now, while
+  -- their netns/links/qdiscs can still be removed by their __gc.
+  collectgarbage('collect')
+  collectgarbage('collect')
+  if not ok then
+    local status = M.exit_status(res, 1)
+    if status ~= 1 then
+      eprint('qoslab run: ', status == EXIT_SIGINT and 'interrupted by SIGINT' or 'terminated by SIGTERM',
+        o.out and ('; results so far in ' .. o.out .. ' (continue with --resume)') or '')
+    else
+      eprint('qoslab run: ', o.file, ': ', tostring(res))
+    end
+    return status
+  end
+  if math.type(res) == 'integer' then return res end
+  return 0
+end
+
+local function describe_run(cmd)
+  cmd:summary('Run an experiment plan (a Lua script with qoslab loaded).')
+  cmd:description('The plan sees the global `qoslab`, the global QOSLAB_RUN = {file, out, '
+    .. 'resume, quick, backend, args} and the script arguments (after --) as `...`; '
+    .. 'plan.sweep writes to --out and honours --resume by default. Without sch_netem '
+    .. 'on this kernel a plan that uses netem runs inside the qemu guest.')
+  cmd:argument('file', 'Plan file (Lua).')
+  cmd:argument('args', 'Arguments for the plan (after --).'):args('*')
+  cmd:option('--out', 'Results folder (default results/<plan>-<UTC time>).')
+  cmd:flag('--resume', 'Skip points already in DIR/results.jsonl.')
+  cmd:flag('--guest', 'Run inside the qemu guest (real netem) even if the host has netem.')
+  cmd:flag('--host', 'Run on this host even if its kernel lacks sch_netem.')
+  cmd:flag('--quick', 'Shortened form (fewer points, short runs); also QOSLAB_QUICK=1.')
+  cmd:option('--timeout', 'Guest run time limit in seconds.', '3600'):convert(tonumber)
+  cmd:flag('--in-guest'):hidden(true)
+end
+
+local function quick_flag(a)
+  return a.quick or os.getenv('QOSLAB_QUICK') == '1'
+end
+
+local function run_cmd(a)
+  if a.guest and a.host then
+    eprint('qoslab run: --guest and --host exclude each other')
+    return 2
+  end
+  local source, err = read_all(a.file)
+  if not source then
+    eprint('qoslab run: cannot load ', a.file, ': ', tostring(err))
+    return 2
+  end
+  local _, perr = load(source, '@' .. a.file)
+  if perr then
+    eprint('qoslab run: cannot load ', a.file, ': ', tostring(perr))
+    return 2
+  end
+  local out = a.out or M.default_out(a.file)
+  local o = { file = a.file, out = out, resume = a.resume, quick = quick_flag(a),
+              args = a.args, timeout_s = a.timeout, backend = 'host' }
+  if a.in_guest then
+    o.backend = 'guest'
+    return M.run_here(o)
+  end
+  if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
+    eprint('qoslab run: cannot create ', out)
+    return 1
+  end
+  eprint('qoslab run: results in ', out)
+  local to_guest = a.guest or (not a.host and M.needs_netem(source) and not host_has_netem())
+  if to_guest then
+    eprint('qoslab run: ', a.guest and '--guest given' or 'this kernel has no sch_netem',
+      ': running the plan inside the qemu guest')
+    install_signals()
+    return M.run_in_guest(o)
+  end
+  return M.run_here(o)
+end
+
+---------------------------------------------------------------------------
+-- netem
+---------------------------------------------------------------------------
+
+local function netem_cmd(a)
+  local netem = try_require('qoslab.netem')
+  if not netem then
+    eprint('qoslab netem: qoslab.netem is not available in this build')
+    return 1
+  end
+  local opts = a.netns and { netns = a.netns } or nil
+  local ok, r1, r2, r3 = pcall(function()
+    if a.action == 'show' then
+      if #a.spec > 0 then error('qoslab netem show: takes no spec', 0) end
+      return netem.get(a.dev, opts)
+    elseif a.action == 'clear' then
+      if #a.spec > 0 then error('qoslab netem clear: takes no spec', 0) end
+      return netem.clear(a.dev, opts)
+    else
+      if #a.spec == 0 then error('qoslab netem set: needs a spec, e.g. delay 50ms loss 1%', 0) end
+      local spec = netem.parse(table.concat(a.spec, ' '))
+      return netem.apply(a.dev, spec, opts)
+    end
+  end)
+  if not ok then
+    eprint(tostring(r1))
+    return 2
+  end
+  if r1 == nil and r2 ~= nil then
+    eprint('qoslab netem ', a.action, ' ', a.dev, ': ', tostring(r2), r3 and (' (' .. r3 .. ')') or '')
+    return 1
+  end
+  if a.action == 'show' then
+    if r1 == nil then
+      print(a.dev .. ': no netem')
+    else
+      print(a.dev .. ': netem ' .. netem.format(r1))
+    end
+  elseif a.action == 'set' then
+    local now = netem.get(a.dev, opts)
+    print(a.dev .. ': netem ' .. (now and netem.format(now) or '?'))
+    if type(r1) == 'table' then
+      for _, w in ipairs(r1.warnings or {}) do eprint('warning: ', w) end
+    end
+  else
+    print(a.dev .. ': netem removed')
+  end
+  return 0
+end
+
+local function describe_netem(cmd)
+  cmd:summary('Show, set or clear netem on a device (tc-netem(8) syntax).')
+  cmd:argument('action', 'show | set | clear'):choices { 'show', 'set', 'clear' }
+  cmd:argument('dev', 'Network device.')
+  cmd:argument('spec', 'For set: tc-netem options, e.g. delay 50ms 5ms loss 1%.'):args('*')
+  cmd:option('--netns', 'Named network namespace of the device.')
+end
+
+---------------------------------------------------------------------------
+-- demo, cleanup
+---------------------------------------------------------------------------
+
+--- Path of the demo plan (lua/qoslab/demo.lua, found on package.path).
+function M.demo_file()
+  return package.searchpath('qoslab.demo', package.path)
+end
+
+local function demo_cmd(a)
+  if a.guest and a.host then
+    eprint('qoslab demo: --guest and --host exclude each other')
+    return 2
+  end
+  local file = M.demo_file()
+  if not file then
+    eprint('qoslab demo: qoslab/demo.lua not found on package.path')
+    return 1
+  end
+  local out = a.out or ('results/demo-' .. os.date('!%Y%m%d-%H%M%S'))
+  if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
+    eprint('qoslab demo: cannot create ', out)
+    return 1
+  end
+  local o = { file = file, out = out, resume = a.resume, quick = quick_flag(a), args = {},
+              timeout_s = a.timeout, backend = 'host' }
+  print('qoslab demo: results folder ' .. out)
+  local use_guest = a.guest or (not a.host and not host_has_netem())
+  if use_guest then
+    print('qoslab demo: ' .. (a.guest and '--guest given' or 'this kernel has no sch_netem')
+      .. ': running the experiment inside the qemu guest (real netem; code runs 10-35x slower there)')
+    install_signals()
+    local t0 = now_s()
+    local status = M.run_in_guest(o)
+    print(string.format('qoslab demo: backend guest (qemu, kernel netem inside), took %s, exit %d',
+      plan.format_duration(now_s() - t0), status))
+    print('qoslab demo: results folder ' .. out)
+    return status
+  end
+  print('qoslab demo: backend host (this kernel\'s netem)')
+  local t0 = now_s()
+  local status = M.run_here(o)
+  print(string.format('qoslab demo: backend host, took %s, exit %d',
+    plan.format_duration(now_s() - t0), status))
+  print('qoslab demo: results folder ' .. out)
+  return status
+end
+
+local function describe_demo(cmd)
+  cmd:summary('Reduced reference experiment on a 1 Gbit/s two-namespace testbed.')
+  cmd:option('--out', 'Results folder (default results/demo-<UTC time>).')
+  cmd:flag('--resume', 'Continue an interrupted demo in --out.')
+  cmd:flag('--quick', 'Shortest form (CI).')
+  cmd:flag('--guest', 'Run inside the qemu guest even if the host has netem.')
+  cmd:flag('--host', 'Run on this host even without sch_netem (fails where netem is needed).')
+  cmd:option('--timeout', 'Guest run time limit in seconds.', '1800'):convert(tonumber)
+end
+
+local function cleanup_cmd(a)
+  local state = require 'qoslab.state'
+  local removed = state.cleanup { all = a.all or nil }
+  if #removed == 0 then
+    print('qoslab cleanup: nothing left behind')
+    return 0
+  end
+  local gone = 0
+  for _, r in ipairs(removed) do
+    local what = r.kind == 'netns' and ('netns ' .. tostring(r.name))
+      or (r.kind .. ' ' .. tostring(r.ifname) .. (r.netns and (' in netns ' .. r.netns) or ''))
+    if r.removed then
+      print('removed ' .. what)
+    else
+      print('gone already or not removable: ' .. what)
+      gone = gone + 1
+    end
+  end
+  print(string.format('qoslab cleanup: %d removed, %d already gone or not removable',
+    #removed - gone, gone))
+  return 0
+end
+
+local function describe_cleanup(cmd)
+  cmd:summary('Remove namespaces, links and qdiscs that killed qoslab runs left behind.')
+  cmd:flag('--all', 'Also what live qoslab processes recorded (careful).')
+end
+
+M.commands = {
+  run = { describe = describe_run, run = run_cmd },
+  netem = { describe = describe_netem, run = netem_cmd },
+  demo = { describe = describe_demo, run = demo_cmd },
+  cleanup = { describe = describe_cleanup, run = cleanup_cmd },
+}
+
+cli.add('run', M.commands.run)
+-- The netem concern may register its own `netem` command; it wins.
+if not cli.commands.netem then cli.add('netem', M.commands.netem) end
+cli.add('demo', M.commands.demo)
+cli.add('cleanup', M.commands.cleanup)
+
+return M

@@ -1,0 +1,237 @@
+--- The demo: a reduced reference experiment (DESIGN.md §1) on a 1 Gbit/s
+-- two-namespace testbed with netem on the client's egress.
+--
+-- 1. loss 0, one-way delay swept; one TCP stream with the default window;
+--    measured throughput beside the published reference values.
+-- 2. a small loss × delay matrix with the stop rule (< 500 kbit/s ends a row);
+--    heat map and surface with the 500 and 1000 kbit/s contours.
+-- 3. at 300 ms: SO_SNDBUF only, then SO_SNDBUF and SO_RCVBUF, over window sizes.
+--
+-- Writes results.jsonl, one CSV and one JSON per sweep, and PNG/SVG plots into
+-- the results folder. `qoslab demo` runs this file (here or in the guest); it
+-- is also a plan: `qoslab run lua/qoslab/demo.lua --out DIR [--quick]`.
+-- @module qoslab.demo
+local M = {}
+
+-- Published results of the reference experiment (Mbit/s at one-way delay ms).
+M.reference_mbps = { [1] = 854, [50] = 446, [100] = 226, [200] = 110, [300] = 70,
+                     [500] = 40, [1000] = 18.4, [3000] = 6, [5000] = 0.2 }
+
+--- The demo's points and durations.
+-- @tparam boolean quick the CI form
+-- @treturn table
+function M.config(quick)
+  if quick then
+    return { delays_ms = { 1, 100 }, matrix_loss_pct = { 1, 5 }, matrix_delay_ms = { 50, 200 },
+             windows_bytes = { 262144, 4194304 }, duration_s = 2, long_factor = 0,
+             window_duration_s = 2 }
+  end
+  return { delays_ms = { 1, 50, 100, 300, 1000 }, matrix_loss_pct = { 1, 5 },
+           matrix_delay_ms = { 50, 200, 1000 },
+           windows_bytes = { 262144, 1048576, 4194304, 16777216 },
+           -- 300 ms RTT: slow start alone needs about 10 RTTs to reach 16 MiB.
+           duration_s = 5, long_factor = 12, window_duration_s = 10 }
+end
+
+--- Run length for a one-way delay: long enough for slow start to finish at
+-- large RTTs (about 12 RTTs: cwnd doubles per RTT from 10 segments).
+function M.duration_s(cfg, delay_ms)
+  return math.max(cfg.duration_s, math.floor(cfg.long_factor * delay_ms / 1000 + 0.5))
+end
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- Buffer limits (net.core.rmem_max / wmem_max) cap SO_SNDBUF/SO_RCVBUF; the
+-- window sweep needs them above its largest window. They are global (read-only
+-- inside a child namespace), so they are raised in this process's namespace
+-- through /proc and restored afterwards.
+local function sysctl_file(key) return '/proc/sys/' .. key:gsub('%.', '/') end
+
+local function read_sysctl(key)
+  local f = io.open(sysctl_file(key), 'r')
+  if not f then return nil end
+  local v = tonumber(f:read('l'))
+  f:close()
+  return v
+end
+
+local function write_sysctl(key, value)
+  local f = io.open(sysctl_file(key), 'w')
+  if not f then return false end
+  local ok = f:write(string.format('%d\n', value))
+  return f:close() and ok and true or false
+end
+
+local function raise_buffer_limits(bytes)
+  local saved = {}
+  for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
+    local old = read_sysctl(key)
+    if old and old < bytes and write_sysctl(key, bytes) then saved[#saved + 1] = { key, old } end
+  end
+  return function()
+    for i = #saved, 1, -1 do write_sysctl(saved[i][1], saved[i][2]) end
+  end
+end
+M.raise_buffer_limits = raise_buffer_limits
+
+local function must(v, msg, code)
+  if v == nil and msg ~= nil then error(tostring(msg) .. (code and (' (' .. code .. ')') or ''), 2) end
+  return v
+end
+
+-- window / RTT from the sender's TCP_INFO (largest cwnd over mean RTT), in Mbit/s.
+local function window_over_rtt_mbps(res)
+  local s = res and res.streams and res.streams[1] and res.streams[1].sender
+  if not s or not s.max_snd_cwnd_bytes or not s.mean_rtt_us or s.mean_rtt_us <= 0 then return nil end
+  return s.max_snd_cwnd_bytes * 8 / (s.mean_rtt_us / 1e6) / 1e6
+end
+M.window_over_rtt_mbps = window_over_rtt_mbps
+
+-- What the kernel granted for a buffer (getsockopt), "(clamped)" when capped.
+local function granted(e, side, key)
+  local res = e.results and e.results[#e.results]
+  local s = res and res.streams and res.streams[1] and res.streams[1][side]
+  local b = s and s[key]
+  if not b or not b.granted_bytes then return '-' end
+  return require('qoslab.plot').bytes_label(b.granted_bytes) .. (b.clamped and ' (clamped)' or '')
+end
+
+--- Run the demo.
+-- @tparam table o `{out = DIR, quick = bool}` (defaults from QOSLAB_RUN)
+-- @treturn table `{delay = summary, matrix = summary, window = summary, files = {...}}`
+function M.main(o)
+  local qoslab = require 'qoslab'
+  local plan, report, plot = qoslab.plan, qoslab.report, qoslab.plot
+  local run = rawget(_G, 'QOSLAB_RUN') or {}
+  o = o or {}
+  local out = o.out or run.out or plan.get_defaults().out or 'results/demo'
+  local quick = o.quick
+  if quick == nil then quick = run.quick or os.getenv('QOSLAB_QUICK') == '1' end
+  local cfg = M.config(quick)
+  os.execute('mkdir -p ' .. sh_quote(out))
+  print(string.format('demo: backend %s, kernel netem on a 1 Gbit/s veth link, results in %s%s',
+    run.backend or plan.get_defaults().backend or 'host', out, quick and ' (quick form)' or ''))
+
+  local tb <close> = must(qoslab.testbed { rate_bps = 1e9, impair = { delay_ms = 1, limit_packets = 'auto' } })
+  local srv <close> = must(qoslab.server { netns = tb.server_netns })
+
+  local function tcp(p, extra)
+    local spec = { delay_ms = p.delay_ms, limit_packets = 'auto' }
+    if p.loss_pct and p.loss_pct > 0 then spec.loss_pct = p.loss_pct end
+    must(tb:impair(spec))
+    local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+                duration_s = M.duration_s(cfg, p.delay_ms) }
+    for k, v in pairs(extra or {}) do c[k] = v end
+    return qoslab.traffic.run(c)
+  end
+
+  local files = {}
+  local function save(name, s)
+    report.write_csv(out .. '/' .. name .. '.csv', s)
+    report.write_json(out .. '/' .. name .. '.json', s)
+    files[#files + 1] = name .. '.csv'
+    files[#files + 1] = name .. '.json'
+  end
+  local function plotted(r, msg)
+    if not r then io.stderr:write('demo: plot: ', tostring(msg), '\n') return end
+    for _, k in ipairs { 'heatmap', 'surface' } do
+      if r[k] then plotted(r[k]) end
+    end
+    if r.png then files[#files + 1] = r.png:match('[^/]+$') end
+    if r.svg then files[#files + 1] = r.svg:match('[^/]+$') end
+  end
+
+  local reference_points = {}
+  for _, d in ipairs { 1, 50, 100, 200, 300, 500, 1000, 3000, 5000 } do
+    reference_points[#reference_points + 1] = { d, M.reference_mbps[d] }
+  end
+
+  -- 1. Delay sweep.
+  local delay = plan.sweep {
+    name = 'demo: delay sweep', params = { delay_ms = cfg.delays_ms },
+    run = function(p) return tcp(p) end,
+  }
+  print()
+  io.write(report.series(delay, {
+    title = 'TCP throughput vs one-way delay (loss 0, 1 Gbit/s, one stream, default window)',
+    extra = {
+      { header = 'window/RTT Mbit/s', value = function(e)
+          local v = e.results and window_over_rtt_mbps(e.results[#e.results])
+          return v and string.format('%.3g', v) or '-' end },
+      { header = 'reference Mbit/s', value = function(e) return M.reference_mbps[e.params.delay_ms] end },
+    },
+  }))
+  save('delay', delay)
+  local limited = 0
+  for _, e in ipairs(delay.points) do
+    for _, r in ipairs(e.results or {}) do if r.cpu_limited then limited = limited + 1 break end end
+  end
+  if limited > 0 then
+    print(string.format('note: %d of %d points were CPU-limited (a thread at >= 90 %% of a core): '
+      .. 'the sender, not the link or the window, set their rate%s', limited, #delay.points,
+      (run.backend or plan.get_defaults().backend) == 'guest' and ' (the guest emulates its CPU)' or ''))
+  end
+  plotted(plot.sweep_lines(delay, { out = out .. '/delay', x = 'delay_ms',
+    title = 'TCP throughput vs one-way delay (1 Gbit/s link, loss 0)',
+    xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s, log)', logy = true,
+    series_title = function() return 'measured' end,
+    hlines = { { y = 1000, title = 'link rate 1 Gbit/s' } },
+    extra_series = { { title = 'reference experiment (iperf, 2 hosts)', points = reference_points } } }))
+
+  -- 2. Loss × delay matrix with the stop rule.
+  local matrix = plan.sweep {
+    name = 'demo: loss x delay', params = { loss_pct = cfg.matrix_loss_pct, delay_ms = cfg.matrix_delay_ms },
+    order = { 'loss_pct', 'delay_ms' },
+    run = function(p) return tcp(p) end,
+    stop_row = function(_, s) return s.mean < 500e3 end,
+  }
+  print()
+  io.write(report.matrix(matrix, { row = 'loss_pct', col = 'delay_ms', row_label = 'loss %',
+    col_label = 'delay ms', title = 'TCP throughput, loss × delay' }))
+  save('matrix', matrix)
+  plotted(plot.sweep_matrix(matrix, { out = out .. '/matrix', x = 'delay_ms', y = 'loss_pct',
+    title = 'TCP throughput vs loss and one-way delay', xlabel = 'one-way delay (ms)',
+    ylabel = 'loss (%)', contours_bps = { 500e3, 1e6 } }))
+
+  -- 3. Window sweep at 300 ms.
+  local biggest = 0
+  for _, w in ipairs(cfg.windows_bytes) do if w > biggest then biggest = w end end
+  local restore = raise_buffer_limits(2 * biggest)
+  local points = {}
+  for _, mode in ipairs { 'sndbuf', 'sndbuf+rcvbuf' } do
+    for _, w in ipairs(cfg.windows_bytes) do points[#points + 1] = { mode = mode, window_bytes = w } end
+  end
+  local ok, window = pcall(plan.sweep, {
+    name = 'demo: window sweep at 300 ms', points = points, order = { 'mode', 'window_bytes' },
+    run = function(p)
+      local extra = p.mode == 'sndbuf' and { sndbuf_bytes = p.window_bytes }
+        or { window_bytes = p.window_bytes }
+      extra.duration_s = cfg.window_duration_s
+      return tcp({ delay_ms = 300 }, extra)
+    end,
+  })
+  restore()
+  if not ok then error(window, 0) end
+  print()
+  io.write(report.series(window, {
+    title = 'TCP throughput at 300 ms one-way delay: SO_SNDBUF only, then both buffers',
+    extra = {
+      { header = 'window/RTT Mbit/s', value = function(e)
+          return string.format('%.3g', e.params.window_bytes * 8 / 0.3 / 1e6) end },
+      { header = 'SO_SNDBUF granted', value = function(e) return granted(e, 'sender', 'sndbuf') end },
+      { header = 'SO_RCVBUF granted', value = function(e) return granted(e, 'receiver', 'rcvbuf') end },
+    },
+  }))
+  save('window', window)
+  plotted(plot.sweep_lines(window, { out = out .. '/window', x = 'window_bytes', series = 'mode',
+    series_title = function(m) return m == 'sndbuf' and 'SO_SNDBUF only' or 'SO_SNDBUF and SO_RCVBUF' end,
+    title = 'TCP throughput vs socket buffer at 300 ms one-way delay (1 Gbit/s)',
+    xlabel = 'requested socket buffer', ylabel = 'throughput (Mbit/s)', xtic_label = plot.bytes_label }))
+
+  print()
+  print('demo: wrote ' .. out .. '/results.jsonl and ' .. table.concat(files, ', '))
+  return { delay = delay, matrix = matrix, window = window, files = files }
+end
+
+if ... == 'qoslab.demo' then return M end
+M.main()

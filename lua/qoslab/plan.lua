@@ -1,0 +1,709 @@
+--- Experiment plans: sweeps over named parameters with repetitions, statistics,
+-- a stop rule, hooks, progress, and results on disk that survive a kill -9.
+--
+-- A sweep visits points (a cartesian product of `params` in a stated order, or
+-- an explicit list), runs each `repeat_count` times through a caller-supplied
+-- `run` function, reduces each run to a number with `metric`, and summarises
+-- the repetitions (mean, sample standard deviation, 95 % confidence interval
+-- from Student's t). Each finished point is appended as one JSON line to
+-- `out/results.jsonl` and the file is closed and synced before the next point
+-- starts, so an interrupted sweep loses at most the point that was running;
+-- `resume = true` skips the points already in the file.
+--
+-- This module runs nothing by itself: `run` does the measurement (usually with
+-- `qoslab.testbed` and `qoslab.client`), which keeps it testable with fake runs.
+-- @module qoslab.plan
+local cjson = require 'cjson'
+local check = require 'qoslab.check'
+
+local M = {}
+
+local CTX = 'qoslab.plan.sweep'
+
+---------------------------------------------------------------------------
+-- Statistics
+---------------------------------------------------------------------------
+
+-- Two-sided 95 % quantiles t(0.975, df) for df = 1..30 (standard tables).
+local T975 = {
+  12.706204736, 4.302652730, 3.182446305, 2.776445105, 2.570581836,
+  2.446911851, 2.364624252, 2.306004135, 2.262157163, 2.228138852,
+  2.200985160, 2.178812830, 2.160368656, 2.144786688, 2.131449546,
+  2.119905299, 2.109815578, 2.100922040, 2.093024054, 2.085963447,
+  2.079613845, 2.073873068, 2.068657610, 2.063898562, 2.059538553,
+  2.055529439, 2.051830516, 2.048407142, 2.045229642, 2.042272456,
+}
+
+--- Student's t quantile t(0.975, df): the 95 % two-sided factor.
+-- Exact table for df 1–30; above, the Cornish–Fisher expansion around the
+-- normal quantile (error < 1e-4 for df > 30).
+-- @tparam integer df degrees of freedom, >= 1
+-- @treturn number
+-- @usage plan.t975(4) --> 2.7764...
+function M.t975(df)
+  check.integer('qoslab.plan.t975', 'df', df, 1)
+  if df <= 30 then return T975[df] end
+  local z = 1.959963985
+  local z3, z5 = z ^ 3, z ^ 5
+  return z + (z3 + z) / (4 * df) + (5 * z5 + 16 * z3 + 3 * z) / (96 * df * df)
+end
+
+--- Summary statistics of repeated measurements.
+-- @tparam {number,...} values the measurements (finite numbers)
+-- @treturn table `{n, mean, stdev, ci95, ci_low, ci_high, min, max, values}`:
+--   stdev is the sample standard deviation (n − 1); ci95 the half-width
+--   t(0.975, n − 1) · stdev / √n. With n = 1, stdev/ci95/ci_low/ci_high are nil;
+--   with n = 0 only n = 0 and values = {} are set.
+-- @usage local s = plan.stats{10, 12, 14}  -- s.mean == 12, s.stdev == 2
+function M.stats(values)
+  check.table('qoslab.plan.stats', 'values', values)
+  local n = #values
+  local s = { n = n, values = { table.unpack(values) } }
+  if n == 0 then return s end
+  local sum, mn, mx = 0, math.huge, -math.huge
+  for i = 1, n do
+    local v = values[i]
+    if type(v) ~= 'number' or v ~= v or v == math.huge or v == -math.huge then
+      check.fail('qoslab.plan.stats', 'values[' .. i .. ']', 'a finite number', v)
+    end
+    sum = sum + v
+    if v < mn then mn = v end
+    if v > mx then mx = v end
+  end
+  local mean = sum / n
+  s.mean, s.min, s.max = mean, mn, mx
+  if n >= 2 then
+    local ss = 0
+    for i = 1, n do ss = ss + (values[i] - mean) ^ 2 end
+    s.stdev = math.sqrt(ss / (n - 1))
+    s.ci95 = M.t975(n - 1) * s.stdev / math.sqrt(n)
+    s.ci_low, s.ci_high = mean - s.ci95, mean + s.ci95
+  end
+  return s
+end
+
+---------------------------------------------------------------------------
+-- Points and keys
+---------------------------------------------------------------------------
+
+local function fmt_value(v)
+  if math.type(v) == 'integer' then return tostring(v) end
+  if type(v) == 'number' then
+    if v == math.floor(v) and math.abs(v) < 2 ^ 53 then return string.format('%d', v) end
+    return string.format('%.17g', v)
+  end
+  return tostring(v)
+end
+
+--- Canonical key of a point's parameters (sorted `name=value` pairs); 1 and 1.0
+-- give the same key, so a point read back from JSON matches the one planned.
+-- @tparam table params parameter name -> number|string|boolean
+-- @treturn string
+function M.point_key(params)
+  local names = {}
+  for k in pairs(params) do names[#names + 1] = k end
+  table.sort(names)
+  local parts = {}
+  for i, k in ipairs(names) do parts[i] = k .. '=' .. fmt_value(params[k]) end
+  return table.concat(parts, ',')
+end
+
+local function label(point, order)
+  local parts = {}
+  for i, k in ipairs(order) do parts[i] = k .. '=' .. fmt_value(point[k]) end
+  return table.concat(parts, ' ')
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+--- The points of a plan in visiting order (outer → inner).
+-- @tparam table params name -> list of values
+-- @tparam {string,...} order parameter names, outermost first
+-- @treturn {table,...} points (name -> value)
+-- @usage plan.product({a = {1, 2}, b = {'x'}}, {'a', 'b'})
+function M.product(params, order)
+  local out = {}
+  local cur = {}
+  local function rec(depth)
+    if depth > #order then out[#out + 1] = copy(cur) return end
+    local name = order[depth]
+    for _, v in ipairs(params[name]) do
+      cur[name] = v
+      rec(depth + 1)
+    end
+    cur[name] = nil
+  end
+  if #order > 0 then rec(1) end
+  return out
+end
+
+-- Row of a point for the stop rule: every parameter but the innermost.
+local function row_key(point, order)
+  local r = {}
+  for i = 1, #order - 1 do r[order[i]] = point[order[i]] end
+  return M.point_key(r)
+end
+
+---------------------------------------------------------------------------
+-- Results file
+---------------------------------------------------------------------------
+
+local json = cjson.new()
+
+-- Encoding is done here because Debian's lua-cjson caps number precision at 14
+-- digits, and results must read back exactly: each float is written with the
+-- fewest digits (15, 16 or 17) that give the same double back. Decoding uses
+-- lua-cjson. NaN/inf become null; functions, userdata and cycles are dropped.
+local function num_text(v)
+  if math.type(v) == 'integer' then return string.format('%d', v) end
+  if v ~= v or v == math.huge or v == -math.huge then return 'null' end
+  for _, d in ipairs { 15, 16, 17 } do
+    local t = string.format('%.' .. d .. 'g', v)
+    if tonumber(t) == v then return t end
+  end
+  return string.format('%.17g', v)
+end
+
+local ESC = { ['"'] = '\\"', ['\\'] = '\\\\', ['\b'] = '\\b', ['\f'] = '\\f',
+              ['\n'] = '\\n', ['\r'] = '\\r', ['\t'] = '\\t' }
+local function str_text(s)
+  return '"' .. s:gsub('[%c"\\]', function(c)
+    return ESC[c] or string.format('\\u%04x', c:byte())
+  end) .. '"'
+end
+
+local function encode_value(v, buf, seen)
+  local tv = type(v)
+  if tv == 'number' then buf[#buf + 1] = num_text(v)
+  elseif tv == 'string' then buf[#buf + 1] = str_text(v)
+  elseif tv == 'boolean' then buf[#buf + 1] = v and 'true' or 'false'
+  elseif tv == 'table' and not seen[v] then
+    seen[v] = true
+    local n, count = #v, 0
+    for _, e in pairs(v) do
+      local te = type(e)
+      if te ~= 'function' and te ~= 'userdata' and te ~= 'thread' then count = count + 1 end
+    end
+    if n > 0 and n == count then
+      buf[#buf + 1] = '['
+      for i = 1, n do
+        if i > 1 then buf[#buf + 1] = ',' end
+        encode_value(v[i], buf, seen)
+      end
+      buf[#buf + 1] = ']'
+    else
+      local keys = {}
+      for k, e in pairs(v) do
+        local te = type(e)
+        if te ~= 'function' and te ~= 'userdata' and te ~= 'thread' and not seen[e] then
+          keys[#keys + 1] = tostring(k)
+        end
+      end
+      table.sort(keys)
+      buf[#buf + 1] = '{'
+      for i, k in ipairs(keys) do
+        if i > 1 then buf[#buf + 1] = ',' end
+        buf[#buf + 1] = str_text(k)
+        buf[#buf + 1] = ':'
+        local e = v[k]
+        if e == nil then e = v[tonumber(k)] end
+        encode_value(e, buf, seen)
+      end
+      buf[#buf + 1] = '}'
+    end
+    seen[v] = nil
+  else
+    buf[#buf + 1] = 'null'
+  end
+end
+
+--- Encode a value as one JSON text: floats exactly (read back bit for bit),
+-- NaN/inf as null, functions/userdata dropped, object keys sorted.
+-- @param v value
+-- @treturn string
+-- @usage plan.encode{a = 0.1} --> '{"a":0.1}'
+function M.encode(v)
+  local buf = {}
+  encode_value(v, buf, {})
+  return table.concat(buf)
+end
+
+local function nulls_to_nil(v)
+  if v == json.null then return nil end
+  if type(v) == 'table' then
+    for k, e in pairs(v) do v[k] = nulls_to_nil(e) end
+  end
+  return v
+end
+
+--- Read a results file written by `sweep`.
+-- Lines that do not parse (a line cut by a kill) are counted, not fatal.
+-- @tparam string path results.jsonl
+-- @tparam[opt] string name only records of this sweep
+-- @treturn {table,...} records in file order
+-- @treturn integer number of lines that did not parse
+-- @return or nil, message, "ENOENT" when the file does not exist
+-- @usage local recs = plan.load('results/x/results.jsonl', 'delay sweep')
+function M.load(path, name)
+  check.string('qoslab.plan.load', 'path', path)
+  local f, err = io.open(path, 'r')
+  if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
+  local out, bad = {}, 0
+  for line in f:lines() do
+    if line ~= '' then
+      local ok, rec = pcall(json.decode, line)
+      if ok and type(rec) == 'table' and type(rec.params) == 'table' then
+        rec = nulls_to_nil(rec)
+        if name == nil or rec.sweep == name then out[#out + 1] = rec end
+      else
+        bad = bad + 1
+      end
+    end
+  end
+  f:close()
+  return out, bad
+end
+
+local function read_file(path)
+  local f = io.open(path, 'r')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function kernel_release()
+  local s = read_file('/proc/sys/kernel/osrelease')
+  return s and s:gsub('%s+$', '') or 'unknown'
+end
+
+local function qoslab_version()
+  local ok, core = pcall(require, 'qoslab.core')
+  return ok and type(core) == 'table' and core._VERSION or 'unknown'
+end
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function mkdir_p(dir)
+  if os.rename(dir, dir) then return true end  -- exists
+  return os.execute('mkdir -p ' .. sh_quote(dir))
+end
+
+-- Append one line and make it durable before the next point: the line goes out
+-- in one write, the file is closed (so a kill -9 keeps it: it is in the page
+-- cache), and sync(1) on the file fsyncs it (so a power cut keeps it).
+-- Lua has no fsync; one short process per point is cheap next to a measurement.
+local function append_line(path, line, fsync)
+  local f, err = io.open(path, 'a+')
+  if not f then error(CTX .. ': cannot append to ' .. tostring(err), 0) end
+  f:setvbuf('no')
+  -- A line cut by a kill has no newline: start on a fresh line.
+  local size = f:seek('end')
+  local prefix = ''
+  if size and size > 0 then
+    f:seek('set', size - 1)
+    if f:read(1) ~= '\n' then prefix = '\n' end
+    f:seek('end')
+  end
+  local ok, werr = f:write(prefix .. line .. '\n')
+  f:close()
+  if not ok then error(CTX .. ': cannot write ' .. path .. ': ' .. tostring(werr), 0) end
+  -- io.popen, not os.execute: system(3) ignores SIGINT while it waits, so a
+  -- Ctrl-C landing during the sync would be lost.
+  if fsync then
+    local p = io.popen('sync ' .. sh_quote(path) .. ' 2>/dev/null')
+    if p then p:close() end
+  end
+end
+
+---------------------------------------------------------------------------
+-- Defaults from the command line (qoslab run --out DIR --resume --guest)
+---------------------------------------------------------------------------
+
+local defaults = {}
+
+--- Defaults that `sweep` uses when a plan leaves `out`, `resume` or `backend`
+-- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
+-- @tparam table d `{out = DIR, resume = bool, backend = "host"|"guest", progress = ...}`
+function M.set_defaults(d)
+  check.table('qoslab.plan.set_defaults', 'd', d)
+  check.keys('qoslab.plan.set_defaults', 'd', d,
+    { out = true, resume = true, backend = true, progress = true, quick = true })
+  defaults = copy(d)
+end
+
+--- The current defaults (a copy).
+function M.get_defaults() return copy(defaults) end
+
+---------------------------------------------------------------------------
+-- Progress
+---------------------------------------------------------------------------
+
+local function fmt_duration(s)
+  if not s or s ~= s then return '?' end
+  s = math.floor(s + 0.5)
+  if s >= 3600 then return string.format('%dh%02dm', s // 3600, (s % 3600) // 60) end
+  if s >= 60 then return string.format('%dm%02ds', s // 60, s % 60) end
+  return string.format('%ds', s)
+end
+M.format_duration = fmt_duration
+
+--- Human form of a metric value in bits/s (the default metric).
+-- @tparam number v bits/s
+-- @treturn string e.g. "226.1 Mbit/s"
+function M.format_rate(v)
+  if v == nil then return '-' end
+  local a = math.abs(v)
+  if a >= 1e9 then return string.format('%.3g Gbit/s', v / 1e9) end
+  if a >= 1e6 then return string.format('%.4g Mbit/s', v / 1e6) end
+  if a >= 1e3 then return string.format('%.4g kbit/s', v / 1e3) end
+  return string.format('%.4g bit/s', v)
+end
+
+local function default_progress(info)
+  local last
+  if info.skipped then
+    last = 'skipped (' .. tostring(info.skip_reason) .. ')'
+  elseif info.summary and info.summary.mean then
+    last = info.format(info.summary.mean)
+    if info.summary.ci95 then
+      last = last .. string.format(' ± %s (n=%d)', info.format(info.summary.ci95), info.summary.n)
+    end
+  else
+    last = 'failed: ' .. tostring(info.error)
+  end
+  io.stderr:write(string.format('[%s %d/%d] %s: %s%s  elapsed %s, ETA %s\n',
+    info.sweep, info.done, info.total, info.label, last, info.resumed and ' (resumed)' or '',
+    fmt_duration(info.elapsed_s), fmt_duration(info.eta_s)))
+  io.stderr:flush()
+end
+
+---------------------------------------------------------------------------
+-- The sweep
+---------------------------------------------------------------------------
+
+local function default_metric(res)
+  if type(res) == 'number' then return res end
+  if type(res) == 'table' and type(res.received) == 'table' then
+    return res.received.bits_per_second
+  end
+  return nil
+end
+
+local function now_s()
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.now then return core.now() end
+  return os.time()
+end
+
+local ALLOWED = {
+  name = true, params = true, order = true, points = true, repeat_count = true,
+  run = true, metric = true, metric_name = true, stop_row = true,
+  setup = true, teardown = true, setup_point = true, teardown_point = true,
+  out = true, resume = true, progress = true, meta = true, backend = true,
+  on_error = true, keep_results = true, fsync = true, format = true,
+}
+
+local function validate(o)
+  check.table(CTX, 'opts', o, 3)
+  check.keys(CTX, 'opts', o, ALLOWED, 3)
+  if type(o.name) ~= 'string' or o.name == '' then
+    check.fail(CTX, 'opts.name', 'a non-empty string', o.name, 3)
+  end
+  check.string(CTX, 'opts.metric_name', o.metric_name, nil, 3)
+  if o.params == nil and o.points == nil then
+    error(CTX .. ': opts.params or opts.points is required', 3)
+  end
+  if o.params ~= nil and o.points ~= nil then
+    error(CTX .. ': opts.params and opts.points exclude each other', 3)
+  end
+  if type(o.run) ~= 'function' then check.fail(CTX, 'opts.run', 'a function', o.run, 3) end
+  for _, k in ipairs { 'metric', 'stop_row', 'setup', 'teardown', 'setup_point',
+                       'teardown_point', 'format' } do
+    check.func(CTX, 'opts.' .. k, o[k], nil, 3)
+  end
+  check.integer(CTX, 'opts.repeat_count', o.repeat_count, 1, 100000, 1, 3)
+  if o.out ~= nil then check.string(CTX, 'opts.out', o.out, nil, 3) end
+  check.boolean(CTX, 'opts.resume', o.resume, false, 3)
+  check.boolean(CTX, 'opts.keep_results', o.keep_results, true, 3)
+  check.boolean(CTX, 'opts.fsync', o.fsync, true, 3)
+  check.enum(CTX, 'opts.on_error', o.on_error, { 'raise', 'record' }, 'raise', 3)
+  if o.backend ~= nil then check.enum(CTX, 'opts.backend', o.backend, { 'host', 'guest' }, nil, 3) end
+  if o.meta ~= nil then check.table(CTX, 'opts.meta', o.meta, 3) end
+  local p = o.progress
+  if p ~= nil and type(p) ~= 'boolean' and type(p) ~= 'function' then
+    check.fail(CTX, 'opts.progress', 'a boolean or a function', p, 3)
+  end
+end
+
+local function resolve_points(o)
+  local order = o.order
+  if o.params then
+    check.table(CTX, 'opts.params', o.params, 4)
+    local names = {}
+    for k, v in pairs(o.params) do
+      if type(k) ~= 'string' then check.fail(CTX, 'opts.params key', 'a string', k, 4) end
+      if type(v) ~= 'table' or #v == 0 then
+        check.fail(CTX, 'opts.params.' .. k, 'a non-empty list of values', v, 4)
+      end
+      names[#names + 1] = k
+    end
+    table.sort(names)
+    if order == nil then
+      order = names
+    else
+      check.table(CTX, 'opts.order', order, 4)
+      local seen = {}
+      for i, k in ipairs(order) do
+        if o.params[k] == nil then
+          check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.params', k, 4)
+        end
+        if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', 4) end
+        seen[k] = true
+      end
+      for _, k in ipairs(names) do
+        if not seen[k] then error(CTX .. ': opts.order: parameter "' .. k .. '" missing', 4) end
+      end
+    end
+    return M.product(o.params, order), order
+  end
+  check.table(CTX, 'opts.points', o.points, 4)
+  if #o.points == 0 then check.fail(CTX, 'opts.points', 'a non-empty list', o.points, 4) end
+  for i, p in ipairs(o.points) do
+    if type(p) ~= 'table' then check.fail(CTX, 'opts.points[' .. i .. ']', 'a table', p, 4) end
+  end
+  if order == nil then
+    order = {}
+    for k in pairs(o.points[1]) do order[#order + 1] = k end
+    table.sort(order)
+  else
+    check.table(CTX, 'opts.order', order, 4)
+  end
+  local pts = {}
+  for i, p in ipairs(o.points) do pts[i] = copy(p) end
+  return pts, order
+end
+
+local function call_hook(fn, ...)
+  if fn then return fn(...) end
+end
+
+--- Run a sweep.
+-- @tparam table opts
+--   * `name` (string, required): the experiment's name, stored in every record
+--     and used to match records on resume (several sweeps can share one file).
+--   * `params` (table name -> list): the cartesian product of these values; or
+--   * `points` (list of tables name -> value): an explicit list of points.
+--   * `order` ({string,...}): parameter names, outermost first (default: sorted
+--     names). The innermost parameter is the one a stop rule stops.
+--   * `repeat_count` (integer ≥ 1, default 1): runs per point.
+--   * `run` (function(point, ctx) -> result): one measurement; returns a result
+--     table (see qoslab.client) or a number, or nil, message[, CODE] on failure.
+--     `ctx` = {sweep, index, total, repetition, out, data = {} shared by the hooks}.
+--   * `metric` (function(result) -> number): the value summarised (default:
+--     `result.received.bits_per_second`, or the number itself).
+--   * `metric_name` (string, default "received.bits_per_second").
+--   * `format` (function(number) -> string): for the progress line (default bit/s).
+--   * `stop_row` (function(point, summary) -> bool): after a point, true skips
+--     the later points of its row (same values of all but the innermost
+--     parameter); they are recorded with `skipped = true`.
+--   * `setup(ctx)` / `teardown(ctx, err)`: once per sweep; teardown always runs.
+--   * `setup_point(point, ctx)` / `teardown_point(point, ctx, err)`: per point;
+--     teardown_point always runs (err is the error, or nil).
+--   * `out` (string dir, default from `set_defaults`, else none): records are
+--     appended to `out/results.jsonl`.
+--   * `resume` (bool, default false): skip points already recorded for this name.
+--   * `progress` (true|false|function(info)): a line per point on stderr with
+--     points done/total, elapsed, ETA and the last result (default true).
+--   * `meta` (table): stored in every record. `backend` ("host"|"guest", default
+--     from set_defaults or "host"). `on_error` ("raise" default | "record": a
+--     failed point is recorded with `error` and the sweep continues).
+--     `keep_results` (default true: raw results in records and summary).
+--     `fsync` (default true).
+-- @treturn table summary `{name, order, out, results_file, elapsed_s, points =
+--   {{params, label, index, n, mean, stdev, ci95, ci_low, ci_high, min, max,
+--     values, results, skipped, skip_reason, error, resumed, elapsed_s}, ...}}`
+-- @raise on bad options, and the first error of a run/hook (after teardown)
+--   unless on_error = "record"; interruptions (SIGINT/SIGTERM) always raise.
+-- @usage local s = plan.sweep{name = 'delay', params = {delay_ms = {1, 10}},
+--   run = function(p) return measure(p.delay_ms) end}
+function M.sweep(opts)
+  validate(opts)
+  local points, order = resolve_points(opts)
+  local name = opts.name
+  local reps = opts.repeat_count or 1
+  local metric = opts.metric or default_metric
+  local fmt = opts.format or M.format_rate
+  local out = opts.out or defaults.out
+  local resume = opts.resume
+  if resume == nil then resume = defaults.resume or false end
+  local backend = opts.backend or defaults.backend or 'host'
+  local keep = opts.keep_results ~= false
+  local on_error = opts.on_error or 'raise'
+  local progress = opts.progress
+  if progress == nil then progress = defaults.progress end
+  if progress == nil then progress = true end
+  if progress == true then progress = default_progress end
+
+  local results_file
+  local done = {}   -- point key -> record (resume)
+  if out then
+    local ok = mkdir_p(out)
+    if not ok then error(CTX .. ': cannot create directory ' .. out, 2) end
+    results_file = out .. '/results.jsonl'
+    if resume then
+      local recs = M.load(results_file, name)
+      for _, r in ipairs(recs or {}) do
+        if not r.error then done[M.point_key(r.params)] = r end
+      end
+    end
+  end
+
+  local meta_common = {
+    qoslab_version = qoslab_version(), kernel = kernel_release(), backend = backend,
+    hostname = (read_file('/proc/sys/kernel/hostname') or ''):gsub('%s+$', ''),
+  }
+  local run_id = string.format('%d-%d', os.time(), math.random(0, 0x7fffffff))
+
+  local summary = { name = name, order = order, out = out, results_file = results_file,
+                    metric = opts.metric_name or 'received.bits_per_second',
+                    points = {}, run_id = run_id }
+  local ctx = { sweep = name, total = #points, out = out, data = {}, backend = backend,
+                quick = defaults.quick }
+  local t0 = now_s()
+  local measured_time, measured_points = 0, 0
+  local stopped_rows = {}
+
+  local function record(entry)
+    if not results_file then return end
+    local rec = {
+      sweep = name, run_id = run_id, index = entry.index, params = entry.params,
+      order = order, repetitions = reps, metric = summary.metric,
+      time_unix_s = os.time(), time = os.date('!%Y-%m-%dT%H:%M:%SZ'),
+      elapsed_s = entry.elapsed_s, skipped = entry.skipped, skip_reason = entry.skip_reason,
+      error = entry.error,
+      summary = { n = entry.n, mean = entry.mean, stdev = entry.stdev, ci95 = entry.ci95,
+                  ci_low = entry.ci_low, ci_high = entry.ci_high, min = entry.min,
+                  max = entry.max, values = entry.values },
+      results = keep and entry.results or nil,
+      meta = opts.meta,
+    }
+    for k, v in pairs(meta_common) do rec[k] = v end
+    append_line(results_file, M.encode(rec), opts.fsync ~= false)
+  end
+
+  local function report_progress(entry, i)
+    if not progress then return end
+    local elapsed = now_s() - t0
+    local remaining = #points - i
+    local eta = measured_points > 0 and measured_time / measured_points * remaining or nil
+    if remaining == 0 then eta = 0 end
+    progress {
+      sweep = name, done = i, total = #points, label = entry.label, point = entry.params,
+      summary = entry, skipped = entry.skipped, skip_reason = entry.skip_reason,
+      error = entry.error, resumed = entry.resumed, elapsed_s = elapsed, eta_s = eta,
+      format = fmt,
+    }
+  end
+
+  local function run_point(i, point, entry)
+    local values, results = {}, {}
+    local perr
+    local pt0 = now_s()
+    ctx.index, ctx.point = i, point
+    local ok, err = xpcall(function()
+      call_hook(opts.setup_point, point, ctx)
+      for r = 1, reps do
+        ctx.repetition = r
+        local res, msg, code = opts.run(copy(point), ctx)
+        if res == nil then
+          error(string.format('%s: %s: run failed: %s%s', CTX, entry.label, tostring(msg),
+            code and (' (' .. tostring(code) .. ')') or ''), 0)
+        end
+        local v = metric(res)
+        if type(v) ~= 'number' or v ~= v then
+          error(string.format('%s: %s: metric returned %s, expected a number', CTX,
+            entry.label, tostring(v)), 0)
+        end
+        values[#values + 1] = v
+        results[#results + 1] = res
+      end
+    end, debug.traceback)
+    if not ok then perr = err end
+    local tok, terr = pcall(call_hook, opts.teardown_point, point, ctx, perr)
+    if not tok and not perr then perr = terr end
+    entry.elapsed_s = now_s() - pt0
+    if perr then return perr end
+    local st = M.stats(values)
+    for k, v in pairs(st) do entry[k] = v end
+    entry.results = keep and results or nil
+    measured_time = measured_time + entry.elapsed_s
+    measured_points = measured_points + 1
+  end
+
+  local sweep_err
+  local ok, err = xpcall(function()
+    call_hook(opts.setup, ctx)
+    for i, point in ipairs(points) do
+      local key = M.point_key(point)
+      local entry = { index = i, params = point, label = label(point, order), key = key }
+      local rk = row_key(point, order)
+      local prev = done[key]
+      if prev then
+        entry.resumed = true
+        for k, v in pairs(prev.summary or {}) do entry[k] = v end
+        entry.skipped, entry.skip_reason = prev.skipped, prev.skip_reason
+        entry.results, entry.elapsed_s = prev.results, prev.elapsed_s
+      elseif stopped_rows[rk] then
+        entry.skipped = true
+        entry.skip_reason = stopped_rows[rk]
+        entry.n, entry.values = 0, {}
+        record(entry)
+      else
+        local perr = run_point(i, point, entry)
+        if perr then
+          if on_error == 'raise' or tostring(perr):find('interrupted by SIG', 1, true) then
+            error(perr, 0)
+          end
+          entry.error = tostring(perr):match('^[^\n]*')
+          entry.n, entry.values = 0, {}
+        end
+        record(entry)
+      end
+      if opts.stop_row and not entry.skipped and not entry.error and not stopped_rows[rk] then
+        if opts.stop_row(copy(point), entry) then
+          stopped_rows[rk] = 'stop rule after ' .. entry.label
+        end
+      end
+      summary.points[i] = entry
+      report_progress(entry, i)
+    end
+  end, debug.traceback)
+  if not ok then sweep_err = err end
+  local tok, terr = pcall(call_hook, opts.teardown, ctx, sweep_err)
+  summary.elapsed_s = now_s() - t0
+  if sweep_err then
+    if not tok then sweep_err = tostring(sweep_err) .. '\n(teardown also failed: ' .. tostring(terr) .. ')' end
+    error(sweep_err, 0)
+  end
+  if not tok then error(terr, 0) end
+  return summary
+end
+
+--- Find a point of a summary by its parameters.
+-- @tparam table summary as returned by sweep
+-- @tparam table params name -> value (all of the point's parameters)
+-- @treturn table|nil the point entry
+function M.find(summary, params)
+  local key = M.point_key(params)
+  for _, p in ipairs(summary.points) do
+    if M.point_key(p.params) == key then return p end
+  end
+  return nil
+end
+
+return M

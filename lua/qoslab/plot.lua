@@ -1,0 +1,634 @@
+--- Plots of sweeps, rendered by gnuplot (Debian: gnuplot-nox) to PNG and SVG.
+--
+-- Every function first writes its data files (`BASE.dat`, and `BASE.csv` for
+-- the sweep helpers) and the gnuplot script (`BASE.gp`), then runs gnuplot
+-- once for all formats. Without gnuplot the data files are still there and the
+-- call returns `nil, "gnuplot not found: apt-get install gnuplot-nox", "ENOENT"`.
+-- PNG uses the pngcairo terminal when gnuplot has it (anti-aliased), else png.
+-- @module qoslab.plot
+local check = require 'qoslab.check'
+
+local M = {}
+
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+-- gnuplot string literal (single quotes; a quote is doubled).
+local function gq(s) return "'" .. tostring(s):gsub("'", "''") .. "'" end
+
+local found -- cached {path = ..., pngcairo = bool} per PATH
+local found_for
+
+--- Locate gnuplot on PATH.
+-- @treturn string|nil absolute path
+-- @treturn boolean whether the pngcairo terminal exists
+function M.gnuplot()
+  local path_env = os.getenv('PATH') or ''
+  if found_for == path_env and found then return found.path, found.pngcairo end
+  found, found_for = nil, path_env
+  local p = io.popen('command -v gnuplot 2>/dev/null')
+  local path = p and p:read('l')
+  if p then p:close() end
+  if not path or path == '' then return nil end
+  local ok = os.execute(sh_quote(path) .. " -e 'set terminal pngcairo' >/dev/null 2>&1")
+  found = { path = path, pngcairo = ok and true or false }
+  return found.path, found.pngcairo
+end
+
+local function write_file(path, text)
+  local f, err = io.open(path, 'w')
+  if not f then return nil, 'cannot write ' .. tostring(err) end
+  f:write(text)
+  f:close()
+  return true
+end
+
+local function num(v)
+  if v == nil or v ~= v then return 'NaN' end
+  return string.format('%.10g', v)
+end
+
+local FORMATS = { png = true, svg = true }
+
+local function check_formats(ctx, formats)
+  formats = formats or { 'png', 'svg' }
+  check.table(ctx, 'opts.formats', formats, 2)
+  for i, f in ipairs(formats) do
+    if not FORMATS[f] then check.fail(ctx, 'opts.formats[' .. i .. ']', '"png" or "svg"', f, 2) end
+  end
+  return formats
+end
+
+local function terminal(fmt, pngcairo, w, h)
+  if fmt == 'svg' then
+    return string.format("set terminal svg size %d,%d dynamic noenhanced font 'Sans,12' background rgb 'white'", w, h)
+  end
+  if pngcairo then
+    return string.format("set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background rgb 'white'", w, h)
+  end
+  return string.format("set terminal png size %d,%d noenhanced", w, h)
+end
+
+-- Run a gnuplot script that draws `body` once per format.
+local function render(base, prelude, body, formats, size)
+  local gp, pngcairo = M.gnuplot()
+  local files = {}
+  local parts = { '# qoslab plot script: gnuplot ' .. base .. '.gp', prelude }
+  for _, fmt in ipairs(formats) do
+    local out = base .. '.' .. fmt
+    files[fmt] = out
+    parts[#parts + 1] = terminal(fmt, pngcairo, size[1], size[2])
+    parts[#parts + 1] = 'set output ' .. gq(out)
+    parts[#parts + 1] = body
+    parts[#parts + 1] = 'unset output'
+  end
+  local script = table.concat(parts, '\n') .. '\n'
+  files.gp = base .. '.gp'
+  local ok, err = write_file(files.gp, script)
+  if not ok then return nil, err, 'EACCES' end
+  if not gp then
+    return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
+  end
+  local log = base .. '.gnuplot.log'
+  local cmd = 'cd ' .. sh_quote(base:match('^(.*)/[^/]*$') or '.') .. ' && ' .. sh_quote(gp)
+    .. ' ' .. sh_quote(files.gp) .. ' >' .. sh_quote(log) .. ' 2>&1'
+  local rok, how, code = os.execute(cmd)
+  if not rok then
+    local f = io.open(log, 'r')
+    local msg = f and f:read('a') or ''
+    if f then f:close() end
+    return nil, string.format('gnuplot failed (%s %s): %s', tostring(how), tostring(code),
+      msg:gsub('%s+$', '')), 'EIO'
+  end
+  os.remove(log)
+  for _, fmt in ipairs(formats) do
+    local f = io.open(files[fmt], 'rb')
+    local sz = f and f:seek('end') or 0
+    if f then f:close() end
+    if sz == 0 then return nil, 'gnuplot wrote no ' .. files[fmt], 'EIO' end
+  end
+  return files
+end
+
+local PALETTE = "set palette defined (0 '#ffffd9', 1 '#c7e9b4', 2 '#7fcdbb', 3 '#41b6c4', "
+  .. "4 '#1d91c0', 5 '#225ea8')"
+
+-- 1-2-5 tics between lo and hi (for log colour and z axes).
+local function tics125(lo, hi)
+  local out = {}
+  if not lo or not hi or lo <= 0 then return out end
+  local e = math.floor(math.log(lo, 10)) - 1
+  while 10 ^ e <= hi * 10 do
+    for _, m in ipairs { 1, 2, 5 } do
+      local v = m * 10 ^ e
+      if v >= lo * 0.999 and v <= hi * 1.001 then out[#out + 1] = v end
+    end
+    e = e + 1
+  end
+  return out
+end
+
+local function tics_cmd(axis, values)
+  if #values == 0 then return '' end
+  local t = {}
+  for i, v in ipairs(values) do t[i] = string.format("'%g' %.10g", v, v) end
+  return 'set ' .. axis .. 'tics (' .. table.concat(t, ', ') .. ')'
+end
+
+local function base_of(ctx, opts)
+  local base = opts.out
+  if type(base) ~= 'string' or base == '' then
+    check.fail(ctx, 'opts.out', 'a path without extension', base, 2)
+  end
+  local dir = base:match('^(.*)/[^/]*$')
+  -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
+  if dir and not os.rename(dir, dir) then os.execute('mkdir -p ' .. sh_quote(dir)) end
+  return base
+end
+
+--- Line plot: one series per value of something (window size, client count).
+-- @tparam table opts
+--   * `out` (string): path without extension; writes out.dat, out.gp, out.png, out.svg
+--   * `title`, `xlabel`, `ylabel` (strings; put units in the labels)
+--   * `series` ({{title = string, points = {{x, y[, err]}, ...}}, ...}): err is
+--     drawn as an error bar (95 % CI)
+--   * `logx` (bool, default true), `logy` (bool, default false)
+--   * `hlines` ({{y = number, title = string}, ...}): reference lines (link rate)
+--   * `formats` (default {"png", "svg"}), `size` ({w, h} pixels, default {900, 600})
+--   * `xtic_label` (function(x) -> string): tics at the data's x values
+-- @treturn table files `{dat, gp, png, svg}`
+-- @return or nil, message, "ENOENT" (no gnuplot; dat/gp written) | "EIO"
+-- @usage plot.lines{out = 'out/delay', title = 'TCP vs delay', xlabel = 'delay (ms)',
+--   ylabel = 'throughput (Mbit/s)', series = {{title = '1 stream', points = {{1, 850}}}}}
+function M.lines(opts)
+  local ctx = 'qoslab.plot.lines'
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { out = true, title = true, xlabel = true, ylabel = true,
+    series = true, logx = true, logy = true, hlines = true, formats = true, size = true,
+    xtic_label = true })
+  local base = base_of(ctx, opts)
+  check.func(ctx, 'opts.xtic_label', opts.xtic_label)
+  local xvals, xseen = {}, {}
+  local formats = check_formats(ctx, opts.formats)
+  check.table(ctx, 'opts.series', opts.series)
+  local logx = check.boolean(ctx, 'opts.logx', opts.logx, true)
+  local logy = check.boolean(ctx, 'opts.logy', opts.logy, false)
+  local dat = {}
+  local plots = {}
+  local idx = 0
+  local maxy = 0
+  for i, s in ipairs(opts.series) do
+    check.table(ctx, 'opts.series[' .. i .. ']', s)
+    check.table(ctx, 'opts.series[' .. i .. '].points', s.points)
+    if #s.points > 0 then
+      dat[#dat + 1] = '# ' .. tostring(s.title or ('series ' .. i)):gsub('\n', ' ')
+      dat[#dat + 1] = '# x y err'
+      local has_err = false
+      for _, p in ipairs(s.points) do
+        dat[#dat + 1] = num(p[1]) .. ' ' .. num(p[2]) .. ' ' .. num(p[3] or 0)
+        if p[2] and p[2] + (p[3] or 0) > maxy then maxy = p[2] + (p[3] or 0) end
+        if p[1] and not xseen[p[1]] then xseen[p[1]] = true xvals[#xvals + 1] = p[1] end
+        if p[3] then has_err = true end
+      end
+      dat[#dat + 1] = ''
+      dat[#dat + 1] = ''
+      local t = gq(s.title or ('series ' .. i))
+      plots[#plots + 1] = string.format("datafile index %d using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc %d title %s",
+        idx, i, t)
+      if has_err then
+        plots[#plots + 1] = string.format("datafile index %d using 1:2:3 with yerrorbars lc %d pt 7 ps 0 notitle",
+          idx, i)
+      end
+      idx = idx + 1
+    end
+  end
+  for _, h in ipairs(opts.hlines or {}) do
+    if h.y > maxy then maxy = h.y end
+    plots[#plots + 1] = string.format("%s with lines dt 2 lw 2 lc rgb '#777777' title %s",
+      num(h.y), gq(h.title or ''))
+  end
+  local datfile = base .. '.dat'
+  local ok, err = write_file(datfile, table.concat(dat, '\n') .. '\n')
+  if not ok then return nil, err, 'EACCES' end
+  for i, p in ipairs(plots) do plots[i] = p:gsub('^datafile', gq(datfile)) end
+  local prelude = table.concat({
+    'set datafile missing NaN',
+    'set title ' .. gq(opts.title or '') .. " font ',14'",
+    'set xlabel ' .. gq(opts.xlabel or ''),
+    'set ylabel ' .. gq(opts.ylabel or ''),
+    logx and 'set logscale x' or '',
+    logy and 'set logscale y' or '',
+    "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
+    'set key below',
+    "set format x '%g'",
+    "set format y '%g'",
+    maxy <= 0 and '' or logy and string.format('set yrange [*:%.10g]', maxy * 1.6)
+      or string.format('set yrange [0:%.10g]', maxy * 1.08),
+    'set bars small',
+  }, '\n')
+  if #plots == 0 then return nil, ctx .. ': nothing to plot', 'EINVAL' end
+  table.sort(xvals)
+  if #xvals > 0 then
+    local lo, hi = xvals[1], xvals[#xvals]
+    if logx and lo > 0 then
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo / 1.25, hi * 1.25)
+    elseif hi > lo then
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo - 0.03 * (hi - lo),
+        hi + 0.03 * (hi - lo))
+    end
+  end
+  if opts.xtic_label then
+    local t = {}
+    for i, x in ipairs(xvals) do t[i] = gq(opts.xtic_label(x)) .. ' ' .. num(x) end
+    prelude = prelude .. '\nset xtics (' .. table.concat(t, ', ') .. ')'
+  end
+  local files, e2, code = render(base, prelude, 'plot ' .. table.concat(plots, ', \\\n  '),
+    formats, opts.size or { 900, 600 })
+  if not files then return nil, e2, code end
+  files.dat = datfile
+  return files
+end
+
+local function grid_check(ctx, opts)
+  check.table(ctx, 'opts.xs', opts.xs, 3)
+  check.table(ctx, 'opts.ys', opts.ys, 3)
+  check.table(ctx, 'opts.z', opts.z, 3)
+  if #opts.xs < 2 or #opts.ys < 1 then
+    check.fail(ctx, 'opts.xs', 'at least 2 x values and 1 y value', #opts.xs, 3)
+  end
+end
+
+-- Cells the stop rule skipped are nil in z. For contour lines and the surface
+-- they take the last measured value to their left in the row: throughput falls
+-- with delay, so that is an upper bound and the contour never claims more.
+local function filled(opts)
+  local out = {}
+  for j = 1, #opts.ys do
+    local last
+    out[j] = {}
+    for i = 1, #opts.xs do
+      local v = opts.z[j] and opts.z[j][i]
+      if v ~= nil then last = v end
+      out[j][i] = v or last
+    end
+  end
+  return out
+end
+
+local function zrange(opts)
+  local lo, hi
+  for j = 1, #opts.ys do
+    for i = 1, #opts.xs do
+      local v = opts.z[j] and opts.z[j][i]
+      if v and v > 0 then
+        lo = (lo == nil or v < lo) and v or lo
+        hi = (hi == nil or v > hi) and v or hi
+      end
+    end
+  end
+  return lo, hi
+end
+
+-- Levels outside [lo, hi] draw no line; say so on the plot instead of
+-- leaving the reader to wonder where the contour went.
+local function contour_notes(levels, lo, hi, unit)
+  local notes = {}
+  for _, l in ipairs(levels or {}) do
+    if lo and l < lo then
+      notes[#notes + 1] = string.format('%g %s: every measured value is above', l, unit or '')
+    elseif hi and l > hi then
+      notes[#notes + 1] = string.format('%g %s: every measured value is below', l, unit or '')
+    end
+  end
+  if #notes == 0 then return '' end
+  return 'set bmargin 5\nset label ' .. gq('no contour line at ' .. table.concat(notes, '; '))
+    .. " at screen 0.01, screen 0.025 left font ',9'"
+end
+
+local function crossed(l, lo, hi) return lo ~= nil and l >= lo and l <= hi end
+
+local CONTOUR_COLOURS = { "'#d62728'", "'#000000'", "'#9467bd'", "'#ff7f0e'" }
+
+local GRID_KEYS = { out = true, title = true, xlabel = true, ylabel = true, zlabel = true,
+  xs = true, ys = true, z = true, contours = true, contour_unit = true, logz = true,
+  formats = true, size = true, digits = true }
+
+--- Heat map of z(x, y) as a table of coloured cells with the values written in,
+-- and contour lines at chosen levels (interpolated between cell centres).
+-- @tparam table opts
+--   * `out` (path without extension), `title`, `xlabel`, `ylabel`, `zlabel`
+--   * `xs`, `ys` (lists of numbers: column and row values, e.g. delays, losses)
+--   * `z` (z[j][i] for ys[j], xs[i]; nil = not measured, drawn grey "stop")
+--   * `contours` (list of z levels, in z's unit, e.g. {0.5, 1} Mbit/s),
+--     `contour_unit` (string for the key, e.g. "Mbit/s")
+--   * `logz` (bool, default: true when max/min > 50), `digits` (default 3)
+--   * `formats`, `size` as in `lines`
+-- @treturn table files `{dat, gp, png, svg}` or nil, message, CODE as in `lines`
+function M.heatmap(opts)
+  local ctx = 'qoslab.plot.heatmap'
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  local base = base_of(ctx, opts)
+  local formats = check_formats(ctx, opts.formats)
+  grid_check(ctx, opts)
+  local digits = check.integer(ctx, 'opts.digits', opts.digits, 1, 10, 3)
+  local fill = filled(opts)
+  local cells, stops, grid = {}, {}, {}
+  cells[1] = '# i j z label  (i, j: column and row index; z NaN = skipped)'
+  for j, y in ipairs(opts.ys) do
+    for i = 1, #opts.xs do
+      local v = opts.z[j] and opts.z[j][i]
+      if v == nil then
+        stops[#stops + 1] = string.format('%d %d', i - 1, j - 1)
+        cells[#cells + 1] = string.format('%d %d NaN "stop"', i - 1, j - 1)
+      else
+        cells[#cells + 1] = string.format('%d %d %s "%.' .. digits .. 'g"', i - 1, j - 1, num(v), v)
+      end
+      grid[#grid + 1] = string.format('%d %d %s', i - 1, j - 1, num(fill[j][i]))
+    end
+    grid[#grid + 1] = ''
+    local _ = y
+  end
+  local datfile, gridfile, stopfile = base .. '.dat', base .. '.grid.dat', base .. '.stop.dat'
+  for _, w in ipairs { { datfile, cells }, { gridfile, grid }, { stopfile, stops } } do
+    local ok, err = write_file(w[1], table.concat(w[2], '\n') .. '\n')
+    if not ok then return nil, err, 'EACCES' end
+  end
+  local lo, hi = zrange(opts)
+  local logz = opts.logz
+  if logz == nil then logz = lo ~= nil and hi / lo > 50 end
+  local xt, yt = {}, {}
+  for i, x in ipairs(opts.xs) do xt[i] = string.format("'%g' %d", x, i - 1) end
+  for j, y in ipairs(opts.ys) do yt[j] = string.format("'%g' %d", y, j - 1) end
+  local pre = {
+    'set datafile missing NaN',
+    'set title ' .. gq(opts.title or '') .. " font ',14'",
+    'set xlabel ' .. gq(opts.xlabel or ''),
+    'set ylabel ' .. gq(opts.ylabel or ''),
+    'set cblabel ' .. gq(opts.zlabel or ''),
+    'set xtics (' .. table.concat(xt, ', ') .. ')',
+    'set ytics (' .. table.concat(yt, ', ') .. ')',
+    string.format('set xrange [-0.5:%g]', #opts.xs - 0.5),
+    string.format('set yrange [-0.5:%g]', #opts.ys - 0.5),
+    PALETTE,
+    'set style fill solid 1.0 noborder',
+    'set key outside top center horizontal',
+  }
+  if logz and lo then
+    pre[#pre + 1] = 'set logscale cb'
+    pre[#pre + 1] = string.format('set cbrange [%.10g:%.10g]', lo, hi)
+    pre[#pre + 1] = tics_cmd('cb', tics125(lo, hi))
+  end
+  -- Contour lines: one table per level so each gets its own colour and title.
+  local plots = {
+    string.format("%s using 1:2:(0.5):(0.5):3 with boxxyerror fc palette notitle", gq(datfile)),
+  }
+  if #stops > 0 then
+    plots[#plots + 1] = string.format("%s using 1:2:(0.5):(0.5) with boxxyerror fc rgb '#d9d9d9' notitle",
+      gq(stopfile))
+  end
+  plots[#plots + 1] = string.format('%s using 1:2:4 with labels notitle', gq(datfile))
+  local contour_files = {}
+  pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
+  if #stops > 0 then
+    pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. ' (grey: skipped by the stop rule)') .. " font ',14'"
+  end
+  for k, level in ipairs(opts.contours or {}) do
+    local cf = string.format('%s.contour%d.dat', base, k)
+    contour_files[k] = cf
+    if not crossed(level, lo, hi) then goto next_level end
+    pre[#pre + 1] = table.concat({
+      'set table ' .. gq(cf), 'unset surface', 'set contour base', 'set cntrparam linear',
+      string.format('set cntrparam levels discrete %.10g', level),
+      string.format('splot %s using 1:2:3 with lines notitle', gq(gridfile)),
+      'unset table', 'unset contour', 'set surface',
+    }, '\n')
+    plots[#plots + 1] = string.format("%s using 1:2 with lines lw 3 lc rgb %s title %s",
+      gq(cf), CONTOUR_COLOURS[(k - 1) % #CONTOUR_COLOURS + 1],
+      gq(string.format('%g %s', level, opts.contour_unit or '')))
+    ::next_level::
+  end
+  local files, err, code = render(base, table.concat(pre, '\n'),
+    'plot ' .. table.concat(plots, ', \\\n  '), formats, opts.size or { 900, 650 })
+  if not files then return nil, err, code end
+  files.dat = datfile
+  return files
+end
+
+--- 3-D surface of z(x, y) over real x/y coordinates (log x), with contour lines
+-- on the surface and on the base at chosen levels.
+-- @tparam table opts as `heatmap` (skipped cells take the row's last value)
+-- @treturn table files or nil, message, CODE as in `lines`
+function M.surface(opts)
+  local ctx = 'qoslab.plot.surface'
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  local base = base_of(ctx, opts)
+  local formats = check_formats(ctx, opts.formats)
+  grid_check(ctx, opts)
+  local fill = filled(opts)
+  local rows = { '# x y z  (one block per y; skipped cells: last measured value of the row)' }
+  for j, y in ipairs(opts.ys) do
+    for i, x in ipairs(opts.xs) do
+      rows[#rows + 1] = num(x) .. ' ' .. num(y) .. ' ' .. num(fill[j][i])
+    end
+    rows[#rows + 1] = ''
+  end
+  local datfile = base .. '.dat'
+  local ok, err = write_file(datfile, table.concat(rows, '\n') .. '\n')
+  if not ok then return nil, err, 'EACCES' end
+  local lo, hi = zrange(opts)
+  local logz = opts.logz
+  if logz == nil then logz = lo ~= nil and hi / lo > 50 end
+  local levels = {}
+  for i, l in ipairs(opts.contours or {}) do levels[i] = string.format('%.10g', l) end
+  local pre = {
+    'set datafile missing NaN',
+    'set title ' .. gq(opts.title or '') .. " font ',14'",
+    'set xlabel ' .. gq(opts.xlabel or '') .. ' offset 0,-1',
+    'set ylabel ' .. gq(opts.ylabel or '') .. ' offset 0,-1',
+    'set zlabel ' .. gq(opts.zlabel or '') .. ' rotate parallel',
+    string.format('set xrange [%.10g:%.10g]', opts.xs[1], opts.xs[#opts.xs]),
+    string.format('set yrange [%.10g:%.10g]', opts.ys[1] - (#opts.ys == 1 and 1 or 0),
+      opts.ys[#opts.ys] + (#opts.ys == 1 and 1 or 0)),
+    'set logscale x', "set format x '%g'", "set format z '%g'",
+    'set ticslevel 0', 'set view 60, 30', "set ytics offset 1.5,-0.5", 'set pm3d at s', PALETTE, 'unset colorbox',
+    "set grid xtics ytics ztics lc rgb '#dddddd'",
+    'set key outside top center horizontal',
+  }
+  if logz and lo then
+    pre[#pre + 1] = 'set logscale z'
+    pre[#pre + 1] = 'set logscale cb'
+    pre[#pre + 1] = tics_cmd('z', tics125(lo, hi))
+  end
+  -- Contours are computed into tables first (one per level), then drawn thick
+  -- on the surface and on the base plane, each level in its own colour.
+  local zbase = (logz and lo) or 0
+  if not (logz and lo) then pre[#pre + 1] = 'set zrange [0:*]' end
+  local plots = { string.format("%s using 1:2:3 with lines lc rgb '#666666' lw 0.5 title 'measured surface'",
+    gq(datfile)) }
+  pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
+  for k, level in ipairs(opts.contours or {}) do
+    if not crossed(level, lo, hi) then goto next_level end
+    local cf = string.format('%s.contour%d.dat', base, k)
+    pre[#pre + 1] = table.concat({
+      'set table ' .. gq(cf), 'unset surface', 'set contour base', 'set cntrparam linear',
+      'set cntrparam levels discrete ' .. levels[k],
+      string.format('splot %s using 1:2:3 with lines notitle', gq(datfile)),
+      'unset table', 'unset contour', 'set surface',
+    }, '\n')
+    local colour = CONTOUR_COLOURS[(k - 1) % #CONTOUR_COLOURS + 1]
+    plots[#plots + 1] = string.format("%s using 1:2:(%s) with lines lw 3 lc rgb %s title %s",
+      gq(cf), levels[k], colour, gq(string.format('%g %s', level, opts.contour_unit or '')))
+    plots[#plots + 1] = string.format("%s using 1:2:(%.10g) with lines lw 2 dt 2 lc rgb %s notitle",
+      gq(cf), zbase, colour)
+    ::next_level::
+  end
+  local xt = {}
+  for i, x in ipairs(opts.xs) do xt[i] = string.format("'%g' %.10g", x, x) end
+  pre[#pre + 1] = 'set xtics (' .. table.concat(xt, ', ') .. ')'
+  local yt = {}
+  for j, y in ipairs(opts.ys) do yt[j] = string.format("'%g' %.10g", y, y) end
+  pre[#pre + 1] = 'set ytics (' .. table.concat(yt, ', ') .. ') offset 1.5,-0.5'
+  local body = 'splot ' .. table.concat(plots, ', \\\n  ')
+  local files, e2, code = render(base, table.concat(pre, '\n'), body, formats,
+    opts.size or { 900, 700 })
+  if not files then return nil, e2, code end
+  files.dat = datfile
+  return files
+end
+
+--- A byte count as a short label with binary units: 262144 -> "256 KiB".
+-- @tparam number b bytes
+-- @treturn string
+function M.bytes_label(b)
+  if b >= 1073741824 then return string.format('%g GiB', b / 1073741824) end
+  if b >= 1048576 then return string.format('%g MiB', b / 1048576) end
+  if b >= 1024 then return string.format('%g KiB', b / 1024) end
+  return string.format('%g B', b)
+end
+
+---------------------------------------------------------------------------
+-- From sweep summaries
+---------------------------------------------------------------------------
+
+local function stats_of(p)
+  if p.summary and p.mean == nil then
+    return { mean = p.summary.mean, ci95 = p.summary.ci95, params = p.params,
+             skipped = p.skipped, error = p.error }
+  end
+  return p
+end
+
+local function sorted_distinct(points, name)
+  local seen, out = {}, {}
+  for _, p in ipairs(points) do
+    local v = p.params[name]
+    if v ~= nil and not seen[v] then seen[v] = true out[#out + 1] = v end
+  end
+  table.sort(out)
+  return out
+end
+
+--- Throughput against one parameter, one series per value of another.
+-- @tparam table summary from plan.sweep (or records from plan.load)
+-- @tparam table opts `{out =, x = "delay_ms", series = "window_bytes"|nil,
+--   series_title = function(v) -> string, title =, xlabel =, ylabel =,
+--   scale = 1e6, logx = true, logy = false, where = {name = value},
+--   hlines = ..., formats = ..., size = ..., xtic_label = function(x) -> string
+--   (tics at the measured x values, e.g. window sizes in KiB),
+--   extra_series = {{title =, points = {{x, y}, ...}}, ...} (e.g. published values)}`
+-- @treturn table files or nil, message, CODE as in `lines`
+-- @usage plot.sweep_lines(s, {out = dir .. '/delay', x = 'delay_ms',
+--   title = 'TCP throughput vs delay', xlabel = 'one-way delay (ms)'})
+function M.sweep_lines(summary, opts)
+  local ctx = 'qoslab.plot.sweep_lines'
+  check.table(ctx, 'summary', summary)
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
+    title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
+    where = true, hlines = true, formats = true, size = true, xtic_label = true,
+    extra_series = true })
+  local points = summary.points or summary
+  local x = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
+  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
+  local groups, keys = {}, {}
+  for _, p0 in ipairs(points) do
+    local p = stats_of(p0)
+    local ok = true
+    for k, v in pairs(opts.where or {}) do if p.params[k] ~= v then ok = false end end
+    if ok and not p.skipped and not p.error and p.mean ~= nil then
+      local g = opts.series and p.params[opts.series] or 'all'
+      if not groups[g] then groups[g] = {} keys[#keys + 1] = g end
+      groups[g][#groups[g] + 1] = { p.params[x], p.mean / scale, p.ci95 and p.ci95 / scale }
+    end
+  end
+  table.sort(keys, function(a, b)
+    if type(a) == type(b) then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  local series = {}
+  for i, g in ipairs(keys) do
+    table.sort(groups[g], function(a, b) return a[1] < b[1] end)
+    local t
+    if opts.series_title then t = opts.series_title(g)
+    elseif opts.series then t = opts.series .. ' = ' .. tostring(g)
+    else t = summary.name or 'measured' end
+    series[i] = { title = t, points = groups[g] }
+  end
+  for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
+  return M.lines { out = opts.out, title = opts.title or summary.name, series = series,
+    xlabel = opts.xlabel or x, ylabel = opts.ylabel or 'throughput (Mbit/s)',
+    logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
+    size = opts.size, xtic_label = opts.xtic_label }
+end
+
+--- Heat map and 3-D surface of a two-parameter sweep, with contour lines.
+-- @tparam table summary from plan.sweep (or records from plan.load)
+-- @tparam table opts `{out = BASE (writes BASE-heatmap.* and BASE-surface.*),
+--   x = "delay_ms", y = "loss_pct", title =, xlabel =, ylabel =,
+--   scale = 1e6, unit = "Mbit/s", contours_bps = {500e3, 1e6}, formats =}`
+-- @treturn table `{heatmap = files, surface = files}`
+-- @return or nil, message, CODE (first failure; data files are written anyway)
+function M.sweep_matrix(summary, opts)
+  local ctx = 'qoslab.plot.sweep_matrix'
+  check.table(ctx, 'summary', summary)
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { out = true, x = true, y = true, title = true, xlabel = true,
+    ylabel = true, scale = true, unit = true, contours_bps = true, formats = true })
+  local points = summary.points or summary
+  local xn = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
+  local yn = check.string(ctx, 'opts.y', opts.y, 'loss_pct')
+  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
+  local unit = check.string(ctx, 'opts.unit', opts.unit, 'Mbit/s')
+  local xs, ys = sorted_distinct(points, xn), sorted_distinct(points, yn)
+  local xi, yi = {}, {}
+  for i, v in ipairs(xs) do xi[v] = i end
+  for j, v in ipairs(ys) do yi[v] = j end
+  local z = {}
+  for j = 1, #ys do z[j] = {} end
+  for _, p0 in ipairs(points) do
+    local p = stats_of(p0)
+    if p.mean ~= nil and not p.skipped then
+      z[yi[p.params[yn]]][xi[p.params[xn]]] = p.mean / scale
+    end
+  end
+  local levels = {}
+  for i, c in ipairs(opts.contours_bps or { 500e3, 1e6 }) do levels[i] = c / scale end
+  local title = opts.title or summary.name or 'throughput'
+  local common = { xs = xs, ys = ys, z = z, contours = levels, contour_unit = unit,
+    xlabel = opts.xlabel or xn, ylabel = opts.ylabel or yn,
+    zlabel = 'throughput (' .. unit .. ')', formats = opts.formats }
+  local h = {}
+  for k, v in pairs(common) do h[k] = v end
+  h.out, h.title = opts.out .. '-heatmap', title
+  local s = {}
+  for k, v in pairs(common) do s[k] = v end
+  s.out, s.title = opts.out .. '-surface', title
+  local hf, herr, hcode = M.heatmap(h)
+  local sf, serr, scode = M.surface(s)
+  if not hf then return nil, herr, hcode end
+  if not sf then return nil, serr, scode end
+  return { heatmap = hf, surface = sf }
+end
+
+return M

@@ -1,0 +1,285 @@
+-- bin/qoslab run / netem / demo / cleanup: flags, bad input, exit codes, and
+-- SIGINT/SIGTERM in the middle of a sweep (teardown and __close run; 130/143).
+-- The testbed, engine and netem are the fakes of spec/support/fake_testbed.lua
+-- (loaded through LUA_INIT_5_4), so no root is needed; the real thing is in
+-- spec/integration/plan_*_spec.lua.
+local timer = require 'qoslab.timer'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-cli-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function slurp(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, 'w'))
+  f:write(text)
+  f:close()
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local FAKE_INIT = "package.path = './spec/?.lua;' .. package.path; require('support.fake_testbed').install()"
+
+-- Run bin/qoslab with args; returns exit status, stdout, stderr.
+local function qoslab(dir, args, env)
+  local cmd = string.format('%s bin/qoslab %s >%s 2>%s; echo $?', env or '', args,
+    q(dir .. '/stdout'), q(dir .. '/stderr'))
+  local p = assert(io.popen(cmd))
+  local rc = tonumber(p:read('l'))
+  p:close()
+  return rc, slurp(dir .. '/stdout') or '', slurp(dir .. '/stderr') or ''
+end
+
+describe('qoslab CLI (plan commands)', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute('rm -rf ' .. q(dir)) end)
+
+  describe('run', function()
+    it('runs a plan with qoslab, QOSLAB_RUN and the script arguments', function()
+      write(dir .. '/p.lua', [[
+local s = qoslab.plan.sweep { name = 'p', params = { x = { 1, 2 } }, run = function(p) return p.x end }
+print('args', ...)
+print('run', QOSLAB_RUN.out, QOSLAB_RUN.resume, QOSLAB_RUN.quick, QOSLAB_RUN.backend, #s.points)
+]])
+      local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/o') .. ' --quick -- a b')
+      assert.equal(0, rc, err)
+      assert.matches('args\ta\tb\n', out, 1, true)
+      assert.matches('run\t' .. dir .. '/o\tfalse\ttrue\thost\t2\n', out, 1, true)
+      assert.matches('qoslab run: results in ' .. dir .. '/o', err, 1, true)
+      assert.matches('[p 2/2] x=2: 2 bit/s', err, 1, true)
+      local lines = 0
+      for _ in io.lines(dir .. '/o/results.jsonl') do lines = lines + 1 end
+      assert.equal(2, lines)
+    end)
+
+    it('--resume skips the points already recorded', function()
+      write(dir .. '/p.lua', [[
+qoslab.plan.sweep { name = 'r', params = { x = { 1, 2, 3 } }, run = function(p)
+  local f = io.open(QOSLAB_RUN.out .. '/runs', 'a') f:write(p.x, '\n') f:close() return p.x end }
+]])
+      local out = q(dir .. '/o')
+      assert.equal(0, (qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. out)))
+      assert.equal(0, (qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. out .. ' --resume')))
+      assert.equal('1\n2\n3\n', slurp(dir .. '/o/runs'))
+    end)
+
+    it('an unknown flag: usage, the flag named, exit 2', function()
+      write(dir .. '/p.lua', 'return 0')
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --bogus')
+      assert.equal(2, rc)
+      assert.matches("unknown option '--bogus'", err, 1, true)
+      assert.matches('Usage:', err, 1, true)
+    end)
+
+    it('a missing or broken plan file: the reason, exit 2, nothing created', function()
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/none.lua') .. ' --out ' .. q(dir .. '/o'))
+      assert.equal(2, rc)
+      assert.matches('cannot load ' .. dir .. '/none.lua', err, 1, true)
+      write(dir .. '/bad.lua', 'x = = 1')
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/bad.lua') .. ' --out ' .. q(dir .. '/o'))
+      assert.equal(2, rc)
+      assert.matches("bad.lua:1: unexpected symbol near '='", err, 1, true)
+      assert.is_nil(slurp(dir .. '/o/results.jsonl'))
+    end)
+
+    it('a plan that raises: its message and location, exit 1', function()
+      write(dir .. '/raise.lua', [[
+qoslab.plan.sweep { name = 'e', params = { x = { 1 } }, run = function() error('no route to host') end }
+]])
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/raise.lua') .. ' --out ' .. q(dir .. '/o'))
+      assert.equal(1, rc)
+      assert.matches('qoslab run: ' .. dir .. '/raise.lua: ' .. dir .. '/raise.lua:1: no route to host', err, 1, true)
+    end)
+
+    it('--guest and --host together are refused', function()
+      write(dir .. '/p.lua', 'return 0')
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --guest --host')
+      assert.equal(2, rc)
+      assert.matches('--guest and --host exclude each other', err, 1, true)
+    end)
+
+    for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 } } do
+      it('SIG' .. sig[1] .. ' mid-sweep: teardown and __close run, exit ' .. sig[2], function()
+        write(dir .. '/slow.lua', [[
+local out = QOSLAB_RUN.out
+local function mark(name) local f = io.open(out .. '/' .. name, 'w') f:write('x') f:close() end
+local guard <close> = setmetatable({}, { __close = function() mark('closed') end })
+qoslab.plan.sweep { name = 'slow', params = { x = { 1, 2, 3, 4, 5, 6, 7, 8 } },
+  run = function(p)
+    if p.x == 2 then mark('running2') end
+    qoslab.timer.sleep(1)
+    return p.x
+  end,
+  teardown_point = function(p, _, err) if err then mark('teardown_point_err') end end,
+  teardown = function(_, err) if err then mark('teardown_err') end end }
+mark('finished')
+]])
+        local o = dir .. '/o'
+        os.execute(string.format('sh -c %s &', q(string.format(
+          'bin/qoslab run %s --out %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s',
+          q(dir .. '/slow.lua'), q(o), q(dir .. '/log'), q(dir .. '/pid'), q(dir .. '/rc')))))
+        local t0 = timer.now()
+        -- Land inside the second point's 1 s run.
+        while not slurp(o .. '/running2') and timer.now() - t0 < 15 do timer.sleep(0.02) end
+        local pid = assert(tonumber(slurp(dir .. '/pid')))
+        os.execute('kill -' .. sig[1] .. ' ' .. pid)
+        while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+        assert.equal(tostring(sig[2]) .. '\n', slurp(dir .. '/rc'), slurp(dir .. '/log'))
+        assert.equal('x', slurp(o .. '/closed'), slurp(dir .. '/log'))
+        assert.equal('x', slurp(o .. '/teardown_err'))
+        assert.equal('x', slurp(o .. '/teardown_point_err'), slurp(dir .. '/log'))
+        assert.is_nil(slurp(o .. '/finished'))
+        assert.matches(sig[1] == 'INT' and 'interrupted by SIGINT' or 'terminated by SIGTERM',
+          slurp(dir .. '/log'), 1, true)
+        assert.matches('continue with --resume', slurp(dir .. '/log'), 1, true)
+      end)
+    end
+  end)
+
+  describe('demo and examples (fake testbed and engine)', function()
+    it('demo --host --quick prints the tables and writes CSV, JSON and PNG', function()
+      local o = dir .. '/demo'
+      local rc, out, err = qoslab(dir, 'demo --host --quick --out ' .. q(o),
+        'LUA_INIT_5_4=' .. q(FAKE_INIT))
+      assert.equal(0, rc, err)
+      assert.matches('qoslab demo: results folder ' .. o, out, 1, true)
+      assert.matches('qoslab demo: backend host', out, 1, true)
+      assert.matches('loss % \\ delay ms', out, 1, true)
+      assert.matches('TCP throughput vs one-way delay', out, 1, true)
+      for _, f in ipairs { 'results.jsonl', 'delay.csv', 'delay.json', 'delay.png', 'delay.svg',
+                           'matrix.csv', 'matrix-heatmap.png', 'matrix-surface.png',
+                           'window.csv', 'window.png' } do
+        assert.is_string(slurp(o .. '/' .. f), 'missing ' .. f)
+      end
+      assert.equal('\137PNG', slurp(o .. '/delay.png'):sub(1, 4))
+    end)
+
+    for _, ex in ipairs { 'delay_sweep', 'loss_delay_matrix', 'window_sweep', 'parallel_clients', 'udp_bitrate' } do
+      it('examples/' .. ex .. '.lua runs in its quick form', function()
+        local o = dir .. '/' .. ex
+        local rc, out, err = qoslab(dir, 'run examples/' .. ex .. '.lua --host --quick --out ' .. q(o),
+          'LUA_INIT_5_4=' .. q(FAKE_INIT))
+        assert.equal(0, rc, err)
+        assert.matches('plot', out, 1, true)
+        assert.is_string(slurp(o .. '/results.jsonl'))
+        local csv = 0
+        local p = io.popen('ls ' .. q(o) .. ' | grep -c "\\.csv$"')
+        csv = tonumber(p:read('l'))
+        p:close()
+        assert.equal(1, csv)
+      end)
+    end
+  end)
+
+  describe('netem (the plan module\'s command, run in-process with a fake qoslab.netem)', function()
+    -- In-process because the netem concern may register its own `netem`
+    -- command, which then wins in bin/qoslab.
+    local fake
+    fake = {
+      parse = function(str)
+        if str:match('bogus') then error('qoslab.netem.parse: unknown option "bogus"', 0) end
+        return { delay_ms = 50, loss_pct = 1 }
+      end,
+      format = function(spec) return 'delay ' .. spec.delay_ms .. 'ms loss ' .. spec.loss_pct .. '%' end,
+      apply = function(dev, spec, o)
+        if dev == 'nodev' then return nil, 'no such device nodev', 'ENODEV' end
+        fake.applied = { dev = dev, spec = spec, opts = o }
+        return { warnings = { 'limit 1000 packets is below rate x delay' } }
+      end,
+      get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end,
+      clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return true end,
+    }
+
+    local function netem(argv)
+      local argparse = require 'argparse'
+      local cp = require 'qoslab.cli_plan'
+      local parser = argparse('qoslab')
+      cp.commands.netem.describe(parser:command('netem'))
+      local ok, a = parser:pparse({ 'netem', table.unpack(argv) })
+      if not ok then return 2, '', a end
+      local out, err = {}, {}
+      local old_print, old_stderr, old_netem = print, io.stderr, package.loaded['qoslab.netem']
+      package.loaded['qoslab.netem'] = fake
+      _G.print = function(...)
+        local t = table.pack(...)
+        for k = 1, t.n do t[k] = tostring(t[k]) end
+        out[#out + 1] = table.concat(t, '\t', 1, t.n) .. '\n'
+      end
+      io.stderr = { write = function(self, ...) for _, x in ipairs { ... } do err[#err + 1] = x end return self end,
+                    flush = function() end }
+      local okr, rc = pcall(cp.commands.netem.run, a)
+      _G.print, io.stderr, package.loaded['qoslab.netem'] = old_print, old_stderr, old_netem
+      assert(okr, rc)
+      return rc, table.concat(out), table.concat(err)
+    end
+
+    it('set parses tc-netem syntax, applies it and prints what the kernel has', function()
+      local rc, out, err = netem { 'set', 'veth0', 'delay', '50ms', 'loss', '1%', '--netns', 'lab' }
+      assert.equal(0, rc, err)
+      assert.equal('veth0: netem delay 50ms loss 1%\n', out)
+      assert.equal('warning: limit 1000 packets is below rate x delay\n', err)
+      assert.same({ dev = 'veth0', spec = { delay_ms = 50, loss_pct = 1 }, opts = { netns = 'lab' } }, fake.applied)
+    end)
+
+    it('show prints the netem or says there is none; clear removes', function()
+      local rc, out = netem { 'show', 'empty' }
+      assert.equal(0, rc)
+      assert.equal('empty: no netem\n', out)
+      rc, out = netem { 'show', 'veth0' }
+      assert.equal('veth0: netem delay 50ms loss 1%\n', out)
+      rc, out = netem { 'clear', 'veth0', '--netns', 'ns1' }
+      assert.equal(0, rc)
+      assert.equal('veth0: netem removed\n', out)
+      assert.same({ dev = 'veth0', opts = { netns = 'ns1' } }, fake.cleared)
+    end)
+
+    it('a failure of the world: message and code, exit 1; bad input: exit 2', function()
+      local rc, _, err = netem { 'set', 'nodev', 'delay', '50ms' }
+      assert.equal(1, rc)
+      assert.equal('qoslab netem set nodev: no such device nodev (ENODEV)\n', err)
+      rc, _, err = netem { 'set', 'veth0', 'bogus', '1' }
+      assert.equal(2, rc)
+      assert.equal('qoslab.netem.parse: unknown option "bogus"\n', err)
+      rc, _, err = netem { 'set', 'veth0' }
+      assert.equal(2, rc)
+      assert.matches('needs a spec', err, 1, true)
+      rc, _, err = netem { 'show', 'veth0', 'delay', '5ms' }
+      assert.equal(2, rc)
+      assert.matches('takes no spec', err, 1, true)
+      rc, _, err = netem { 'frob', 'veth0' }
+      assert.equal(2, rc)
+      assert.matches("argument 'action' must be one of", err, 1, true)
+    end)
+  end)
+
+  describe('cleanup', function()
+    it('says when nothing is left behind', function()
+      local rc, out = qoslab(dir, 'cleanup', 'QOSLAB_STATE_DIR=' .. q(dir .. '/state'))
+      assert.equal(0, rc)
+      assert.equal('qoslab cleanup: nothing left behind\n', out)
+    end)
+
+    it('replays a dead process\'s state file and prints each entry', function()
+      os.execute('mkdir -p ' .. q(dir .. '/state'))
+      -- pid 2^22 + 1 is above pid_max's default, so no live process has it.
+      write(dir .. '/state/4194305.jsonl',
+        '{"op":"add","id":1,"kind":"netns","name":"qoslab-spec-gone-' .. os.time() .. '"}\n')
+      local rc, out = qoslab(dir, 'cleanup', 'QOSLAB_STATE_DIR=' .. q(dir .. '/state'))
+      assert.equal(0, rc)
+      assert.matches('gone already or not removable: netns qoslab-spec-gone-', out, 1, true)
+      assert.matches('qoslab cleanup: 0 removed, 1 already gone or not removable', out, 1, true)
+      assert.is_nil(slurp(dir .. '/state/4194305.jsonl'))
+    end)
+  end)
+end)

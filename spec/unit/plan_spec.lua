@@ -1,0 +1,364 @@
+-- qoslab.plan: sweep order, repetitions and their statistics, the stop rule,
+-- hooks (teardown on error), the results file, and resume after kill -9.
+local plan = require 'qoslab.plan'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-plan-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function rmrf(d) os.execute("rm -rf '" .. d .. "'") end
+
+local function lines_of(path)
+  local f = io.open(path, 'r')
+  if not f then return {} end
+  local t = {}
+  for l in f:lines() do t[#t + 1] = l end
+  f:close()
+  return t
+end
+
+local quiet = false -- progress = false in every sweep below
+
+describe('qoslab.plan', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() rmrf(dir) end)
+
+  describe('statistics', function()
+    it('mean, sample stdev and Student-t 95 % CI match hand-computed values', function()
+      local s = plan.stats { 10, 12, 14 }
+      assert.equal(3, s.n)
+      assert.equal(12, s.mean)
+      assert.equal(2, s.stdev)                                 -- sqrt(((−2)² + 0 + 2²) / 2)
+      assert.near(4.9682754237899571, s.ci95, 1e-12)           -- 4.302652730 · 2 / √3
+      assert.near(12 - 4.9682754237899571, s.ci_low, 1e-12)
+      assert.near(12 + 4.9682754237899571, s.ci_high, 1e-12)
+      assert.equal(10, s.min)
+      assert.equal(14, s.max)
+      local two = plan.stats { 1, 3 }
+      assert.equal(2, two.mean)
+      assert.near(math.sqrt(2), two.stdev, 1e-15)
+      assert.near(12.706204736, two.ci95, 1e-9)               -- t(0.975, 1) · √2 / √2
+    end)
+
+    it('n = 1 has a mean but no spread, n = 0 nothing', function()
+      local one = plan.stats { 5 }
+      assert.equal(5, one.mean)
+      assert.is_nil(one.stdev)
+      assert.is_nil(one.ci95)
+      assert.same({ n = 0, values = {} }, plan.stats {})
+    end)
+
+    it('t975 uses the table up to 30 and the expansion beyond', function()
+      assert.equal(2.776445105, plan.t975(4))
+      assert.equal(2.042272456, plan.t975(30))
+      assert.near(2.0210754, plan.t975(40), 1e-4)   -- tables: 2.021
+      assert.near(1.9839715, plan.t975(100), 1e-4)  -- tables: 1.984
+      assert.has_error(function() plan.t975(0) end,
+        'qoslab.plan.t975: df: expected an integer in [1, inf], got 0')
+    end)
+
+    it('rejects non-finite values naming the index', function()
+      assert.has_error(function() plan.stats { 1, 0 / 0 } end,
+        'qoslab.plan.stats: values[2]: expected a finite number, got ' .. tostring(0 / 0))
+    end)
+  end)
+
+  describe('sweep', function()
+    it('visits the cartesian product in the stated order (outer first)', function()
+      local seen = {}
+      local s = plan.sweep { name = 'order', progress = quiet,
+        params = { delay_ms = { 1, 50 }, loss_pct = { 0, 1, 2 } }, order = { 'loss_pct', 'delay_ms' },
+        run = function(p) seen[#seen + 1] = p.loss_pct .. '/' .. p.delay_ms return 1 end }
+      assert.same({ '0/1', '0/50', '1/1', '1/50', '2/1', '2/50' }, seen)
+      assert.equal(6, #s.points)
+      assert.same({ 'loss_pct', 'delay_ms' }, s.order)
+      assert.equal('loss_pct=2 delay_ms=50', s.points[6].label)
+    end)
+
+    it('default order is the sorted parameter names; explicit points keep their order', function()
+      local seen = {}
+      plan.sweep { name = 'default order', progress = quiet, params = { b = { 1, 2 }, a = { 'x', 'y' } },
+        run = function(p) seen[#seen + 1] = p.a .. p.b return 0 end }
+      assert.same({ 'x1', 'x2', 'y1', 'y2' }, seen)
+      seen = {}
+      plan.sweep { name = 'points', progress = quiet, points = { { w = 3 }, { w = 1 }, { w = 2 } },
+        run = function(p) seen[#seen + 1] = p.w return 0 end }
+      assert.same({ 3, 1, 2 }, seen)
+    end)
+
+    it('repeats each point and summarises the repetitions', function()
+      local calls = 0
+      local s = plan.sweep { name = 'reps', progress = quiet, params = { x = { 1, 2 } }, repeat_count = 3,
+        run = function(p, ctx)
+          calls = calls + 1
+          return { received = { bits_per_second = p.x * 10 + 2 * (ctx.repetition - 2) } }
+        end }
+      assert.equal(6, calls)
+      local p1 = s.points[1]
+      assert.same({ 8, 10, 12 }, p1.values)
+      assert.equal(10, p1.mean)
+      assert.equal(2, p1.stdev)
+      assert.near(4.9682754237899571, p1.ci95, 1e-12)
+      assert.equal(3, #p1.results)
+      assert.equal(20, s.points[2].mean)
+    end)
+
+    it('uses a custom metric', function()
+      local s = plan.sweep { name = 'metric', progress = quiet, params = { x = { 1 } },
+        run = function() return { sent = { bytes = 1000 } } end,
+        metric = function(r) return r.sent.bytes * 8 end }
+      assert.equal(8000, s.points[1].mean)
+    end)
+
+    it('stop rule skips the rest of a row only, and records the skipped points', function()
+      local ran = {}
+      local s = plan.sweep { name = 'stop', progress = quiet, out = dir,
+        params = { loss_pct = { 1, 5 }, delay_ms = { 50, 100, 200, 500 } }, order = { 'loss_pct', 'delay_ms' },
+        run = function(p)
+          ran[#ran + 1] = p.loss_pct .. '/' .. p.delay_ms
+          return 1e8 / (p.delay_ms * p.loss_pct)
+        end,
+        stop_row = function(_, sum) return sum.mean < 500e3 end }
+      -- loss 1: 2e6, 1e6, 5e5 (not < 5e5), 2e5 -> stop after 500; loss 5: 4e5 -> stop after 50
+      assert.same({ '1/50', '1/100', '1/200', '1/500', '5/50' }, ran)
+      for i = 1, 4 do assert.is_falsy(s.points[i].skipped) end
+      for i = 6, 8 do
+        assert.is_true(s.points[i].skipped)
+        assert.equal('stop rule after loss_pct=5 delay_ms=50', s.points[i].skip_reason)
+      end
+      local recs = assert(plan.load(dir .. '/results.jsonl', 'stop'))
+      assert.equal(8, #recs)
+      assert.is_true(recs[8].skipped)
+      assert.equal(0, recs[8].summary.n)
+    end)
+
+    it('runs the hooks in order and passes ctx.data between them', function()
+      local log = {}
+      plan.sweep { name = 'hooks', progress = quiet, params = { x = { 1, 2 } }, repeat_count = 2,
+        setup = function(ctx) log[#log + 1] = 'setup' ctx.data.tb = 'tb' end,
+        setup_point = function(p, ctx) log[#log + 1] = 'setup_point ' .. p.x .. ' ' .. ctx.data.tb end,
+        run = function(p, ctx) log[#log + 1] = 'run ' .. p.x .. '.' .. ctx.repetition return 1 end,
+        teardown_point = function(p, _, err) log[#log + 1] = 'teardown_point ' .. p.x .. ' ' .. tostring(err) end,
+        teardown = function(_, err) log[#log + 1] = 'teardown ' .. tostring(err) end }
+      assert.same({ 'setup', 'setup_point 1 tb', 'run 1.1', 'run 1.2', 'teardown_point 1 nil',
+                    'setup_point 2 tb', 'run 2.1', 'run 2.2', 'teardown_point 2 nil', 'teardown nil' }, log)
+    end)
+
+    it('runs teardown_point and teardown when a run raises, then re-raises', function()
+      local log = {}
+      local ok, err = pcall(plan.sweep, { name = 'boom', progress = quiet, out = dir, params = { x = { 1, 2, 3 } },
+        run = function(p) if p.x == 2 then error('boom at 2', 0) end return 1 end,
+        teardown_point = function(p, _, e) log[#log + 1] = 'tp ' .. p.x .. ' ' .. tostring(e and e:match('boom at 2')) end,
+        teardown = function(_, e) log[#log + 1] = 'td ' .. tostring(e and e:match('boom at 2')) end })
+      assert.is_false(ok)
+      assert.matches('boom at 2', err)
+      assert.same({ 'tp 1 nil', 'tp 2 boom at 2', 'td boom at 2' }, log)
+      assert.equal(1, #lines_of(dir .. '/results.jsonl'))  -- point 1 recorded, point 2 not
+    end)
+
+    it('a run returning nil, msg, CODE fails the point with msg and CODE', function()
+      local ok, err = pcall(plan.sweep, { name = 'fail', progress = quiet, params = { x = { 7 } },
+        run = function() return nil, 'no such device', 'ENODEV' end })
+      assert.is_false(ok)
+      assert.matches('x=7: run failed: no such device %(ENODEV%)', err)
+    end)
+
+    it('on_error = "record" records the failure and continues', function()
+      local s = plan.sweep { name = 'record', progress = quiet, out = dir, on_error = 'record',
+        params = { x = { 1, 2, 3 } },
+        run = function(p) if p.x == 2 then return nil, 'refused', 'ECONNREFUSED' end return p.x end }
+      assert.equal(1, s.points[1].mean)
+      assert.matches('refused %(ECONNREFUSED%)', s.points[2].error)
+      assert.equal(3, s.points[3].mean)
+      assert.equal(3, #lines_of(dir .. '/results.jsonl'))
+    end)
+
+    it('a teardown error is raised after a clean sweep', function()
+      assert.has_error(function()
+        plan.sweep { name = 'td', progress = quiet, params = { x = { 1 } }, run = function() return 1 end,
+          teardown = function() error('teardown broke', 0) end }
+      end, 'teardown broke')
+    end)
+
+    it('appends one record per point with the run metadata, durable before the next point', function()
+      local seen_lines = {}
+      plan.sweep { name = 'meta', progress = quiet, out = dir, params = { delay_ms = { 1, 2, 3 } },
+        repeat_count = 2, meta = { link = '1 Gbit/s' },
+        run = function(p)
+          if #seen_lines < p.delay_ms then seen_lines[#seen_lines + 1] = #lines_of(dir .. '/results.jsonl') end
+          return p.delay_ms * 1.5
+        end }
+      assert.same({ 0, 1, 2 }, seen_lines)
+      local recs = assert(plan.load(dir .. '/results.jsonl'))
+      assert.equal(3, #recs)
+      local r = recs[2]
+      assert.equal('meta', r.sweep)
+      assert.same({ delay_ms = 2 }, r.params)
+      assert.equal(require('qoslab.core')._VERSION, r.qoslab_version)
+      local f = assert(io.open('/proc/sys/kernel/osrelease'))
+      assert.equal(f:read('l'), r.kernel)
+      f:close()
+      assert.equal('host', r.backend)
+      assert.equal(2, r.repetitions)
+      assert.equal(3, r.summary.mean)
+      assert.same({ 3, 3 }, r.summary.values)
+      assert.same({ link = '1 Gbit/s' }, r.meta)
+      assert.matches('^%d%d%d%d%-%d%d%-%d%dT%d%d:%d%d:%d%dZ$', r.time)
+    end)
+
+    it('records read back bit for bit (floats, NaN as null)', function()
+      local vals = { 1 / 3, 0.1, 2 ^ 53 + 2, 1e-300, 123456789.123456789 }
+      local i = 0
+      plan.sweep { name = 'exact', progress = quiet, out = dir, params = { k = { 1, 2, 3, 4, 5 } },
+        run = function(p) i = i + 1 return { received = { bits_per_second = vals[p.k], odd = 0 / 0 } } end }
+      local recs = assert(plan.load(dir .. '/results.jsonl', 'exact'))
+      for k = 1, 5 do
+        assert.equal(vals[k], recs[k].summary.mean)
+        assert.equal(vals[k], recs[k].results[1].received.bits_per_second)
+        assert.is_nil(recs[k].results[1].received.odd)
+      end
+      assert.equal('{"a":0.1,"b":[1,2,3],"c":null}', plan.encode { a = 0.1, b = { 1, 2, 3 }, c = 0 / 0 })
+    end)
+
+    it('resume skips recorded points and keeps their statistics', function()
+      local n1 = 0
+      plan.sweep { name = 'resume', progress = quiet, out = dir, params = { x = { 1, 2 } },
+        run = function(p) n1 = n1 + 1 return p.x end }
+      local ran = {}
+      local s = plan.sweep { name = 'resume', progress = quiet, out = dir, resume = true,
+        params = { x = { 1, 2, 3 } }, run = function(p) ran[#ran + 1] = p.x return p.x end }
+      assert.equal(2, n1)
+      assert.same({ 3 }, ran)
+      assert.is_true(s.points[1].resumed)
+      assert.equal(2, s.points[2].mean)
+      assert.equal(3, #lines_of(dir .. '/results.jsonl'))
+      -- Another sweep name in the same file is not matched.
+      local other = {}
+      plan.sweep { name = 'other', progress = quiet, out = dir, resume = true, params = { x = { 1 } },
+        run = function(p) other[#other + 1] = p.x return 0 end }
+      assert.same({ 1 }, other)
+    end)
+
+    it('resume re-applies the stop rule to recorded points', function()
+      local function sweep(ran)
+        return plan.sweep { name = 'stop resume', progress = quiet, out = dir, resume = true,
+          params = { d = { 1, 2, 3 } }, run = function(p) ran[#ran + 1] = p.d return 10 / p.d end,
+          stop_row = function(_, s) return s.mean < 6 end }
+      end
+      local first = {}
+      sweep(first)
+      assert.same({ 1, 2 }, first)
+      local again = {}
+      local s = sweep(again)
+      assert.same({}, again)
+      assert.is_true(s.points[3].skipped)
+    end)
+
+    it('a line cut by a kill is ignored and the next record starts on a new line', function()
+      local f = assert(io.open(dir .. '/results.jsonl', 'w'))
+      f:write('{"sweep":"cut","params":{"x":1},"summary":{"n":1,"mean":1}}\n{"sweep":"cut","par')
+      f:close()
+      local ran = {}
+      plan.sweep { name = 'cut', progress = quiet, out = dir, resume = true, params = { x = { 1, 2 } },
+        run = function(p) ran[#ran + 1] = p.x return p.x end }
+      assert.same({ 2 }, ran)
+      local recs, bad = plan.load(dir .. '/results.jsonl', 'cut')
+      assert.equal(2, #recs)
+      assert.equal(1, bad)
+    end)
+
+    it('reports progress with done/total, ETA and the last summary', function()
+      local infos = {}
+      plan.sweep { name = 'prog', params = { x = { 1, 2, 3 } }, run = function(p) return p.x end,
+        progress = function(i) infos[#infos + 1] = i end }
+      assert.equal(3, #infos)
+      assert.equal(1, infos[1].done)
+      assert.equal(3, infos[1].total)
+      assert.equal(2, infos[2].summary.mean)
+      assert.equal(0, infos[3].eta_s)
+      assert.is_number(infos[1].eta_s)
+    end)
+
+    it('rejects bad options naming the field', function()
+      local run = function() return 1 end
+      assert.has_error(function() plan.sweep { name = 'x', params = { a = { 1 } }, run = run, bogus = 1 } end)
+      local ok, err = pcall(plan.sweep, { name = 'x', params = { a = { 1 } }, run = run, bogus = 1 })
+      assert.is_false(ok)
+      assert.matches('qoslab.plan.sweep: opts.bogus: unknown key', err)
+      assert.has_error(function() plan.sweep { params = { a = { 1 } }, run = run } end,
+        'qoslab.plan.sweep: opts.name: expected a non-empty string, got nil')
+      assert.has_error(function() plan.sweep { name = 'x', params = { a = { 1 } } } end,
+        'qoslab.plan.sweep: opts.run: expected a function, got nil')
+      assert.has_error(function() plan.sweep { name = 'x', run = run } end,
+        'qoslab.plan.sweep: opts.params or opts.points is required')
+      assert.has_error(function() plan.sweep { name = 'x', params = { a = {} }, run = run } end,
+        'qoslab.plan.sweep: opts.params.a: expected a non-empty list of values, got table')
+      assert.has_error(function()
+        plan.sweep { name = 'x', params = { a = { 1 }, b = { 1 } }, order = { 'a' }, run = run }
+      end, 'qoslab.plan.sweep: opts.order: parameter "b" missing')
+      assert.has_error(function() plan.sweep { name = 'x', params = { a = { 1 } }, run = run, repeat_count = 0 } end,
+        'qoslab.plan.sweep: opts.repeat_count: expected an integer in [1, 100000], got 0')
+    end)
+  end)
+
+  describe('kill -9 mid-sweep', function()
+    it('loses at most the running point and runs no recorded point again', function()
+      local script = dir .. '/child.lua'
+      local f = assert(io.open(script, 'w'))
+      f:write([[
+package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
+package.cpath = './]] .. (os.getenv('QOSLAB_BUILD') or 'build') .. [[/?.so;' .. package.cpath
+local plan = require 'qoslab.plan'
+local timer = require 'qoslab.timer'
+local dir = ...
+local xs = {}
+for i = 1, 12 do xs[i] = i end
+plan.sweep { name = 'killed', out = dir, resume = true, progress = false, params = { x = xs },
+  run = function(p)
+    local log = assert(io.open(dir .. '/starts.log', 'a'))
+    log:write(p.x, '\n')
+    log:close()
+    timer.sleep(0.15)
+    return p.x * 1.5
+  end }
+]])
+      f:close()
+      local p = assert(io.popen('lua5.4 ' .. script .. ' ' .. dir .. ' >/dev/null 2>&1 & echo $!'))
+      local pid = p:read('l')
+      p:close()
+      local timer = require 'qoslab.timer'
+      local t0 = timer.now()
+      while #lines_of(dir .. '/results.jsonl') < 3 and timer.now() - t0 < 20 do timer.sleep(0.02) end
+      timer.sleep(0.07)  -- land inside a running point
+      os.execute('kill -9 ' .. pid .. ' 2>/dev/null')
+      timer.sleep(0.1)
+      local recorded = #lines_of(dir .. '/results.jsonl')
+      local starts = lines_of(dir .. '/starts.log')
+      assert.is_true(recorded >= 3 and recorded < 12, 'killed too late: ' .. recorded)
+      assert.is_true(#starts - recorded <= 1, 'more than one point lost')
+      -- Resume in a fresh process, to the end.
+      assert.is_true(os.execute('lua5.4 ' .. script .. ' ' .. dir .. ' >/dev/null 2>&1'))
+      local recs = assert(plan.load(dir .. '/results.jsonl', 'killed'))
+      local count = {}
+      for _, r in ipairs(recs) do count[r.params.x] = (count[r.params.x] or 0) + 1 end
+      for x = 1, 12 do assert.equal(1, count[x], 'point ' .. x .. ' recorded once') end
+      local started = {}
+      for _, l in ipairs(lines_of(dir .. '/starts.log')) do
+        local x = tonumber(l)
+        started[x] = (started[x] or 0) + 1
+      end
+      local twice = 0
+      for x = 1, 12 do
+        assert.is_true(started[x] >= 1)
+        if started[x] > 1 then twice = twice + 1 end
+      end
+      -- Only the point that was running at the kill ran again.
+      assert.is_true(twice <= 1)
+      for x = 1, recorded do assert.equal(1, started[x], 'recorded point ' .. x .. ' ran again') end
+    end)
+  end)
+end)

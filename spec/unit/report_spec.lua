@@ -1,0 +1,149 @@
+-- qoslab.report: terminal tables, the reference-shaped matrix, CSV and JSON
+-- files that parse back exactly.
+local plan = require 'qoslab.plan'
+local report = require 'qoslab.report'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-report-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function matrix_sweep(out)
+  return plan.sweep { name = 'matrix', progress = false, out = out,
+    params = { loss_pct = { 1, 5 }, delay_ms = { 50, 100, 200 } }, order = { 'loss_pct', 'delay_ms' },
+    repeat_count = 2,
+    run = function(p, ctx) return 1e8 / (p.delay_ms * p.loss_pct) + (ctx.repetition - 1.5) * 2e4 end,
+    stop_row = function(_, s) return s.mean < 500e3 end }
+end
+
+describe('qoslab.report', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('format_table aligns left on request and prints nil as "-"', function()
+    local s = report.format_table { title = 'T', columns = { 'a', { name = 'b', header = 'bee', align = 'left' } },
+      rows = { { 1, 'x' }, { a = 22.5 }, { 333, 'yy' } } }
+    assert.equal('T\n   a | bee\n-----+----\n   1 | x  \n22.5 | -  \n 333 | yy \n', s)
+  end)
+
+  it('format_table output is exact', function()
+    local s = report.format_table { columns = { 'n', 'name' }, rows = { { 1, 'ab' }, { 10, 'c' } } }
+    assert.equal(' n | name\n---+-----\n 1 |   ab\n10 |    c\n', s)
+  end)
+
+  it('matrix has rows = loss, columns = delay, units in the headers, stop for skipped cells', function()
+    local s = matrix_sweep()
+    local t = report.matrix(s, { row = 'loss_pct', col = 'delay_ms', row_label = 'loss %',
+      col_label = 'delay ms', title = 'TCP throughput' })
+    assert.equal(table.concat({
+      'TCP throughput (Mbit/s)',
+      'loss % \\ delay ms |  50 |  100 |  200',
+      '------------------+-----+------+-----',
+      '                1 |   2 |    1 |  0.5',
+      '                5 | 0.4 | stop | stop',
+    }, '\n') .. '\n', t)
+    local ci = report.matrix(s, { row = 'loss_pct', col = 'delay_ms', ci = true, digits = 2 })
+    -- repetitions are mean ± 0.01 Mbit/s: stdev = 0.01·√2, ci95 = t(0.975, 1) · stdev / √2
+    -- = 12.706204736 · 0.01 = 0.127 Mbit/s
+    assert.matches('|   2 ± 0.13 |', ci, 1, true)
+    assert.matches('| 0.4 ± 0.13 |     stop |', ci, 1, true)
+  end)
+
+  it('mean_ci formats mean ± CI, n = 1, skipped and failed points', function()
+    assert.equal('226 ± 2.1', report.mean_ci({ mean = 226.1e6, ci95 = 2.1e6 }, 1e6))
+    assert.equal('226', report.mean_ci({ mean = 226.1e6 }, 1e6))
+    assert.equal('stop', report.mean_ci({ skipped = true }))
+    assert.equal('error', report.mean_ci({ error = 'x' }))
+  end)
+
+  it('CSV written from a sweep parses back exactly', function()
+    local s = matrix_sweep()
+    local path = dir .. '/m.csv'
+    assert.is_true(report.write_csv(path, s))
+    local back = assert(report.read_csv(path))
+    assert.same({ 'loss_pct', 'delay_ms', 'n', 'mean_bps', 'stdev_bps', 'ci95_bps', 'ci_low_bps',
+                  'ci_high_bps', 'min_bps', 'max_bps', 'skipped', 'error' }, back.columns)
+    assert.equal(6, #back.rows)
+    for i, p in ipairs(s.points) do
+      local r = back.rows[i]
+      assert.equal(p.params.loss_pct, r.loss_pct)
+      assert.equal(p.params.delay_ms, r.delay_ms)
+      assert.equal(p.mean, r.mean_bps)
+      assert.equal(p.stdev, r.stdev_bps)
+      assert.equal(p.ci95, r.ci95_bps)
+      assert.equal(p.skipped and true or false, r.skipped)
+    end
+  end)
+
+  it('CSV quoting survives commas, quotes, newlines; floats are exact', function()
+    local t = { columns = { 'name', 'value', 'count' }, rows = {
+      { 'a,b', 1 / 3, 7 }, { 'say "hi"', 1e-300, -2 }, { 'two\nlines', 0.1, 0 }, { '', 2 ^ 60, nil } } }
+    local path = dir .. '/q.csv'
+    assert.is_true(report.write_csv(path, t))
+    local back = assert(report.read_csv(path))
+    assert.same({ 'name', 'value', 'count' }, back.columns)
+    assert.same({ name = 'a,b', value = 1 / 3, count = 7 }, back.rows[1])
+    assert.same({ name = 'say "hi"', value = 1e-300, count = -2 }, back.rows[2])
+    assert.same({ name = 'two\nlines', value = 0.1, count = 0 }, back.rows[3])
+    assert.equal(2 ^ 60, back.rows[4].value)
+    assert.is_nil(back.rows[4].count)
+  end)
+
+  it('JSON written from a sweep parses back exactly (raw results left out unless asked)', function()
+    local s = matrix_sweep()
+    local path = dir .. '/m.json'
+    assert.is_true(report.write_json(path, s))
+    local back = assert(report.read_json(path))
+    assert.equal('matrix', back.name)
+    assert.same({ 'loss_pct', 'delay_ms' }, back.order)
+    for i, p in ipairs(s.points) do
+      assert.equal(p.mean, back.points[i].mean)
+      assert.equal(p.ci95, back.points[i].ci95)
+      assert.same(p.params, back.points[i].params)
+      assert.is_nil(back.points[i].results)
+    end
+    assert.is_true(report.write_json(path, s, { results = true }))
+    back = assert(report.read_json(path))
+    assert.equal(s.points[1].results[2], back.points[1].results[2])
+  end)
+
+  it('write_csv / read_json report failures as nil, message, CODE', function()
+    local ok, msg, code = report.write_csv('/nonexistent-dir/x.csv', { columns = { 'a' }, rows = {} })
+    assert.is_nil(ok)
+    assert.matches('cannot write', msg)
+    assert.equal('ENOENT', code)
+    local f = assert(io.open(dir .. '/bad.json', 'w'))
+    f:write('{not json')
+    f:close()
+    local v, m2, c2 = report.read_json(dir .. '/bad.json')
+    assert.is_nil(v)
+    assert.matches('bad.json', m2)
+    assert.equal('EINVAL', c2)
+  end)
+
+  it('works on records read back from results.jsonl', function()
+    matrix_sweep(dir)
+    local recs = assert(plan.load(dir .. '/results.jsonl', 'matrix'))
+    local t = report.matrix(recs, { row = 'loss_pct', col = 'delay_ms' })
+    assert.matches('5 | 0.4 | stop | stop', t, 1, true)
+    local rows = report.rows(recs)
+    assert.equal(6, #rows.rows)
+    assert.same({ 'delay_ms', 'loss_pct' }, { rows.columns[1], rows.columns[2] })
+  end)
+
+  it('series lists each point with mean ± CI and extra columns', function()
+    local s = plan.sweep { name = 'd', progress = false, params = { delay_ms = { 1, 10 } },
+      run = function(p) return 1e9 / p.delay_ms end }
+    local t = report.series(s, { title = 'delay', extra = { { header = 'x2', value = function(e) return e.params.delay_ms * 2 end } } })
+    assert.equal(table.concat({
+      'delay',
+      'delay ms | Mbit/s (± 95 % CI) | x2',
+      '---------+--------------------+---',
+      '       1 |               1000 |  2',
+      '      10 |                100 | 20',
+    }, '\n') .. '\n', t)
+  end)
+end)
