@@ -1,75 +1,100 @@
---- `qoslab netem DEV [show | clear | stats | tc-netem(8) options]`:
--- netem from the command line, without `tc`.
+--- `qoslab netem show|set|clear|stats DEV [tc-netem(8) options]`:
+-- netem from the command line, over rtnetlink (no `tc` process).
 --
---     qoslab netem veth0 delay 50ms 5ms loss 1% limit auto
---     qoslab netem veth0                  (show, in tc-netem(8) syntax)
---     qoslab netem veth0 stats --json
---     qoslab netem veth0 clear --ingress
+--     qoslab netem set veth0 delay 50ms 5ms loss 1% limit auto
+--     qoslab netem show veth0                (tc-netem(8) syntax, or --json)
+--     qoslab netem stats veth0 --json
+--     qoslab netem clear veth0 --ingress
 --
 -- `limit auto` sizes the queue as `qoslab.netem` documents. Put `--` before
--- options with negative numbers (rate overheads).
+-- options with negative numbers (rate overheads). Exit status: 0 done,
+-- 1 a failure of the world (message and code on stderr), 2 bad input.
 -- @module qoslab.cli_netem
 local cli = require 'qoslab.cli'
 
-local function opts_of(a)
-  return { netns = a.netns, parent = a.parent, direction = a.ingress and 'ingress' or nil,
-           ingress_src = a.src }
+local M = { commands = {} }
+
+local function eprint(...)
+  io.stderr:write(...)
+  io.stderr:write('\n')
 end
 
-cli.add('netem', {
+local function opts_of(a)
+  local o = { netns = a.netns, parent = a.parent,
+              direction = a.ingress and 'ingress' or nil, ingress_src = a.src }
+  return next(o) and o or nil
+end
+
+local function run(a)
+  local netem = require 'qoslab.netem'
+  local cjson = require 'cjson'
+  local o = opts_of(a)
+  local verb, dev = a.action, a.dev
+  local ok, r1, r2, r3 = pcall(function()
+    if verb ~= 'set' and #a.spec > 0 then
+      error('qoslab netem ' .. verb .. ': takes no tc-netem options (got "' .. table.concat(a.spec, ' ') .. '")', 0)
+    end
+    if verb == 'show' then return netem.get(dev, o)
+    elseif verb == 'clear' then return netem.clear(dev, o)
+    elseif verb == 'stats' then return netem.stats(dev, o)
+    end
+    if #a.spec == 0 then error('qoslab netem set: needs tc-netem options, e.g. delay 50ms loss 1%', 0) end
+    local words, auto = {}, false
+    for i, w in ipairs(a.spec) do
+      if w == 'auto' and a.spec[i - 1] == 'limit' then auto = true; words[#words] = nil
+      else words[#words + 1] = w end
+    end
+    local spec = netem.parse(table.concat(words, ' '))
+    if auto then spec.limit_packets = 'auto' end
+    if o then o.quiet = true else o = { quiet = true } end
+    return netem.apply(dev, spec, o)
+  end)
+  if not ok then
+    eprint(tostring(r1))
+    return 2
+  end
+  if r1 == nil and r2 ~= nil then
+    eprint('qoslab netem ', verb, ' ', dev, ': ', tostring(r2), r3 and (' (' .. r3 .. ')') or '')
+    return 1
+  end
+  if verb == 'show' then
+    if a.json then print(cjson.encode(r1 or cjson.null))
+    elseif r1 == nil then print(dev .. ': no netem')
+    else print(dev .. ': netem ' .. netem.format(r1)) end
+  elseif verb == 'stats' then
+    if a.json then print(cjson.encode(r1 or cjson.null))
+    elseif not r1 then print(dev .. ': no netem')
+    else
+      for _, k in ipairs { 'packets', 'bytes', 'drops', 'overlimits', 'requeues',
+                           'backlog_packets', 'backlog_bytes' } do
+        if r1[k] ~= nil then print(string.format('%-16s %d', k, r1[k])) end
+      end
+    end
+  elseif verb == 'set' then
+    for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do eprint('warning: ', w) end
+    if a.json then print(cjson.encode(r1))
+    else print(dev .. ': netem ' .. netem.format(r1.spec)) end
+  else
+    print(dev .. ': netem removed')
+  end
+  return 0
+end
+
+M.commands.netem = {
   describe = function(cmd)
-    cmd:summary('Show, set, clear or count a netem impairment (tc-netem(8) syntax).')
+    cmd:summary('Show, set, clear or count netem on a device (tc-netem(8) syntax).')
+    cmd:argument('action', 'show | set | clear | stats'):choices { 'show', 'set', 'clear', 'stats' }
     cmd:argument('dev', 'Network device.')
-    cmd:argument('words', 'show | clear | stats | tc-netem(8) options.'):args('*')
-    cmd:option('--netns', 'Network namespace (ip netns name).')
-    cmd:option('--parent', 'Parent class MAJ:MIN (default root).')
+    cmd:argument('spec', 'For set: tc-netem(8) options, e.g. delay 50ms 5ms loss 1% limit auto.'):args('*')
+    cmd:option('--netns', 'Named network namespace of the device (ip netns).')
+    cmd:option('--parent', 'Parent class MAJ:MIN (default root), e.g. 1:1 under tbf.')
     cmd:flag('--ingress', 'Impair incoming traffic (through an ifb device).')
     cmd:option('--src', 'With --ingress: only traffic from ADDR[/PREFIX].')
     cmd:flag('--json', 'Print JSON.')
   end,
-  run = function(a)
-    local netem = require 'qoslab.netem'
-    local cjson = require 'cjson'
-    local o = opts_of(a)
-    local verb = a.words[1] or 'show'
-    local function fail(msg, code)
-      io.stderr:write('qoslab netem: ', tostring(msg), code and (' (' .. code .. ')') or '', '\n')
-      return 1
-    end
-    if verb == 'show' and #a.words <= 1 then
-      local spec, msg, code = netem.get(a.dev, o)
-      if msg then return fail(msg, code) end
-      if a.json then print(cjson.encode(spec or cjson.null))
-      elseif spec then print(netem.format(spec))
-      else print('no netem on ' .. a.dev) end
-      return 0
-    elseif verb == 'clear' and #a.words == 1 then
-      local removed, msg, code = netem.clear(a.dev, o)
-      if removed == nil then return fail(msg, code) end
-      return 0
-    elseif verb == 'stats' and #a.words == 1 then
-      local st, msg, code = netem.stats(a.dev, o)
-      if msg then return fail(msg, code) end
-      if not st then print('no netem on ' .. a.dev) return 0 end
-      if a.json then print(cjson.encode(st)) return 0 end
-      for _, k in ipairs { 'packets', 'bytes', 'drops', 'overlimits', 'requeues', 'backlog_packets', 'backlog_bytes' } do
-        print(string.format('%-16s %d', k, st[k]))
-      end
-      return 0
-    end
-    local words, auto = {}, false
-    for i, w in ipairs(a.words) do
-      if w == 'auto' and a.words[i - 1] == 'limit' then auto = true; words[#words] = nil
-      else words[#words + 1] = w end
-    end
-    local ok, spec = pcall(netem.parse, table.concat(words, ' '))
-    if not ok then return fail(spec) end
-    if auto then spec.limit_packets = 'auto' end
-    local r, msg, code = netem.apply(a.dev, spec, o)
-    if not r then return fail(msg, code) end
-    if a.json then print(cjson.encode(r)) else print(netem.format(r.spec)) end
-    return 0
-  end,
-})
+  run = run,
+}
 
-return {}
+cli.add('netem', M.commands.netem)
+
+return M

@@ -1,4 +1,4 @@
---- Subcommands `run`, `netem`, `demo` and `cleanup` of bin/qoslab.
+--- Subcommands `run`, `demo` and `cleanup` of bin/qoslab (`netem` is in qoslab.cli_netem).
 --
 -- `qoslab run PLAN.lua [--out DIR] [--resume] [--guest|--host] [--quick] [-- ARGS...]`
 -- runs a plan file. The file is a Lua chunk; it sees:
@@ -235,64 +235,6 @@ local function run_cmd(a)
 end
 
 ---------------------------------------------------------------------------
--- netem
----------------------------------------------------------------------------
-
-local function netem_cmd(a)
-  local netem = try_require('qoslab.netem')
-  if not netem then
-    eprint('qoslab netem: qoslab.netem is not available in this build')
-    return 1
-  end
-  local opts = a.netns and { netns = a.netns } or nil
-  local ok, r1, r2, r3 = pcall(function()
-    if a.action == 'show' then
-      if #a.spec > 0 then error('qoslab netem show: takes no spec', 0) end
-      return netem.get(a.dev, opts)
-    elseif a.action == 'clear' then
-      if #a.spec > 0 then error('qoslab netem clear: takes no spec', 0) end
-      return netem.clear(a.dev, opts)
-    else
-      if #a.spec == 0 then error('qoslab netem set: needs a spec, e.g. delay 50ms loss 1%', 0) end
-      local spec = netem.parse(table.concat(a.spec, ' '))
-      return netem.apply(a.dev, spec, opts)
-    end
-  end)
-  if not ok then
-    eprint(tostring(r1))
-    return 2
-  end
-  if r1 == nil and r2 ~= nil then
-    eprint('qoslab netem ', a.action, ' ', a.dev, ': ', tostring(r2), r3 and (' (' .. r3 .. ')') or '')
-    return 1
-  end
-  if a.action == 'show' then
-    if r1 == nil then
-      print(a.dev .. ': no netem')
-    else
-      print(a.dev .. ': netem ' .. netem.format(r1))
-    end
-  elseif a.action == 'set' then
-    local now = netem.get(a.dev, opts)
-    print(a.dev .. ': netem ' .. (now and netem.format(now) or '?'))
-    if type(r1) == 'table' then
-      for _, w in ipairs(r1.warnings or {}) do eprint('warning: ', w) end
-    end
-  else
-    print(a.dev .. ': netem removed')
-  end
-  return 0
-end
-
-local function describe_netem(cmd)
-  cmd:summary('Show, set or clear netem on a device (tc-netem(8) syntax).')
-  cmd:argument('action', 'show | set | clear'):choices { 'show', 'set', 'clear' }
-  cmd:argument('dev', 'Network device.')
-  cmd:argument('spec', 'For set: tc-netem options, e.g. delay 50ms 5ms loss 1%.'):args('*')
-  cmd:option('--netns', 'Named network namespace of the device.')
-end
-
----------------------------------------------------------------------------
 -- demo, cleanup
 ---------------------------------------------------------------------------
 
@@ -380,14 +322,12 @@ end
 
 M.commands = {
   run = { describe = describe_run, run = run_cmd },
-  netem = { describe = describe_netem, run = netem_cmd },
   demo = { describe = describe_demo, run = demo_cmd },
   cleanup = { describe = describe_cleanup, run = cleanup_cmd },
 }
 
 cli.add('run', M.commands.run)
 -- The netem concern may register its own `netem` command; it wins.
-if not cli.commands.netem then cli.add('netem', M.commands.netem) end
 cli.add('demo', M.commands.demo)
 cli.add('cleanup', M.commands.cleanup)
 

@@ -35,9 +35,17 @@ end
 
 local function file_of(p) return string.format('%s/%d.jsonl', M.dir(), p) end
 
+local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
 local function append(obj)
-  os.execute('mkdir -p ' .. M.dir() .. ' 2>/dev/null')
   local f = io.open(file_of(self_pid()), 'a')
+  if not f then
+    -- io.popen rather than os.execute: system(3) ignores SIGINT while it
+    -- waits, so a Ctrl-C landing then would be lost.
+    local p = io.popen('mkdir -p ' .. sh_quote(M.dir()) .. ' 2>/dev/null')
+    if p then p:close() end
+    f = io.open(file_of(self_pid()), 'a')
+  end
   if not f then return end  -- best effort: a read-only /run must not stop experiments
   f:write(cjson.encode(obj), '\n')
   f:close()
@@ -84,8 +92,6 @@ local function alive(p)
   if f then f:close() return true end
   return false
 end
-
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- Removal through the tools every Linux host has, so cleanup works even when
 -- the module that created the object is broken.

@@ -1,0 +1,89 @@
+-- bin/qoslab netem show|set|clear|stats DEV: argument handling, output and
+-- exit codes, with a fake qoslab.netem (the real one is exercised by
+-- spec/netem/ inside the guest and spec/integration/netem_host_spec.lua).
+describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
+  local fake
+  fake = {
+    parse = function(str)
+      if str:match('bogus') then error('qoslab.netem.parse: unknown option "bogus"', 0) end
+      return { delay_ms = 50, loss_pct = 1 }
+    end,
+    format = function(spec) return 'delay ' .. spec.delay_ms .. 'ms loss ' .. spec.loss_pct .. '%' end,
+    apply = function(dev, spec, o)
+      if dev == 'nodev' then return nil, 'no such device nodev', 'ENODEV' end
+      fake.applied = { dev = dev, spec = spec, opts = o }
+      return { warnings = { 'limit 1000 packets is below rate x delay' }, spec = spec }
+    end,
+    get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end,
+    stats = function(dev) return { packets = 10, bytes = 15140, drops = 1, overlimits = 0, requeues = 0, backlog_packets = 0, backlog_bytes = 0 } end,
+    clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return true end,
+  }
+
+  local function netem(argv)
+    local argparse = require 'argparse'
+    local cp = require 'qoslab.cli_netem'
+    local parser = argparse('qoslab')
+    cp.commands.netem.describe(parser:command('netem'))
+    local ok, a = parser:pparse({ 'netem', table.unpack(argv) })
+    if not ok then return 2, '', a end
+    local out, err = {}, {}
+    local old_print, old_stderr, old_netem = print, io.stderr, package.loaded['qoslab.netem']
+    package.loaded['qoslab.netem'] = fake
+    _G.print = function(...)
+      local t = table.pack(...)
+      for k = 1, t.n do t[k] = tostring(t[k]) end
+      out[#out + 1] = table.concat(t, '\t', 1, t.n) .. '\n'
+    end
+    io.stderr = { write = function(self, ...) for _, x in ipairs { ... } do err[#err + 1] = x end return self end,
+                  flush = function() end }
+    local okr, rc = pcall(cp.commands.netem.run, a)
+    _G.print, io.stderr, package.loaded['qoslab.netem'] = old_print, old_stderr, old_netem
+    assert(okr, rc)
+    return rc, table.concat(out), table.concat(err)
+  end
+
+  it('set parses tc-netem syntax, applies it and prints what the kernel has', function()
+    local rc, out, err = netem { 'set', 'veth0', 'delay', '50ms', 'loss', '1%', '--netns', 'lab' }
+    assert.equal(0, rc, err)
+    assert.equal('veth0: netem delay 50ms loss 1%\n', out)
+    assert.equal('warning: limit 1000 packets is below rate x delay\n', err)
+    assert.same({ dev = 'veth0', spec = { delay_ms = 50, loss_pct = 1 }, opts = { netns = 'lab', quiet = true } }, fake.applied)
+  end)
+
+  it('show prints the netem or says there is none; clear removes', function()
+    local rc, out = netem { 'show', 'empty' }
+    assert.equal(0, rc)
+    assert.equal('empty: no netem\n', out)
+    rc, out = netem { 'show', 'veth0' }
+    assert.equal('veth0: netem delay 50ms loss 1%\n', out)
+    rc, out = netem { 'clear', 'veth0', '--netns', 'ns1' }
+    assert.equal(0, rc)
+    assert.equal('veth0: netem removed\n', out)
+    assert.same({ dev = 'veth0', opts = { netns = 'ns1' } }, fake.cleared)
+  end)
+
+  it('a failure of the world: message and code, exit 1; bad input: exit 2', function()
+    local rc, _, err = netem { 'set', 'nodev', 'delay', '50ms' }
+    assert.equal(1, rc)
+    assert.equal('qoslab netem set nodev: no such device nodev (ENODEV)\n', err)
+    rc, _, err = netem { 'set', 'veth0', 'bogus', '1' }
+    assert.equal(2, rc)
+    assert.equal('qoslab.netem.parse: unknown option "bogus"\n', err)
+    rc, _, err = netem { 'set', 'veth0' }
+    assert.equal(2, rc)
+    assert.matches('needs tc-netem options', err, 1, true)
+    rc, _, err = netem { 'show', 'veth0', 'delay', '5ms' }
+    assert.equal(2, rc)
+    assert.matches('takes no tc-netem options', err, 1, true)
+    rc, _, err = netem { 'frob', 'veth0' }
+    assert.equal(2, rc)
+    assert.matches("argument 'action' must be one of", err, 1, true)
+  end)
+
+  it('stats prints the qdisc counters', function()
+    local rc, out = netem { 'stats', 'veth0' }
+    assert.equal(0, rc)
+    assert.matches('packets%s+10\n', out)
+    assert.matches('drops%s+1\n', out)
+  end)
+end)
