@@ -161,18 +161,26 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 --- Packets netem's queue needs for a spec on a device (the limit rule above).
 -- @tparam string ifname device (its link speed is used when spec has no rate)
 -- @tparam table spec a spec (`delay_ms`, `jitter_ms`, `rate_bps` are used)
--- @tparam[opt] table opts `{netns =}`
+-- Under a shaper (`opts.parent` not "root") the packets arrive at most at
+-- the shaper's rate (htb: its ceil), so that rate is used before the link's.
+-- @tparam[opt] table opts `{netns =, parent =}`
 -- @treturn integer packets needed (0 without delay)
 -- @treturn number the rate in bits/s the rule used
--- @treturn string where that rate came from: "spec.rate_bps", "link speed", "default 1 Gbit/s"
+-- @treturn string where that rate came from: "spec.rate_bps", "shaper rate",
+--   "link speed", "default 1 Gbit/s"
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
   local ctx = 'qoslab.netem.needed_limit'
   check_ifname(ctx, ifname)
   check.table(ctx, 'spec', spec)
   local netns = opts and opts.netns or nil
+  local parent = opts and opts.parent or 'root'
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
+  if (not rate_bps or rate_bps <= 0) and parent ~= 'root' then
+    local sh = core.shape_get(ifname, { netns = netns })
+    if sh then rate_bps, source = sh.ceil_bps or sh.rate_bps, 'shaper rate' end
+  end
   if not rate_bps or rate_bps <= 0 then
     local mbps = core.link_speed_mbps(ifname, netns)
     if mbps then rate_bps, source = mbps * 1e6, 'link speed'
