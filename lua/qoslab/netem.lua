@@ -81,7 +81,7 @@
 -- @module qoslab.netem
 local core = require 'qoslab.core'
 local check = require 'qoslab.check'
-local state = require 'qoslab.state'
+local netns = require 'qoslab.netns'
 
 local M = {}
 
@@ -89,8 +89,23 @@ local OPT_KEYS = { netns = true, parent = true, handle = true, direction = true,
                    ingress_src = true, quiet = true }
 
 -- What this process applied, per target: distributions (the kernel never
--- dumps them), ingress source, and qoslab.state ids.
+-- dumps them), ingress source, and qoslab.state ids (through qoslab.netns,
+-- so deleting the namespace or the link forgets them too).
 local records = {}
+
+-- The record of a target, dropped once its qdisc went with a deleted
+-- namespace or link (what it remembers belonged to that qdisc).
+local function record_of(key)
+  local rec = records[key]
+  if rec and ((rec.qdisc_id and not netns._tracked(rec.qdisc_id))
+      or (rec.link_id and not netns._tracked(rec.link_id))) then
+    if rec.qdisc_id then netns._forget(rec.qdisc_id) end  -- the other one
+    if rec.link_id then netns._forget(rec.link_id) end
+    records[key] = nil
+    return nil
+  end
+  return rec
+end
 
 local function read_opts(ctx, opts, for_apply)
   if opts == nil then opts = {} end
@@ -155,7 +170,7 @@ end
 local NO_DIST = { distribution = true }
 
 -- Qdiscs a device has when nobody configured one; replacing them is silent.
-local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true,
+local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true, bfifo = true,
                          fq = true, pfifo = true, cake = true }
 
 --- Packets netem's queue needs for a spec on a device (the limit rule above).
@@ -251,7 +266,7 @@ function M.apply(ifname, spec, opts)
   for k, v in pairs(canon) do wire[k] = v end
 
   local key = rec_key(ifname, o)
-  local rec = records[key] or {}
+  local rec = record_of(key) or {}
   local dev, parent, ifb_created = ifname, o.parent, false
   if o.direction == 'ingress' then
     local ifb, msg, code = core.ifb_name(ifname, o.netns)
@@ -263,8 +278,8 @@ function M.apply(ifname, spec, opts)
       if created == nil then return nil, m3, c3 end
       ifb_created = created
       if created then
-        rec.link_id = state.record { kind = 'link', ifname = ifb, netns = o.netns }
-        rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
+        rec.link_id = netns._track { kind = 'link', ifname = ifb, netns = o.netns }
+        rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
       end
       rec.ifb, rec.src = ifb, o.ingress_src or ''
     end
@@ -280,13 +295,13 @@ function M.apply(ifname, spec, opts)
   if not ok then
     if ifb_created then
       core.ifb_detach(ifname, dev, o.netns)
-      state.forget(rec.link_id); state.forget(rec.qdisc_id)
+      netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
       rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
     end
     return nil, msg, code
   end
   if not before and o.direction == 'egress' and not rec.qdisc_id then
-    rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
+    rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
   end
   rec.distribution = canon.distribution
   rec.slot_distribution = canon.slot and canon.slot.distribution
@@ -364,7 +379,7 @@ function M.get(ifname, opts)
   local spec, msg, c3 = core.netem_get(dev, o.netns, parent)
   if spec == nil then return nil, msg, c3 end
   if spec == false then return nil end
-  local rec = records[rec_key(ifname, o)]
+  local rec = record_of(rec_key(ifname, o))
   if rec then
     -- Linux >= 6.6 dumps the random seed it chose; report it only when it
     -- was asked for, so get() equals what apply() returned.
@@ -414,7 +429,7 @@ function M.clear(ifname, opts)
   check_ifname(ctx, ifname)
   local o = read_opts(ctx, opts)
   local key = rec_key(ifname, o)
-  local rec = records[key]
+  local rec = record_of(key)
   local removed, msg, code
   if o.direction == 'ingress' then
     local ifb, m1, c1 = core.ifb_name(ifname, o.netns)
@@ -425,8 +440,8 @@ function M.clear(ifname, opts)
   end
   if removed == nil then return nil, msg, code end
   if rec then
-    if rec.qdisc_id then state.forget(rec.qdisc_id) end
-    if rec.link_id then state.forget(rec.link_id) end
+    if rec.qdisc_id then netns._forget(rec.qdisc_id) end
+    if rec.link_id then netns._forget(rec.link_id) end
     records[key] = nil
   end
   return removed
