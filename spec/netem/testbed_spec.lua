@@ -138,3 +138,16 @@ describe('qoslab.testbed built with reverse_impair, no shaper #netem', function(
     assert.same(before, snapshot())
   end)
 end)
+
+describe('bin/qoslab run examples/testbed_delay.lua #netem', function()
+  it('prints limit and delay read back, a ping shows the delay, nothing is left', function()
+    local before = snapshot()
+    local out = sh('lua5.4 bin/qoslab run examples/testbed_delay.lua; echo "exit $?"')
+    assert.matches('\nexit 0\n$', out)
+    assert.matches(': tbf 100000000 bit/s, netem delay 100 ms\n', out, 1, true)
+    -- the base round trip in the guest is well under a millisecond
+    local min = assert(tonumber(out:match('rtt min/avg/max/mdev = ([%d%.]+)/')), out)
+    assert(min >= 100 and min <= 105, 'min rtt ' .. min)
+    assert.same(before, snapshot())
+  end)
+end)
