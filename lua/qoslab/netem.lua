@@ -285,20 +285,21 @@ function M.apply(ifname, spec, opts)
     end
     dev, parent = ifb, 'root'
   end
-  local before, other_kind = core.netem_get(dev, o.netns, parent)
-  if before == false and other_kind and not DEFAULT_QDISCS[other_kind] then
-    warnings[#warnings + 1] = string.format(
-      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
-      other_kind, parent, dev)
-  end
-  local ok, msg, code = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
+  -- One call reads what was there, replaces it and reads the result back.
+  local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
   if not ok then
+    local msg, code = before, other_kind
     if ifb_created then
       core.ifb_detach(ifname, dev, o.netns)
       netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
       rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
     end
     return nil, msg, code
+  end
+  if other_kind and not DEFAULT_QDISCS[other_kind] then
+    warnings[#warnings + 1] = string.format(
+      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
+      other_kind, parent, dev)
   end
   if not before and o.direction == 'egress' and not rec.qdisc_id then
     rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
@@ -308,7 +309,6 @@ function M.apply(ifname, spec, opts)
   rec.seed_given = canon.seed ~= nil
   records[key] = rec
 
-  local got = core.netem_get(dev, o.netns, parent)
   if got then
     -- The kernel dumps a seed whether or not one was given (Linux >= 6.6).
     if canon.seed == nil then got.seed = nil end
