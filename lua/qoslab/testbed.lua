@@ -85,7 +85,7 @@ end
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`
---   and methods `:impair(spec[, "forward"|"reverse"])`, `:stats()`, `:close()`;
+--   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
