@@ -39,14 +39,17 @@ end
 
 describe('bin/qoslab run examples/testbed_rate.lua', function()
   it('prints the limit read back from the kernel and leaves nothing behind', function()
-    local dir = os.tmpname()
-    os.remove(dir)
-    assert(os.execute('mkdir -p ' .. dir))
-    finally(function() os.execute('rm -rf ' .. dir) end)
+    local tmp = os.tmpname()
+    os.remove(tmp)
+    local dir = tmp .. '/state'
+    assert(os.execute('mkdir -p ' .. dir .. ' ' .. tmp .. '/cwd'))
+    finally(function() os.execute('rm -rf ' .. tmp) end)
+    local top = assert(io.popen('pwd')):read('l')
     local before = snapshot()
     -- `exec` keeps the shell's pid for lua, so names made by the run carry it.
-    local out, ok = sh('echo pid $$; QOSLAB_STATE_DIR=' .. dir ..
-      ' exec lua5.4 bin/qoslab run examples/testbed_rate.lua')
+    -- Run from a scratch directory: `qoslab run` may make a results folder there.
+    local out, ok = sh('echo pid $$; cd ' .. tmp .. '/cwd && QOSLAB_STATE_DIR=' .. dir ..
+      ' exec lua5.4 ' .. top .. '/bin/qoslab run ' .. top .. '/examples/testbed_rate.lua')
     assert(ok, out)
     local pid = tonumber(out:match('^pid (%d+)'))
     local a = '10%.(%d+)%.(%d+)%.1'
