@@ -5,7 +5,9 @@
  *
  * core.netem_normalize(spec[, ctx])            -> canonical spec table
  * core.netem_apply(ifname, spec, netns, parent, handle[, ctx])
- *                                              -> true | nil, msg, code
+ *     -> true, was_netem, other_kind|nil, spec read back|false
+ *      | nil, msg, code   (what was there before and is there after, from
+ *                          the same socket: see ql_netem_apply_checked)
  * core.netem_get(ifname, netns, parent)        -> spec, stats, handle
  *                                              | false, other_kind|nil
  *                                              | nil, msg, code
@@ -411,11 +413,24 @@ static int l_apply(lua_State *L)
 	ql_netem_spec s;
 	read_spec(L, 2, ctx, &s);
 	ql_err e;
-	int rc = ql_netem_apply(&t, &s, &e);
+	int before, after_found;
+	char kind[32];
+	ql_netem_info after;
+	int rc = ql_netem_apply_checked(&t, &s, &before, kind, sizeof kind,
+					&after, &after_found, &e);
 	if (rc < 0)
 		return e.usage ? usage_fail(L, ctx, &e) : qlb_fail(L, &e);
 	lua_pushboolean(L, 1);
-	return 1;
+	lua_pushboolean(L, before);
+	if (kind[0])
+		lua_pushstring(L, kind);
+	else
+		lua_pushnil(L);
+	if (after_found)
+		push_spec(L, &after.spec, 0, 0);
+	else
+		lua_pushboolean(L, 0);
+	return 4;
 }
 
 static void push_stats(lua_State *L, const ql_qdisc_stats *st)

@@ -519,8 +519,14 @@ static int kernel_advice(int rc, const ql_qdisc_target *t, ql_err *e)
 	return rc;
 }
 
-int ql_netem_apply(const ql_qdisc_target *t, const ql_netem_spec *s, ql_err *e)
+int ql_netem_apply_checked(const ql_qdisc_target *t, const ql_netem_spec *s,
+			   int *before_found, char *before_kind, size_t kind_cap,
+			   ql_netem_info *after, int *after_found, ql_err *e)
 {
+	*before_found = 0;
+	*after_found = 0;
+	if (kind_cap)
+		before_kind[0] = '\0';
 	int rc = ql_netem_validate(s, e);
 	if (rc < 0)
 		return rc;
@@ -534,6 +540,9 @@ int ql_netem_apply(const ql_qdisc_target *t, const ql_netem_spec *s, ql_err *e)
 	ql_netem_info cur;
 	rc = lookup(sk, ifindex, t->parent, &c, &cur, e);
 	if (rc == 0) {
+		*before_found = c.found == 1;
+		if (c.found == 2 && kind_cap)
+			snprintf(before_kind, kind_cap, "%s", c.kind);
 		struct nl_msg *msg;
 		rc = ql_netem_build(&msg, ifindex, t->parent, t->handle, s, c.found == 1, e);
 		if (rc == 0) {
@@ -543,8 +552,23 @@ int ql_netem_apply(const ql_qdisc_target *t, const ql_netem_spec *s, ql_err *e)
 				rc = kernel_advice(rc, t, e);
 		}
 	}
+	if (rc == 0 && after) {
+		/* The change is made: a failed read-back only means no check. */
+		ql_err e2;
+		*after_found = lookup(sk, ifindex, t->parent, &c, after, &e2) == 0 &&
+			       c.found == 1;
+	}
 	ql_nl_close(sk);
 	return rc;
+}
+
+int ql_netem_apply(const ql_qdisc_target *t, const ql_netem_spec *s, ql_err *e)
+{
+	int before;
+	char kind[32];
+	int after_found;
+	return ql_netem_apply_checked(t, s, &before, kind, sizeof kind, NULL,
+				      &after_found, e);
 }
 
 int ql_netem_get(const ql_qdisc_target *t, ql_netem_info *info, int *found,

@@ -135,6 +135,16 @@ int ql_netem_decode_options(const void *data, size_t len, ql_netem_spec *s,
 /* Create or atomically replace the netem at t (never delete-then-add). */
 int ql_netem_apply(const ql_qdisc_target *t, const ql_netem_spec *s, ql_err *e);
 
+/*
+ * ql_netem_apply that also reports, from the same socket, what was at t
+ * before (*before_found as ql_netem_get's *found, before_kind the kind of a
+ * non-netem qdisc there, "" when none) and what the kernel holds afterwards
+ * (*after_found, *after). One socket and namespace switch instead of three.
+ */
+int ql_netem_apply_checked(const ql_qdisc_target *t, const ql_netem_spec *s,
+			   int *before_found, char *before_kind, size_t kind_cap,
+			   ql_netem_info *after, int *after_found, ql_err *e);
+
 /* Read the netem at t: *found = 0 when the qdisc there is absent or is not
  * netem (kind, if any, is copied to other_kind). */
 int ql_netem_get(const ql_qdisc_target *t, ql_netem_info *info, int *found,

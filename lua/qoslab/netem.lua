@@ -81,7 +81,7 @@
 -- @module qoslab.netem
 local core = require 'qoslab.core'
 local check = require 'qoslab.check'
-local state = require 'qoslab.state'
+local netns = require 'qoslab.netns'
 
 local M = {}
 
@@ -89,8 +89,23 @@ local OPT_KEYS = { netns = true, parent = true, handle = true, direction = true,
                    ingress_src = true, quiet = true }
 
 -- What this process applied, per target: distributions (the kernel never
--- dumps them), ingress source, and qoslab.state ids.
+-- dumps them), ingress source, and qoslab.state ids (through qoslab.netns,
+-- so deleting the namespace or the link forgets them too).
 local records = {}
+
+-- The record of a target, dropped once its qdisc went with a deleted
+-- namespace or link (what it remembers belonged to that qdisc).
+local function record_of(key)
+  local rec = records[key]
+  if rec and ((rec.qdisc_id and not netns._tracked(rec.qdisc_id))
+      or (rec.link_id and not netns._tracked(rec.link_id))) then
+    if rec.qdisc_id then netns._forget(rec.qdisc_id) end  -- the other one
+    if rec.link_id then netns._forget(rec.link_id) end
+    records[key] = nil
+    return nil
+  end
+  return rec
+end
 
 local function read_opts(ctx, opts, for_apply)
   if opts == nil then opts = {} end
@@ -155,24 +170,32 @@ end
 local NO_DIST = { distribution = true }
 
 -- Qdiscs a device has when nobody configured one; replacing them is silent.
-local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true,
+local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq = true, bfifo = true,
                          fq = true, pfifo = true, cake = true }
 
 --- Packets netem's queue needs for a spec on a device (the limit rule above).
 -- @tparam string ifname device (its link speed is used when spec has no rate)
 -- @tparam table spec a spec (`delay_ms`, `jitter_ms`, `rate_bps` are used)
--- @tparam[opt] table opts `{netns =}`
+-- Under a shaper (`opts.parent` not "root") the packets arrive at most at
+-- the shaper's rate (htb: its ceil), so that rate is used before the link's.
+-- @tparam[opt] table opts `{netns =, parent =}`
 -- @treturn integer packets needed (0 without delay)
 -- @treturn number the rate in bits/s the rule used
--- @treturn string where that rate came from: "spec.rate_bps", "link speed", "default 1 Gbit/s"
+-- @treturn string where that rate came from: "spec.rate_bps", "shaper rate",
+--   "link speed", "default 1 Gbit/s"
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
   local ctx = 'qoslab.netem.needed_limit'
   check_ifname(ctx, ifname)
   check.table(ctx, 'spec', spec)
   local netns = opts and opts.netns or nil
+  local parent = opts and opts.parent or 'root'
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
+  if (not rate_bps or rate_bps <= 0) and parent ~= 'root' then
+    local sh = core.shape_get(ifname, { netns = netns })
+    if sh then rate_bps, source = sh.ceil_bps or sh.rate_bps, 'shaper rate' end
+  end
   if not rate_bps or rate_bps <= 0 then
     local mbps = core.link_speed_mbps(ifname, netns)
     if mbps then rate_bps, source = mbps * 1e6, 'link speed'
@@ -243,7 +266,7 @@ function M.apply(ifname, spec, opts)
   for k, v in pairs(canon) do wire[k] = v end
 
   local key = rec_key(ifname, o)
-  local rec = records[key] or {}
+  local rec = record_of(key) or {}
   local dev, parent, ifb_created = ifname, o.parent, false
   if o.direction == 'ingress' then
     local ifb, msg, code = core.ifb_name(ifname, o.netns)
@@ -255,37 +278,37 @@ function M.apply(ifname, spec, opts)
       if created == nil then return nil, m3, c3 end
       ifb_created = created
       if created then
-        rec.link_id = state.record { kind = 'link', ifname = ifb, netns = o.netns }
-        rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
+        rec.link_id = netns._track { kind = 'link', ifname = ifb, netns = o.netns }
+        rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
       end
       rec.ifb, rec.src = ifb, o.ingress_src or ''
     end
     dev, parent = ifb, 'root'
   end
-  local before, other_kind = core.netem_get(dev, o.netns, parent)
-  if before == false and other_kind and not DEFAULT_QDISCS[other_kind] then
-    warnings[#warnings + 1] = string.format(
-      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
-      other_kind, parent, dev)
-  end
-  local ok, msg, code = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
+  -- One call reads what was there, replaces it and reads the result back.
+  local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
   if not ok then
+    local msg, code = before, other_kind
     if ifb_created then
       core.ifb_detach(ifname, dev, o.netns)
-      state.forget(rec.link_id); state.forget(rec.qdisc_id)
+      netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
       rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
     end
     return nil, msg, code
   end
+  if other_kind and not DEFAULT_QDISCS[other_kind] then
+    warnings[#warnings + 1] = string.format(
+      'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
+      other_kind, parent, dev)
+  end
   if not before and o.direction == 'egress' and not rec.qdisc_id then
-    rec.qdisc_id = state.record { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
+    rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
   end
   rec.distribution = canon.distribution
   rec.slot_distribution = canon.slot and canon.slot.distribution
   rec.seed_given = canon.seed ~= nil
   records[key] = rec
 
-  local got = core.netem_get(dev, o.netns, parent)
   if got then
     -- The kernel dumps a seed whether or not one was given (Linux >= 6.6).
     if canon.seed == nil then got.seed = nil end
@@ -356,7 +379,7 @@ function M.get(ifname, opts)
   local spec, msg, c3 = core.netem_get(dev, o.netns, parent)
   if spec == nil then return nil, msg, c3 end
   if spec == false then return nil end
-  local rec = records[rec_key(ifname, o)]
+  local rec = record_of(rec_key(ifname, o))
   if rec then
     -- Linux >= 6.6 dumps the random seed it chose; report it only when it
     -- was asked for, so get() equals what apply() returned.
@@ -406,7 +429,7 @@ function M.clear(ifname, opts)
   check_ifname(ctx, ifname)
   local o = read_opts(ctx, opts)
   local key = rec_key(ifname, o)
-  local rec = records[key]
+  local rec = record_of(key)
   local removed, msg, code
   if o.direction == 'ingress' then
     local ifb, m1, c1 = core.ifb_name(ifname, o.netns)
@@ -417,8 +440,8 @@ function M.clear(ifname, opts)
   end
   if removed == nil then return nil, msg, code end
   if rec then
-    if rec.qdisc_id then state.forget(rec.qdisc_id) end
-    if rec.link_id then state.forget(rec.link_id) end
+    if rec.qdisc_id then netns._forget(rec.qdisc_id) end
+    if rec.link_id then netns._forget(rec.link_id) end
     records[key] = nil
   end
   return removed

@@ -31,6 +31,20 @@ function M._track(entry)
   return id
 end
 
+--- (internal) Whether a `_track` id is still recorded (its namespace or link
+-- not deleted since).
+function M._tracked(id)
+  return tracked[id] ~= nil
+end
+
+--- (internal) Forget one tracked entry (no-op when already forgotten).
+function M._forget(id)
+  if tracked[id] then
+    tracked[id] = nil
+    state.forget(id)
+  end
+end
+
 --- (internal) Forget every tracked entry for which match(entry) is true.
 function M._untrack(match)
   for id, e in pairs(tracked) do

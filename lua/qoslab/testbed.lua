@@ -85,7 +85,7 @@ end
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`
---   and methods `:impair(spec[, "forward"|"reverse"])`, `:stats()`, `:close()`;
+--   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
@@ -182,6 +182,31 @@ function TB:impair(spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
   error(err, 0)
+end
+
+--- Read the rate limits and impairments back from the kernel.
+-- @treturn table `{client = {shape = S, impair = N}, server = {shape = S,
+--   impair = N}}`: S as `qoslab.shape.get` (nil without a rate limit), N as
+--   `qoslab.netem.get` at the place `:impair` uses (nil without an impairment;
+--   the client's is `impair`, the server's `reverse_impair`)
+-- @return or nil, message, code
+-- @raise when the testbed is closed
+-- @usage print(tb:get().client.shape.rate_bps, tb:get().client.impair.delay_ms)
+function TB:get()
+  if self._closed then error('qoslab.Testbed:get: the testbed is closed', 2) end
+  local out = {}
+  for _, d in ipairs { 'forward', 'reverse' } do
+    local ifname, ns, parent = side(self, d)
+    local s, msg, code = shape.get(ifname, { netns = ns })
+    if s == nil and msg then return nil, msg, code end
+    local n
+    if self[d == 'forward' and '_impair_fwd' or '_impair_rev'] then
+      n, msg, code = netem().get(ifname, { netns = ns, parent = parent })
+      if n == nil and msg then return nil, msg, code end
+    end
+    out[d == 'forward' and 'client' or 'server'] = { shape = s or nil, impair = n or nil }
+  end
+  return out
 end
 
 --- Qdisc counters of both ends' egress.

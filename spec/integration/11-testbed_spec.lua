@@ -79,6 +79,10 @@ describe('qoslab.testbed', function()
         assert.matches('generic%-segmentation%-offload: off', k)
         assert.matches('generic%-receive%-offload: off', k)
       end
+      local got = assert(tb:get())
+      assert.same({ client = { shape = shape.get(tb.client_ifname, { netns = tb.client_netns }) },
+                    server = { shape = shape.get(tb.server_ifname, { netns = tb.server_netns }) } }, got)
+      assert.equal(200000000, got.client.shape.rate_bps)
       local st = tb:stats()
       assert.equal('tbf', st.client[1].kind)
       assert.is_true(st.client[1].packets >= 1)
@@ -97,6 +101,7 @@ describe('qoslab.testbed', function()
     assert.is_true(tb:close())
     assert.same(before, snapshot())
     assert.error_matches(function() tb:impair({ delay_ms = 1 }) end, 'closed')
+    assert.error_matches(function() tb:get() end, 'closed')
   end)
 
   it('puts the impairment under the htb shaper and takes it away again', function()
