@@ -63,7 +63,7 @@ describe('qoslab.plan', function()
 
     it('rejects non-finite values naming the index', function()
       assert.has_error(function() plan.stats { 1, 0 / 0 } end,
-        'qoslab.plan.stats: values[2]: expected a finite number, got ' .. tostring(0 / 0))
+        'qoslab.plan.stats: values[2]: expected a finite number, got nan')
     end)
   end)
 
