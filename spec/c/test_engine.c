@@ -1,0 +1,309 @@
+/* C tests of the traffic engine over loopback: a qoslab client against a
+ * qoslab server in the same process (TCP and UDP, forward, reverse, bidir,
+ * limits), checking the identities every run must satisfy. */
+#include "ctest.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+
+#include "engine.h"
+#include "timer.h"
+
+static ql_server *srv;
+static int port;
+
+static int run(ql_client_opts *o, ql_test **tp, const ql_result **rp)
+{
+	ql_err e;
+	o->host = "127.0.0.1";
+	o->port = port;
+	int rc = ql_client_start(o, tp, &e);
+	if (rc < 0) {
+		fprintf(stderr, "  start: %s\n", e.msg);
+		return rc;
+	}
+	rc = ql_test_wait(*tp, rp, &e);
+	if (rc < 0)
+		fprintf(stderr, "  wait: %s (%s)\n", e.msg, e.code);
+	return rc;
+}
+
+/* Σ non-omitted interval entries of (dir, role) == totals. */
+static void check_sums(const ql_result *r, int dir, int role)
+{
+	CHECK(r->tot_present[dir][role]);
+	uint64_t b = 0, lost = 0, uniq = 0;
+	for (int k = 0; k < r->nintervals; k++) {
+		const ql_interval *iv = &r->intervals[k];
+		CHECK(iv->end_s >= iv->start_s);
+		if (iv->omitted)
+			continue;
+		for (int i = 0; i < iv->nentries; i++) {
+			const ql_entry *x = &iv->entries[i];
+			CHECK(!isnan(x->bits_per_second));
+			if (x->dir == dir && x->role == role) {
+				b += x->bytes;
+				lost += x->lost_packets;
+				uniq += x->unique_packets;
+			}
+		}
+	}
+	CHECK_EQ_U64(b, r->tot[dir][role].bytes);
+	if (r->tot[dir][role].valid & QL_E_UDPRX) {
+		CHECK_EQ_U64(lost, r->tot[dir][role].lost_packets);
+		CHECK_EQ_U64(uniq, r->tot[dir][role].unique_packets);
+	}
+	/* SUM == Σ streams */
+	uint64_t sb = 0;
+	for (int i = 0; i < r->nstreams; i++) {
+		const ql_stream_result *s = &r->streams[i];
+		if (s->dir != dir)
+			continue;
+		sb += role == QL_ROLE_SENDER ? s->sender.bytes : s->receiver.bytes;
+	}
+	CHECK_EQ_U64(sb, r->tot[dir][role].bytes);
+}
+
+TEST(tcp_forward_two_streams)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.parallel = 2;
+	o.duration_s = 1;
+	o.interval_s = 0.25;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		CHECK_EQ_INT(r->nstreams, 2);
+		CHECK_EQ_INT(r->streams[0].id, 1);
+		CHECK_EQ_INT(r->streams[1].id, 3);
+		CHECK_EQ_INT(r->peer, QL_PEER_QOSLAB);
+		CHECK(r->tot[0][QL_ROLE_SENDER].bytes > 0);
+		/* The sender waits for its data to be acknowledged and the
+		 * receiver reads to EOF: nothing is in flight at the end. */
+		CHECK_EQ_U64(r->tot[0][QL_ROLE_SENDER].bytes, r->tot[0][QL_ROLE_RECEIVER].bytes);
+		check_sums(r, 0, QL_ROLE_SENDER);
+		check_sums(r, 0, QL_ROLE_RECEIVER);
+		CHECK(r->nintervals >= 4);
+		CHECK(r->duration_s > 0.9 && r->duration_s < 1.5);
+		CHECK(r->streams[0].sender.valid & QL_E_RTTSUM);
+		CHECK(r->cpu_client.present && r->cpu_server.present);
+	}
+	ql_test_free(t);
+}
+
+TEST(tcp_reverse_byte_limit_exact)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.reverse = 1;
+	o.bytes = 1048576 + 12345;
+	o.parallel = 3;
+	o.interval_s = 0.2;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		CHECK_EQ_U64(r->tot[1][QL_ROLE_SENDER].bytes, 1048576 + 12345);
+		CHECK_EQ_U64(r->tot[1][QL_ROLE_RECEIVER].bytes, 1048576 + 12345);
+		check_sums(r, 1, QL_ROLE_RECEIVER);
+		CHECK(r->tot[1][QL_ROLE_SENDER].side == QL_SIDE_SERVER);
+		/* TCP_INFO came from the server's sending sockets. */
+		int rtt = 0;
+		for (int k = 0; k < r->nintervals; k++)
+			for (int i = 0; i < r->intervals[k].nentries; i++)
+				if (r->intervals[k].entries[i].role == QL_ROLE_SENDER &&
+				    (r->intervals[k].entries[i].valid & QL_E_RTT))
+					rtt = 1;
+		CHECK(rtt);
+	}
+	ql_test_free(t);
+}
+
+TEST(udp_forward_books_balance)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.proto = QL_PROTO_UDP;
+	o.bitrate_bps = 20000000;
+	o.bitrate_set = 1;
+	o.length_bytes = 1000;
+	o.duration_s = 1;
+	o.interval_s = 0.5;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		const ql_entry *s = &r->tot[0][QL_ROLE_SENDER], *v = &r->tot[0][QL_ROLE_RECEIVER];
+		CHECK(s->packets > 2000);
+		CHECK(s->packets < 2600);
+		CHECK_EQ_U64(v->lost_packets + v->unique_packets, s->packets);
+		check_sums(r, 0, QL_ROLE_RECEIVER);
+		check_sums(r, 0, QL_ROLE_SENDER);
+		CHECK(v->valid & QL_E_JITTER);
+		CHECK(v->jitter_ms < 5);
+	}
+	ql_test_free(t);
+}
+
+TEST(udp_reverse_packet_limit)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.proto = QL_PROTO_UDP;
+	o.reverse = 1;
+	o.packets = 500;
+	o.bitrate_bps = 8000000;
+	o.bitrate_set = 1;
+	o.length_bytes = 1000;
+	o.interval_s = 0.2;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	int64_t t0 = ql_now_ns();
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	CHECK(ql_now_ns() - t0 < 3 * QL_NS_PER_S);
+	if (r) {
+		CHECK_EQ_U64(r->tot[1][QL_ROLE_SENDER].packets, 500);
+		const ql_entry *v = &r->tot[1][QL_ROLE_RECEIVER];
+		CHECK_EQ_U64(v->lost_packets + v->unique_packets, 500);
+		check_sums(r, 1, QL_ROLE_RECEIVER);
+	}
+	ql_test_free(t);
+}
+
+TEST(tcp_bidir_omit)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.bidir = 1;
+	o.duration_s = 1;
+	o.omit_s = 0.3;
+	o.interval_s = 0.25;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		CHECK_EQ_INT(r->nstreams, 2);
+		CHECK(r->streams[0].dir == QL_DIR_FORWARD);
+		CHECK(r->streams[1].dir == QL_DIR_REVERSE);
+		for (int d = 0; d < 2; d++) {
+			check_sums(r, d, QL_ROLE_SENDER);
+			check_sums(r, d, QL_ROLE_RECEIVER);
+		}
+		CHECK(r->intervals[0].omitted);
+		CHECK_NEAR(r->intervals[1].start_s, 0.25, 0.05);
+	}
+	ql_test_free(t);
+}
+
+TEST(window_read_back)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.window_bytes = 65536;
+	o.duration_s = 0.3;
+	o.interval_s = 0.1;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		const ql_bufinfo *b = &r->streams[0].sender.buf;
+		CHECK(b->present);
+		CHECK_EQ_INT(b->requested_bytes, 65536);
+		CHECK_EQ_INT(b->granted_bytes, 131072);
+		CHECK(!b->clamped);
+		CHECK_STR(b->sysctl, "net.core.wmem_max");
+		/* The server applied it to its accepted socket as well. */
+		const ql_bufinfo *rb = &r->streams[0].receiver.buf;
+		CHECK(rb->present);
+		CHECK_EQ_INT(rb->granted_bytes, 131072);
+	}
+	ql_test_free(t);
+}
+
+TEST(live_intervals_then_over)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.duration_s = 0.5;
+	o.interval_s = 0.1;
+	ql_err e;
+	o.host = "127.0.0.1";
+	o.port = port;
+	ql_test *t = NULL;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), 0);
+	int n = 0, rc;
+	ql_interval *iv;
+	double last_end = 0;
+	while ((rc = ql_test_next_interval(t, 3 * QL_NS_PER_S, &iv)) == 1) {
+		CHECK(iv->start_s >= last_end - 1e-9);
+		last_end = iv->end_s;
+		n++;
+		ql_interval_clear(iv);
+		free(iv);
+	}
+	CHECK_EQ_INT(rc, -ENODATA);
+	CHECK(n >= 5);
+	const ql_result *r;
+	CHECK_EQ_INT(ql_test_wait(t, &r, &e), 0);
+	ql_test_free(t);
+}
+
+TEST(refused_port_fails_cleanly)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.host = "127.0.0.1";
+	o.port = 1;
+	o.duration_s = 1;
+	ql_err e;
+	ql_test *t = NULL;
+	const ql_result *r;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), 0);
+	CHECK_EQ_INT(ql_test_wait(t, &r, &e), -ECONNREFUSED);
+	CHECK_STR(e.code, "ECONNREFUSED");
+	ql_test_free(t);
+}
+
+TEST(bad_options_are_usage_errors)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	ql_err e;
+	ql_test *t;
+	o.host = "127.0.0.1";
+	o.parallel = 129;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), -EINVAL);
+	CHECK(e.usage);
+	CHECK(strstr(e.msg, "opts.parallel") != NULL);
+	o.parallel = 1;
+	o.interval_s = 0.05;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.interval_s") != NULL);
+}
+
+int main(void)
+{
+	ql_server_opts so;
+	ql_server_opts_init(&so);
+	so.port = -1;
+	ql_err e;
+	if (ql_server_start(&so, &srv, &e) < 0) {
+		fprintf(stderr, "server: %s\n", e.msg);
+		return 1;
+	}
+	port = ql_server_port(srv);
+	RUN(tcp_forward_two_streams);
+	RUN(tcp_reverse_byte_limit_exact);
+	RUN(udp_forward_books_balance);
+	RUN(udp_reverse_packet_limit);
+	RUN(tcp_bidir_omit);
+	RUN(window_read_back);
+	RUN(live_intervals_then_over);
+	RUN(refused_port_fails_cleanly);
+	RUN(bad_options_are_usage_errors);
+	ql_server_free(srv);
+	return ctest_done();
+}
