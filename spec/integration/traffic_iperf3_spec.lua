@@ -66,46 +66,7 @@ local function tcp_shortfall_ok(sent, received, what)
     sent - received, sent))
 end
 
--- Keys present in iperf3's JSON but absent from ours, walking objects and
--- the first element of arrays. allowed: set of dotted paths we do not make.
-local function missing_keys(ref, ours, path, allowed, out)
-  out = out or {}
-  if type(ref) ~= 'table' then return out end
-  if ref[1] ~= nil then
-    if type(ours) == 'table' and ours[1] ~= nil then
-      missing_keys(ref[1], ours[1], path .. '[]', allowed, out)
-    end
-    return out
-  end
-  for k, v in pairs(ref) do
-    local p = path == '' and k or (path .. '.' .. k)
-    if not allowed[p] then
-      if type(ours) ~= 'table' or ours[k] == nil then
-        out[#out + 1] = p
-      else
-        missing_keys(v, ours[k], p, allowed, out)
-      end
-    end
-  end
-  return out
-end
-
--- What qoslab does not know or measure, so leaves out (see to_iperf3_json).
-local NOT_MADE = {}
-for _, k in ipairs {
-  'start.connected[].local_host', 'start.connected[].local_port', 'start.cookie',
-  'start.tcp_mss_default', 'start.accepted_connection',
-  'intervals[].streams[].snd_wnd', 'intervals[].streams[].pmtu',
-  'end.streams[].sender.max_snd_wnd',
-  'end.sender_tcp_congestion', 'end.receiver_tcp_congestion',
-} do NOT_MADE[k] = true end
-
-local function schema_matches(ref, ours, label)
-  local miss = missing_keys(ref, ours, '', NOT_MADE)
-  table.sort(miss)
-  assert(#miss == 0, label .. ': keys iperf3 -J has and to_iperf3_json lacks: '
-    .. table.concat(miss, ', '))
-end
+local schema_matches = H.schema_matches
 
 local describe_if = have_iperf3 and describe or function(name)
   describe(name, function() pending('iperf3 is not installed') end)
