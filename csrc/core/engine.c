@@ -117,6 +117,7 @@ struct ql_test {
 	struct ql_server *srv;
 	struct ql_test *next;
 	int *pending_fds;
+	uint64_t *pending_seq;            /* accept order of pending_fds */
 	int npending;
 };
 
@@ -135,6 +136,7 @@ struct ql_server {
 	ql_test **finished;
 	int nres, cap;
 	uint64_t rejected;
+	uint64_t accept_seq;
 	int done;
 };
 
@@ -523,7 +525,9 @@ static void tcp_send_loop(ql_stream *s)
 	}
 out:
 	free(buf);
-	if (!atomic_load(&t->stop_req))
+	/* A stock iperf3 client stops reading when it sends TEST_END, so a
+	 * server waiting for its acks would only stall. */
+	if (!atomic_load(&t->stop_req) && (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
 		tcp_wait_acked(s, t->limited ? 10 * QL_NS_PER_S : 2 * QL_NS_PER_S);
 	shutdown(s->fd, SHUT_WR);
 }
@@ -907,9 +911,8 @@ static void interval_sums(ql_interval *iv)
 }
 
 /* Append an interval covering [last_snap, now]; publish unless held. */
-static void take_snapshot(ql_test *t, int publish)
+static void take_snapshot_at(ql_test *t, int publish, int64_t now)
 {
-	int64_t now = ql_now_ns();
 	ql_interval iv;
 	memset(&iv, 0, sizeof iv);
 	iv.start_s = (double)(t->last_snap_ns - t->start_ns) / 1e9;
@@ -942,6 +945,31 @@ static void take_snapshot(ql_test *t, int publish)
 		pthread_cond_broadcast(&t->cv);
 	}
 	pthread_mutex_unlock(&t->mu);
+}
+
+static void take_snapshot(ql_test *t, int publish)
+{
+	take_snapshot_at(t, publish, ql_now_ns());
+}
+
+/* The last interval ends when the last byte was counted: the senders'
+ * stop, or the last arrival during the drain (the idle rest of the drain
+ * is not measurement time). */
+static void final_snapshot(ql_test *t, int64_t send_end_ns)
+{
+	int64_t end = send_end_ns;
+	for (int i = 0; i < t->nstreams; i++) {
+		int64_t l = atomic_load(&t->st[i].last_rx_ns);
+		if (!t->st[i].sender && l > end)
+			end = l;
+	}
+	int64_t now = ql_now_ns();
+	if (end > now)
+		end = now;
+	if (end < t->last_snap_ns)
+		end = t->last_snap_ns;
+	t->end_ns = end;
+	take_snapshot_at(t, 0, end);
 }
 
 static void maybe_tick(ql_test *t)
@@ -1048,7 +1076,9 @@ static void test_release(ql_test *t)
 	for (int i = 0; i < t->npending; i++)
 		close(t->pending_fds[i]);
 	free(t->pending_fds);
+	free(t->pending_seq);
 	t->pending_fds = NULL;
+	t->pending_seq = NULL;
 	ql_peer_results_free(&t->peer_res);
 }
 
@@ -1446,6 +1476,8 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	r->omit_s = t->prm.omit_s;
 	r->duration_s = t->end_ns > t->start_ns + t->omit_ns
 			? (double)(t->end_ns - t->start_ns - t->omit_ns) / 1e9 : 0;
+	if (t->side == QL_SIDE_CLIENT)
+		t->peer = pr->qoslab ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
 	r->peer = t->peer;
 	copy_str(r->title, sizeof r->title, t->prm.title);
 	ql_entry *loc = calloc((size_t)t->nstreams + 1, sizeof *loc);
@@ -1698,17 +1730,14 @@ static int client_run(ql_test *t)
 						  "server ended the test (state %d)", st);
 		}
 	}
+	int64_t send_end = ql_now_ns();
 	atomic_store(&t->send_stop, 1);
 	streams_join(t, 1, 0);
-	if (!local_has(t, 0))
-		t->end_ns = ql_now_ns();
 	int rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_END, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
 	if (rc < 0)
 		return fail_io(t, rc, "TEST_END");
 	drain_receivers(t);
-	if (local_has(t, 0))
-		t->end_ns = ql_now_ns();
-	take_snapshot(t, 0);
+	final_snapshot(t, send_end);
 	return 0;
 }
 
@@ -2114,6 +2143,15 @@ static int server_collect_streams(ql_test *t)
 	if (got < t->nstreams)
 		return ql_err_set(&t->err, ETIMEDOUT, NULL,
 				  "client opened %d of %d data connections", got, t->nstreams);
+	for (int i = 1; i < t->nstreams; i++)   /* insertion sort by accept order */
+		for (int j = i; j > 0 && t->pending_seq[j] < t->pending_seq[j - 1]; j--) {
+			uint64_t q = t->pending_seq[j];
+			int f = t->pending_fds[j];
+			t->pending_seq[j] = t->pending_seq[j - 1];
+			t->pending_fds[j] = t->pending_fds[j - 1];
+			t->pending_seq[j - 1] = q;
+			t->pending_fds[j - 1] = f;
+		}
 	for (int i = 0; i < t->nstreams; i++) {
 		t->st[i].fd = t->pending_fds[i];
 		t->pending_fds[i] = -1;
@@ -2165,14 +2203,11 @@ static int server_run(ql_test *t)
 				return ql_err_set(&t->err, ECONNABORTED, NULL, "client terminated the test");
 		}
 	}
+	int64_t send_end = ql_now_ns();
 	atomic_store(&t->send_stop, 1);
 	streams_join(t, 1, 0);
-	if (!local_has(t, 0))
-		t->end_ns = ql_now_ns();
 	drain_receivers(t);
-	if (local_has(t, 0))
-		t->end_ns = ql_now_ns();
-	take_snapshot(t, 0);
+	final_snapshot(t, send_end);
 	return 0;
 }
 
@@ -2228,7 +2263,8 @@ static int server_protocol(ql_test *t)
 	if ((rc = streams_alloc(t, &t->err)) < 0)
 		return rc;
 	t->pending_fds = calloc((size_t)t->nstreams, sizeof(int));
-	if (!t->pending_fds)
+	t->pending_seq = calloc((size_t)t->nstreams, sizeof(uint64_t));
+	if (!t->pending_fds || !t->pending_seq)
 		return ql_err_set(&t->err, ENOMEM, NULL, "out of memory");
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_CREATE_STREAMS, ql_now_ns() + idle, stop);
 	if (rc < 0)
@@ -2272,6 +2308,7 @@ static int server_protocol(ql_test *t)
 typedef struct conn_arg {
 	ql_server *s;
 	int fd;
+	uint64_t seq;
 	struct sockaddr_storage peer;
 	socklen_t plen;
 } conn_arg;
@@ -2353,6 +2390,7 @@ static void *conn_main(void *arg)
 	if (t) {
 		/* A data connection of a running test. */
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_TCP && t->npending < t->nstreams) {
+			t->pending_seq[t->npending] = ca->seq;
 			t->pending_fds[t->npending++] = fd;
 			pthread_cond_broadcast(&s->cv);
 			pthread_mutex_unlock(&s->mu);
@@ -2457,6 +2495,7 @@ static void server_udp_accept(ql_server *s)
 	}
 	struct timeval tv = { 0, 100000 };
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	pick->pending_seq[pick->npending] = ++s->accept_seq;
 	pick->pending_fds[pick->npending++] = fd;
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -2489,6 +2528,9 @@ static void *listener_main(void *arg)
 		}
 		ca->s = s;
 		ca->fd = fd;
+		/* Cookie readers run in parallel; the accept order is what
+		 * tells a test's streams apart (client creation order). */
+		ca->seq = ++s->accept_seq;
 		pthread_attr_t at;
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);

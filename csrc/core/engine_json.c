@@ -173,7 +173,7 @@ static int getnum(const cJSON *o, const char *k, double lo, double hi,
 	return 1;
 }
 
-#define U64MAX 1.8e19
+#define U64MAX 1.85e19
 
 static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
 {
@@ -380,7 +380,7 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		"cpu_util_system", "sender_has_retransmits" };
 	double *dst[] = { &pr->cpu_total_pct, &pr->cpu_user_pct, &pr->cpu_system_pct, NULL };
 	for (int i = 0; i < 4; i++) {
-		rc = getnum(o, req[i], -1, 1e6, &v, e);
+		rc = getnum(o, req[i], -1, i == 3 ? U64MAX : 1e6, &v, e);
 		if (rc < 0)
 			goto out;
 		if (rc == 0) {
@@ -390,7 +390,7 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		if (dst[i])
 			*dst[i] = v;
 		else
-			pr->sender_has_retransmits = (int)v;
+			pr->sender_has_retransmits = v > 9.2e18 ? -1 : (int)v;
 	}
 	rc = 0;
 	const cJSON *cu = cJSON_GetObjectItemCaseSensitive(o, "congestion_used");
@@ -435,9 +435,10 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		rc = 0;
 		s->id = (int)val[0];
 		s->bytes = (uint64_t)val[1];
-		s->retransmits = (int64_t)val[2];
+		/* iperf3 writes -1 as an unsigned 64-bit number. */
+		s->retransmits = val[2] > 9.2e18 ? -1 : (int64_t)val[2];
 		s->jitter_s = val[3];
-		s->errors = (int64_t)val[4];
+		s->errors = val[4] > 9.2e18 ? -1 : (int64_t)val[4];
 		s->packets = (uint64_t)val[5];
 		if (getnum(it, "start_time", 0, 1e9, &v, e) > 0)
 			s->start_time_s = v;
