@@ -270,6 +270,8 @@ end
 
 local function run_client(a)
   local traffic = require 'qoslab.traffic'
+  local core = require 'qoslab.core'
+  core.signals_install()
   local opts, err = M.client_opts(a)
   if not opts then
     io.stderr:write('qoslab client: ', err, '\n')
@@ -293,14 +295,28 @@ local function run_client(a)
   end
   local show = not a.json and (a.interval or 1) > 0
   local header = false
-  for iv in h:intervals() do
-    if show then
-      if not header then
-        out(title, '[ ID] dir   interval           transfer          bitrate')
-        header = true
+  -- SIGINT/SIGTERM end the test early, like iperf3: the summary of what ran
+  -- is still printed.
+  local interrupted = false
+  local ok_loop, err_loop = pcall(function()
+    for iv in h:intervals() do
+      if show then
+        if not header then
+          out(title, '[ ID] dir   interval           transfer          bitrate')
+          header = true
+        end
+        for _, line in ipairs(traffic.interval_lines(iv)) do out(title, line) end
       end
-      for _, line in ipairs(traffic.interval_lines(iv)) do out(title, line) end
+      if core.signal_pending() then error('interrupted by ' .. core.signal_pending()) end
     end
+  end)
+  if not ok_loop and not tostring(err_loop):find('interrupted by', 1, true) then
+    error(err_loop, 0)
+  end
+  if not ok_loop or core.signal_pending() then
+    interrupted = true
+    h:stop()
+    core.signal_reset()
   end
   local res
   res, msg, code = h:wait()
@@ -314,14 +330,15 @@ local function run_client(a)
   else
     out(title, '- - - - - - - - - - - - - - - - - - - - - - - - -')
     for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
-    out(title, 'qoslab Done.')
+    out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
   end
-  return 0
+  return interrupted and 130 or 0
 end
 
 local function run_server(a)
   local traffic = require 'qoslab.traffic'
   local timer = require 'qoslab.timer'
+  require('qoslab.core').signals_install()
   local opts = M.server_opts(a)
   local ok, srv, msg, code = pcall(traffic.server, opts)
   if not ok then
@@ -339,7 +356,7 @@ local function run_server(a)
     opts.netns and (' in namespace ' .. opts.netns) or ''))
   out(nil, rule)
   local shown, running, status = 0, 0, 0
-  while true do
+  local function poll()
     local now_running = srv:tests_running()
     if now_running > running then
       out(nil, string.format('test started (%d running)', now_running))
@@ -357,13 +374,22 @@ local function run_server(a)
       end
     end
     shown = #results
-    if opts.one_off and shown >= 1 and running == 0 then break end
-    local slept, _, scode = timer.sleep(0.1)
-    if not slept and scode == 'EINTR' then
-      out(nil, 'interrupted: stopping the server')
-      status = 130
-      break
+  end
+  local ok_loop, err_loop = pcall(function()
+    while true do
+      poll()
+      if opts.one_off and shown >= 1 and running == 0 then return end
+      local slept, _, scode = timer.sleep(0.1)
+      if not slept and scode == 'EINTR' then error('interrupted by signal') end
     end
+  end)
+  if not ok_loop then
+    if not tostring(err_loop):find('interrupted by', 1, true) then
+      srv:stop()
+      error(err_loop, 0)
+    end
+    out(nil, 'interrupted: the server has stopped')
+    status = 130
   end
   srv:stop()
   return status
