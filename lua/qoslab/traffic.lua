@@ -603,7 +603,11 @@ function M.summary(res)
     out[#out + 1] = 'cpu client: ' .. cpu_text(res.cpu.client)
     out[#out + 1] = 'cpu server: ' .. cpu_text(res.cpu.server)
   end
-  if res.cpu_limited then
+  local said = false
+  for _, w in ipairs(res.warnings or {}) do
+    if w:find('CPU-limited', 1, true) then said = true end
+  end
+  if res.cpu_limited and not said then
     out[#out + 1] = 'CPU-limited: a thread used >= 90% of a core; the rate may be the '
       .. "host's limit, not the network's"
   end
