@@ -17,5 +17,6 @@ int luaopen_qoslab_core(lua_State *L)
 	lua_pushstring(L, QOSLAB_VERSION);
 	lua_setfield(L, -2, "_VERSION");
 	qlb_open_timer(L);
+	qlb_open_traffic(L);
 	return 1;
 }

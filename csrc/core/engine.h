@@ -27,6 +27,11 @@
  *    close the books with the sender's final datagram count, so
  *    lost + unique == sent holds exactly.
  *
+ * UDP pacing: an absolute schedule (stats.h ql_pacer). A sender that fell
+ * behind catches up at most 10 ms worth of datagrams (at least 8) at once;
+ * after a longer stall the schedule is re-based at "now" and the missed
+ * slots are dropped, so there is never a catch-up burst.
+ *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket
  * before a byte of data flows (the listening socket is shared by concurrent
