@@ -96,7 +96,7 @@ struct ql_test {
 	int ctl_started;
 	_Atomic int stop_req, send_stop, recv_stop;
 	int state;                        /* T_* (server: under srv->mu) */
-	int64_t start_ns, omit_ns, last_snap_ns, end_ns;
+	int64_t start_ns, omit_ns, last_snap_ns, end_ns, send_end_ns;
 	double start_unix;
 	uint64_t tick_k;
 	int64_t period_ns;
@@ -116,6 +116,7 @@ struct ql_test {
 	/* server side */
 	struct ql_server *srv;
 	struct ql_test *next;
+	int published;
 	int *pending_fds;
 	uint64_t *pending_seq;            /* accept order of pending_fds */
 	int npending;
@@ -495,7 +496,23 @@ static void tcp_send_loop(ql_stream *s)
 		return;
 	}
 	fill_payload(buf, len);
+	/* bitrate_bps on TCP: per-stream absolute schedule like UDP's; a
+	 * stream that fell behind by more than 10 ms of data re-bases. */
+	uint64_t rate = t->prm.bandwidth_bps;
+	int64_t origin = ql_now_ns();
+	uint64_t paced = 0;
 	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req)) {
+		if (rate) {
+			int64_t now = ql_now_ns();
+			int64_t due = origin + (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate);
+			if (due > now) {
+				ql_sleep_until_ns(due < now + 50 * MS ? due : now + 50 * MS, NULL, NULL);
+				continue;
+			}
+			if (now - due > 10 * MS) {
+				origin = now - (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate) - 10 * MS;
+			}
+		}
 		size_t n = len;
 		if (t->limited) {
 			n = reserve(&t->budget[s->dir], len);
@@ -520,6 +537,7 @@ static void tcp_send_loop(ql_stream *s)
 				goto out;
 			}
 		}
+		paced += off;
 		if (off < n)
 			break;
 	}
@@ -925,14 +943,15 @@ static void interval_sums(ql_interval *iv)
 }
 
 /* Append an interval covering [last_snap, now]; publish unless held. */
-static void take_snapshot_at(ql_test *t, int publish, int64_t now)
+static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
 {
 	ql_interval iv;
 	memset(&iv, 0, sizeof iv);
 	iv.start_s = (double)(t->last_snap_ns - t->start_ns) / 1e9;
 	iv.end_s = (double)(now - t->start_ns) / 1e9;
 	iv.seconds = (double)(now - t->last_snap_ns) / 1e9;
-	iv.omitted = t->omit_ns > 0 && now <= t->start_ns + t->omit_ns;
+	/* Omitted: the interval's grid end lies inside the warm-up. */
+	iv.omitted = t->omit_ns > 0 && nominal <= t->start_ns + t->omit_ns;
 	iv.entries = calloc((size_t)t->nstreams, sizeof *iv.entries);
 	if (iv.entries) {
 		iv.nentries = t->nstreams;
@@ -961,10 +980,6 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now)
 	pthread_mutex_unlock(&t->mu);
 }
 
-static void take_snapshot(ql_test *t, int publish)
-{
-	take_snapshot_at(t, publish, ql_now_ns());
-}
 
 /* The last interval ends when the last byte was counted: the senders'
  * stop, or the last arrival during the drain (the idle rest of the drain
@@ -982,8 +997,10 @@ static void final_snapshot(ql_test *t, int64_t send_end_ns)
 		end = now;
 	if (end < t->last_snap_ns)
 		end = t->last_snap_ns;
+	if (end == t->last_snap_ns && end < now)
+		end = now;   /* never a zero-length interval */
 	t->end_ns = end;
-	take_snapshot_at(t, 0, end);
+	take_snapshot_at(t, 0, end, end);
 }
 
 static void maybe_tick(ql_test *t)
@@ -1000,7 +1017,7 @@ static void maybe_tick(ql_test *t)
 		t->tick_k++;
 		return;
 	}
-	take_snapshot(t, 1);
+	take_snapshot_at(t, 1, now, next);
 	/* Skip grid points that passed while we were busy (stay on the grid). */
 	while (ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k) <= now)
 		t->tick_k++;
@@ -1448,39 +1465,108 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
 	return 1;
 }
 
+/* Add y's counts into x (same stream and role, consecutive spans). */
+static void entry_accumulate(ql_entry *x, const ql_entry *y)
+{
+	x->bytes += y->bytes;
+	x->seconds += y->seconds;
+	x->packets += y->packets;
+	x->writes += y->writes;
+	if ((x->valid & QL_E_RETRANS) && (y->valid & QL_E_RETRANS))
+		x->retransmits += y->retransmits;
+	else
+		x->valid &= ~QL_E_RETRANS;
+	x->unique_packets += y->unique_packets;
+	x->lost_packets += y->lost_packets;
+	x->duplicate_packets += y->duplicate_packets;
+	x->out_of_order_packets += y->out_of_order_packets;
+	x->late_packets += y->late_packets;
+	/* Gauges (rtt, cwnd, rates, jitter): the later sample wins. */
+	unsigned gauges = QL_E_RTT | QL_E_CWND | QL_E_PACING | QL_E_DELIVERY | QL_E_JITTER;
+	if (y->valid & QL_E_RTT) {
+		x->rtt_us = y->rtt_us;
+		x->rttvar_us = y->rttvar_us;
+	}
+	if (y->valid & QL_E_CWND)
+		x->snd_cwnd_bytes = y->snd_cwnd_bytes;
+	if (y->valid & QL_E_PACING)
+		x->pacing_rate_bps = y->pacing_rate_bps;
+	if (y->valid & QL_E_DELIVERY)
+		x->delivery_rate_bps = y->delivery_rate_bps;
+	if (y->valid & QL_E_JITTER)
+		x->jitter_ms = y->jitter_ms;
+	x->valid |= y->valid & (gauges | QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+	entry_finish(x);
+}
+
+/*
+ * The result's interval list is the local timeline; each of the peer's
+ * intervals is folded into the local interval that contains its end (the
+ * last one for a peer that measured longer, e.g. a draining receiver).
+ * Peer entries keep their own seconds and bits_per_second, and every peer
+ * entry lands exactly once, so each side's Σ intervals == its totals.
+ */
 static void merge_remote_intervals(ql_test *t, ql_result *r)
 {
 	const ql_peer_results *pr = &t->peer_res;
-	int n = t->niv > pr->nintervals ? t->niv : pr->nintervals;
+	int n = t->niv ? t->niv : pr->nintervals;
+	const ql_interval *base = t->niv ? t->iv : pr->intervals;
+	int local = t->niv > 0;
 	r->intervals = calloc((size_t)n + 1, sizeof *r->intervals);
 	if (!r->intervals)
 		return;
 	for (int k = 0; k < n; k++) {
 		ql_interval *iv = &r->intervals[k];
-		const ql_interval *a = k < t->niv ? &t->iv[k] : NULL;
-		const ql_interval *b = k < pr->nintervals ? &pr->intervals[k] : NULL;
-		const ql_interval *base = a ? a : b;
-		iv->start_s = base->start_s;
-		iv->end_s = base->end_s;
-		iv->seconds = base->seconds;
-		iv->omitted = base->omitted;
-		int na = a ? a->nentries : 0, nb = b ? b->nentries : 0;
-		iv->entries = calloc((size_t)(na + nb) + 1, sizeof *iv->entries);
+		*iv = base[k];
+		int cap = base[k].nentries + (local ? t->nstreams : 0) + 1;
+		iv->entries = calloc((size_t)cap, sizeof *iv->entries);
+		iv->nentries = 0;
 		if (!iv->entries)
 			continue;
-		for (int i = 0; i < na; i++)
-			iv->entries[iv->nentries++] = a->entries[i];
-		for (int i = 0; i < nb; i++) {
-			ql_entry *x = &iv->entries[iv->nentries++];
-			*x = b->entries[i];
-			if (x->seconds <= 0)
-				x->seconds = b->seconds;
-			x->side = !t->side;
-			entry_finish(x);
+		for (int i = 0; i < base[k].nentries; i++) {
+			iv->entries[iv->nentries] = base[k].entries[i];
+			if (!local)
+				iv->entries[iv->nentries].side = !t->side;
+			iv->nentries++;
 		}
-		interval_sums(iv);
 	}
 	r->nintervals = n;
+	for (int j = 0; local && j < pr->nintervals; j++) {
+		const ql_interval *b = &pr->intervals[j];
+		int k = 0;
+		while (k < n - 1 && r->intervals[k].end_s + 1e-6 < b->end_s)
+			k++;
+		/* Omitted peer intervals only go where omitted local ones are. */
+		if (b->omitted)
+			while (k > 0 && !r->intervals[k].omitted)
+				k--;
+		else
+			while (k < n - 1 && r->intervals[k].omitted)
+				k++;
+		ql_interval *iv = &r->intervals[k];
+		if (!iv->entries)
+			continue;
+		for (int i = 0; i < b->nentries; i++) {
+			ql_entry y = b->entries[i];
+			if (y.seconds <= 0)
+				y.seconds = b->seconds;
+			y.side = !t->side;
+			entry_finish(&y);
+			int found = 0;
+			for (int m = 0; m < iv->nentries; m++) {
+				ql_entry *x = &iv->entries[m];
+				if (x->side == y.side && x->id == y.id && x->role == y.role) {
+					entry_accumulate(x, &y);
+					found = 1;
+					break;
+				}
+			}
+			if (!found && iv->nentries < base[k].nentries + t->nstreams)
+				iv->entries[iv->nentries++] = y;
+		}
+	}
+	for (int k = 0; k < n; k++)
+		interval_sums(&r->intervals[k]);
 }
 
 static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
@@ -1852,8 +1938,11 @@ static int client_protocol(ql_test *t)
 	memset(&cpu, 0, sizeof cpu);
 	for (;;) {
 		int st;
-		int64_t dl = t->state == T_RUNNING ? 0 : ql_now_ns() + 30 * QL_NS_PER_S;
-		rc = ql_io_read_state(t->ctl_fd, &st, dl, (const volatile int *)&t->stop_req);
+		/* Once the test ran, a stop request only shortens it: the
+		 * results exchange still happens (bounded by the deadline). */
+		int64_t dl = ql_now_ns() + 30 * QL_NS_PER_S;
+		rc = ql_io_read_state(t->ctl_fd, &st, dl, t->state == T_RUNNING ? NULL
+					: (const volatile int *)&t->stop_req);
 		if (rc == -EINTR && t->state == T_NEW)
 			return fail_io(t, rc, "the handshake");
 		if (rc < 0)
@@ -2145,7 +2234,6 @@ static int server_collect_streams(ql_test *t)
 	ql_server *s = t->srv;
 	int64_t deadline = ql_now_ns() + CTL_TIMEOUT_NS;
 	pthread_mutex_lock(&s->mu);
-	t->state = T_ACCEPTING;
 	while (t->npending < t->nstreams && !atomic_load(&s->stop) &&
 	       !atomic_load(&t->stop_req)) {
 		if (ql_now_ns() >= deadline)
@@ -2204,6 +2292,14 @@ static int server_run(ql_test *t)
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)
 			return ql_err_set(&t->err, ETIMEDOUT, NULL, "client silent after the test time");
+		/* Timed test: our senders stop at the planned end by themselves,
+		 * so a client whose clock started a little later still receives
+		 * everything we count as sent. */
+		if (!t->limited && !atomic_load(&t->send_stop) &&
+		    ql_now_ns() >= t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9)) {
+			t->send_end_ns = ql_now_ns();
+			atomic_store(&t->send_stop, 1);
+		}
 		if (t->limited && !signalled && local_has(t, 1) && all_done(t, 1) &&
 		    t->peer == QL_PEER_QOSLAB) {
 			ql_io_write_state(t->ctl_fd, QL_ST_QL_SENDER_DONE, ql_now_ns() + CTL_TIMEOUT_NS,
@@ -2225,12 +2321,36 @@ static int server_run(ql_test *t)
 				return ql_err_set(&t->err, ECONNABORTED, NULL, "client terminated the test");
 		}
 	}
-	int64_t send_end = ql_now_ns();
+	int64_t send_end = t->send_end_ns ? t->send_end_ns : ql_now_ns();
 	atomic_store(&t->send_stop, 1);
 	streams_join(t, 1, 0);
 	drain_receivers(t);
 	final_snapshot(t, send_end);
 	return 0;
+}
+
+static void server_publish(ql_test *t)
+{
+	ql_server *s = t->srv;
+	pthread_mutex_lock(&s->mu);
+	if (s->nres == s->cap && s->nres < 100000) {
+		int nc = s->cap ? s->cap * 2 : 8;
+		const ql_result **nr = realloc(s->results, (size_t)nc * sizeof *nr);
+		if (nr)
+			s->results = nr;
+		ql_test **nf = realloc(s->finished, (size_t)nc * sizeof *nf);
+		if (nf)
+			s->finished = nf;
+		if (nr && nf)
+			s->cap = nc;
+	}
+	if (s->nres < s->cap) {
+		s->results[s->nres] = &t->res;
+		s->finished[s->nres++] = t;
+		t->published = 1;
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
 }
 
 static int server_protocol(ql_test *t)
@@ -2288,6 +2408,11 @@ static int server_protocol(ql_test *t)
 	t->pending_seq = calloc((size_t)t->nstreams, sizeof(uint64_t));
 	if (!t->pending_fds || !t->pending_seq)
 		return ql_err_set(&t->err, ENOMEM, NULL, "out of memory");
+	/* Accept data connections before the client can know it may open
+	 * them: a stock client does not retry its UDP connect message. */
+	pthread_mutex_lock(&t->srv->mu);
+	t->state = T_ACCEPTING;
+	pthread_mutex_unlock(&t->srv->mu);
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_CREATE_STREAMS, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "CREATE_STREAMS");
@@ -2318,12 +2443,15 @@ static int server_protocol(ql_test *t)
 		return fail_io(t, rc, "EXCHANGE_RESULTS");
 	if ((rc = exchange_results(t, 0, &cpu)) < 0)
 		return rc;
+	/* Publish before DISPLAY_RESULTS: when the client's wait returns,
+	 * the server's results() already lists this test. */
+	build_result(t, &cpu);
+	server_publish(t);
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_DISPLAY_RESULTS, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "DISPLAY_RESULTS");
 	int st = 0;
 	ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + 2 * QL_NS_PER_S, stop);
-	build_result(t, &cpu);
 	return 0;
 }
 
@@ -2360,26 +2488,11 @@ static void *server_test_main(ql_test *t)
 			break;
 		}
 	s->running--;
-	int keep = rc == 0 && s->nres < 100000;
-	if (keep && s->nres == s->cap) {
-		int nc = s->cap ? s->cap * 2 : 8;
-		const ql_result **nr = realloc(s->results, (size_t)nc * sizeof *nr);
-		ql_test **nf = realloc(s->finished, (size_t)nc * sizeof *nf);
-		if (nr)
-			s->results = nr;
-		if (nf)
-			s->finished = nf;
-		if (nr && nf)
-			s->cap = nc;
-		else
-			keep = 0;
-	}
+	int keep = t->published;
 	if (keep) {
 		if (t->ctl_fd >= 0)
 			close(t->ctl_fd);
 		t->ctl_fd = -1;
-		s->results[s->nres] = &t->res;
-		s->finished[s->nres++] = t;
 	}
 	if (s->o.one_off)
 		atomic_store(&s->stop, 1);
