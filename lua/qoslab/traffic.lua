@@ -51,40 +51,43 @@ end
 local INT_MAX = 2147483647
 local BIG = 1 << 62
 
--- One entry per key: kind and range. Ranges follow the kernel's limits:
+-- One entry per key: kind and range, the same as the C binding checks
+-- (csrc/bind/traffic.c) so errors are raised here, on the caller's line,
+-- even for a test that starts later. Ranges follow the kernel's limits:
 -- setsockopt takes an int for buffer sizes; TCP_MAXSEG accepts 88..32767
 -- (TCP_MIN_MSS, MAX_TCP_WINDOW in tcp(7)/net/ipv4/tcp.c); UDP payloads are
 -- 16 (qoslab's 64-bit header) to 65507 (65535 - IP and UDP headers);
--- sendmmsg takes at most UIO_MAXIOV (1024) messages.
+-- sendmmsg takes at most UIO_MAXIOV (1024) messages; interface and
+-- congestion-control names fit in 15 characters.
 local CLIENT_KEYS = {
   host = { 'string' },
   port = { 'integer', 1, 65535 },
   proto = { 'enum', { 'tcp', 'udp' } },
   parallel = { 'integer', 1, 128 },
-  duration_s = { 'number', 0.001, 31536000 },
+  duration_s = { 'number', 0.001, 86400 },
   bytes = { 'integer', 1, BIG },
   packets = { 'integer', 1, BIG },
   reverse = { 'boolean' },
   bidir = { 'boolean' },
-  omit_s = { 'number', 0, 86400 },
-  interval_s = { 'number', 0.1, 86400 },
+  omit_s = { 'number', 0, 3600 },
+  interval_s = { 'number', 0.1, 3600 },
   window_bytes = { 'integer', 1, INT_MAX },
   sndbuf_bytes = { 'integer', 1, INT_MAX },
   rcvbuf_bytes = { 'integer', 1, INT_MAX },
-  bitrate_bps = { 'number', 0, 1e15 },
-  length_bytes = { 'integer', 1, 1 << 30 },
-  congestion = { 'string' },
+  bitrate_bps = { 'integer', 0, 1 << 50 },
+  length_bytes = { 'integer', 1, 1 << 24 },
+  congestion = { 'string', 15 },
   mss_bytes = { 'integer', 88, 32767 },
   tos = { 'integer', 0, 255 },
   nodelay = { 'boolean' },
-  fq_rate_bps = { 'number', 0, 1e15 },
+  fq_rate_bps = { 'integer', 1, 1 << 50 },
   bind_address = { 'string' },
-  bind_device = { 'string' },
+  bind_device = { 'string', 15 },
   netns = { 'string' },
-  connect_timeout_s = { 'number', 0.001, 86400 },
+  connect_timeout_s = { 'number', 0.001, 3600 },
   udp_batch = { 'integer', 1, 1024 },
   udp_gso = { 'boolean' },
-  udp_drain_s = { 'number', 0, 3600 },
+  udp_drain_s = { 'number', 0, 60 },
   title = { 'string' },
 }
 
@@ -97,6 +100,7 @@ local SERVER_KEYS = {
   sndbuf_bytes = { 'integer', 1, INT_MAX },
   rcvbuf_bytes = { 'integer', 1, INT_MAX },
   idle_timeout_s = { 'number', 0.001, 86400 },
+  max_tests = { 'integer', 1, 4096 },
 }
 
 local function allowed(keys)
@@ -120,6 +124,10 @@ local function check_opts(ctx, opts, keys, allowed_set, depth)
     if kind == 'string' then
       check.string(ctx, field, v, nil, L)
       if v == '' then check.fail(ctx, field, 'a non-empty string', v, L) end
+      if v and spec[2] and #v > spec[2] then
+        check.fail(ctx, field, string.format('at most %d characters (IFNAMSIZ, TCP_CA_NAME_MAX)',
+          spec[2]), v, L)
+      end
     elseif kind == 'integer' then check.integer(ctx, field, v, spec[2], spec[3], nil, L)
     elseif kind == 'number' then check.number(ctx, field, v, spec[2], spec[3], nil, L)
     elseif kind == 'boolean' then check.boolean(ctx, field, v, nil, L)
@@ -338,22 +346,24 @@ methods.close = Test.__close
 -- @tparam table opts all keys optional except `host`:
 --   `host` (string, name or address), `port` (1–65535, default 5201),
 --   `proto` ("tcp" default | "udp"), `parallel` (streams, 1–128, default 1),
---   `duration_s` (s, default 10) or `bytes` (sender emits exactly that many
+--   `duration_s` (s, 0.001-86400, default 10) or `bytes` (sender emits exactly that many
 --   bytes; the last block is shortened) or for UDP `packets`,
 --   `reverse` (server sends), `bidir` (both directions at once),
---   `omit_s` (warm-up excluded from totals, default 0),
---   `interval_s` (report period, >= 0.1, default 1),
+--   `omit_s` (warm-up excluded from totals, 0-3600, default 0),
+--   `interval_s` (report period, 0.1-3600, default 1),
 --   `window_bytes` (SO_SNDBUF and SO_RCVBUF on both ends; Linux doubles it,
 --   socket(7)) or `sndbuf_bytes` / `rcvbuf_bytes` separately,
---   `bitrate_bps` (per stream; UDP default 1e6, TCP default unlimited; 0 =
---   unlimited), `length_bytes` (TCP write size, default 131072; UDP payload
+--   `bitrate_bps` (integer bits/s per stream, 0-2^50; UDP default 1e6, TCP
+--   default unlimited; 0 = unlimited), `length_bytes` (TCP write size, up to
+--   16 MiB, default 131072; UDP payload
 --   16–65507, default 1460 or from the path MSS), `congestion` (TCP_CONGESTION
 --   name), `mss_bytes` (TCP_MAXSEG, 88–32767), `tos` (IP_TOS, 0–255),
---   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE),
+--   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
---   threads), `connect_timeout_s`, `udp_batch` (datagrams per sendmmsg,
+--   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
---   sender's last datagram, default max(0.25 s, 2 × measured RTT)), `title`.
+--   sender's last datagram, 0-60 s, default max(0.25 s, 2 × the control
+--   connection's smoothed RTT)), `title`.
 -- @treturn qoslab.Test a pending test (see module text)
 -- @raise on a wrong type, unknown key, out-of-range value or contradictory
 --   combination, naming the field: "qoslab.client: opts.parallel: expected ..."
@@ -414,6 +424,15 @@ end
 -- @treturn integer
 function Server:tests_running() return self._ud:tests_running() end
 
+--- Number of control connections the server refused (bad cookie,
+-- malformed or oversized messages, silent clients).
+-- @treturn integer
+function Server:rejected() return self._ud:rejected() end
+
+--- True once a `one_off` server has served its test, or after `stop()`.
+-- @treturn boolean
+function Server:done() return self._ud:done() end
+
 --- Wait until at least n tests have finished.
 -- @tparam[opt=1] integer n number of finished tests to wait for
 -- @tparam[opt=30] number timeout_s give up after this many seconds
@@ -455,9 +474,11 @@ end
 --   namespace the server threads enter), `one_off` (serve one test, then
 --   stop), `window_bytes` / `sndbuf_bytes` / `rcvbuf_bytes` (defaults for the
 --   data sockets when the client requests none), `idle_timeout_s` (drop a
---   control connection silent for this long).
+--   control connection silent for this long, default 30), `max_tests`
+--   (concurrent tests, 1-4096, default 64).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
---   `:wait_results(n, timeout_s)`, `:tests_running()`, `:stop()`; or nil,
+--   `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
+--   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
 -- @raise on a wrong type, unknown key or out-of-range value, naming the field
 -- @usage local srv <close> = assert(qoslab.server{port = 0})

@@ -151,6 +151,18 @@ function H.identities(res, label)
   assert(ok, (label or 'result') .. ': identities broken:\n  ' .. table.concat(why, '\n  '))
 end
 
+--- A paced rate: never above the target (the pacer keeps an absolute
+-- schedule and does not catch up in bursts: +3 % for clock and rounding),
+-- and not far below it. The lower bound is loose on purpose: on a shared
+-- 2-core host a descheduled sender thread loses its slots for good, by
+-- design (DESIGN.md section 4), so how much it loses depends on the load.
+function H.paced(rate, target, what)
+  assert(rate <= target * 1.03, string.format('%s: %.0f bit/s is above the target %.0f',
+    what, rate, target))
+  assert(rate >= target * 0.5, string.format('%s: %.0f bit/s is below half the target %.0f',
+    what, rate, target))
+end
+
 --- Number from a sysctl file.
 function H.sysctl(path)
   return tonumber(H.read('/proc/sys/' .. path:gsub('%.', '/')))

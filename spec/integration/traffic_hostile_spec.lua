@@ -99,5 +99,7 @@ describe('hostile control connections', function()
     H.identities(after, 'test after hostile peers')
     assert.equal(0, srv:tests_running())
     assert.equal(2, #srv:results())
+    -- at least the five that sent something invalid are counted as refused
+    assert(srv:rejected() >= 5, 'rejected() = ' .. srv:rejected())
   end)
 end)

@@ -148,7 +148,7 @@ describe_if('iperf3 interop', function()
       assert.equal(e.sum_received.packets, res.received.unique_packets + res.received.lost_packets)
       assert.equal(e.sum_received.lost_packets, res.received.lost_packets)
       assert.equal(res.sent.packets, res.received.unique_packets + res.received.lost_packets)
-      H.close_to(res.sent.bits_per_second, 10e6, 0.05, 'paced rate')
+      H.paced(res.sent.bits_per_second, 10e6, 'paced rate')
       assert.near(e.sum_received.jitter_ms, res.received.jitter_ms, 1e-6)
       assert.equal(1000, j.start.test_start.blksize)
     end)
@@ -179,13 +179,24 @@ describe_if('iperf3 interop', function()
     end)
     teardown(function() if srv then srv:stop() end end)
 
+    -- The result of the iperf3 test among the server's finished tests
+    -- (the schema checks run qoslab clients against the same server).
     local function run(flags)
+      local t_end = H.now() + 5
+      while srv:tests_running() > 0 and H.now() < t_end do H.sleep(0.05) end
       local n = #srv:results()
       local j = iperf3_client(port, flags)
-      local list = assert(srv:wait_results(n + 1, 10))
-      local r = list[n + 1]
+      local r
+      t_end = H.now() + 10
+      while not r and H.now() < t_end do
+        local list = srv:results()
+        for i = n + 1, #list do
+          if list[i].peer == 'iperf3' then r = list[i] end
+        end
+        if not r then H.sleep(0.05) end
+      end
+      assert(r, 'the qoslab server has no result of the iperf3 test')
       assert.equal('server', r.local_role)
-      assert.equal('iperf3', r.peer)
       H.identities(r, 'server vs iperf3 -c ' .. flags)
       return r, j
     end
@@ -242,7 +253,11 @@ describe_if('iperf3 interop', function()
       local omitted = 0
       for _, iv in ipairs(r.intervals) do if iv.omitted then omitted = omitted + 1 end end
       assert.is_true(omitted >= 1)
-      H.close_to(j['end'].sum_sent.bits_per_second, r.received.bits_per_second, 0.1, 'rates')
+      -- Rates are not compared: iperf3 3.12 paces -b over the time since the
+      -- test start, so after -O it sends above the target (seen: 250 Mbit/s
+      -- at -b 200M). The bytes after the omit boundary must agree.
+      assert.equal(j['end'].sum_received.bytes, r.received.bytes)
+      tcp_shortfall_ok(j['end'].sum_sent.bytes, r.received.bytes, 'received after omit')
     end)
 
     it('UDP -b 10M -l 1000 -P 2: loss, datagrams and jitter as the server measured them', function()
@@ -261,7 +276,7 @@ describe_if('iperf3 interop', function()
       local r, j = run('-u -t 1 -b 5M -l 1200 -R')
       local e = j['end']
       assert.equal(r.sent.packets, e.sum_received.packets)
-      H.close_to(r.sent.bits_per_second, 5e6, 0.05, 'server paced rate')
+      H.paced(r.sent.bits_per_second, 5e6, 'server paced rate')
       r, j = run('-u -t 1 -b 5M -l 1200 --bidir')
       assert.is_true(r.received.unique_packets > 0)
       assert.is_true(r.reverse_sent.packets > 0)

@@ -51,8 +51,8 @@ describe('qoslab.traffic across namespaces', function()
   it('UDP bidir over the veth pair', function()
     local res = run({ proto = 'udp', bitrate_bps = 10e6, length_bytes = 1400, bidir = true },
       'udp netns bidir')
-    H.close_to(res.sent.bits_per_second, 10e6, 0.05, 'forward paced rate')
-    H.close_to(res.reverse_sent.bits_per_second, 10e6, 0.05, 'reverse paced rate')
+    H.paced(res.sent.bits_per_second, 10e6, 'forward paced rate')
+    H.paced(res.reverse_sent.bits_per_second, 10e6, 'reverse paced rate')
   end)
 
   it('the server is not reachable from the root namespace', function()

@@ -28,31 +28,31 @@ describe('qoslab.traffic options', function()
     { 'port', {}, { 'x', 0, 65536, 1.5, -1 } },
     { 'proto', {}, { 'sctp', 1 } },
     { 'parallel', {}, { 0, 129, 'x', 1.5 } },
-    { 'duration_s', {}, { 0, -1, 0 / 0, math.huge, 'x' } },
+    { 'duration_s', {}, { 0, -1, 0 / 0, math.huge, 'x', 86401 } },
     { 'bytes', {}, { 0, -1, 1.5, 'x' } },
     { 'packets', { proto = 'udp' }, { 0, -1, 2.5, 'x' } },
     { 'reverse', {}, { 'yes', 1 } },
     { 'bidir', {}, { 'yes', 1 } },
-    { 'omit_s', {}, { -1, 0 / 0, 'x' } },
-    { 'interval_s', {}, { 0, 0.05, -1, math.huge, 'x' } },
+    { 'omit_s', {}, { -1, 0 / 0, 'x', 3601 } },
+    { 'interval_s', {}, { 0, 0.05, -1, math.huge, 'x', 3601 } },
     { 'window_bytes', {}, { 0, -5, 1 << 31, 1.5, 'x' } },
     { 'sndbuf_bytes', {}, { 0, 1 << 31, 'x' } },
     { 'rcvbuf_bytes', {}, { 0, 1 << 31, 'x' } },
-    { 'bitrate_bps', {}, { -1, 0 / 0, math.huge, 'x' } },
-    { 'length_bytes', {}, { 0, -1, 1.5, 'x' } },
+    { 'bitrate_bps', {}, { -1, 0 / 0, math.huge, 'x', 2.5, (1 << 50) + 1 } },
+    { 'length_bytes', {}, { 0, -1, 1.5, 'x', (1 << 24) + 1 } },
     { 'length_bytes', { proto = 'udp' }, { 15, 65508 } },
-    { 'congestion', {}, { 5, '' } },
+    { 'congestion', {}, { 5, '', string.rep('c', 16) } },
     { 'mss_bytes', {}, { 87, 32768, 'x' } },
     { 'tos', {}, { -1, 256, 'x' } },
     { 'nodelay', {}, { 'yes' } },
-    { 'fq_rate_bps', {}, { -1, 'x' } },
+    { 'fq_rate_bps', {}, { -1, 0, 'x' } },
     { 'bind_address', {}, { 5 } },
-    { 'bind_device', {}, { 5 } },
+    { 'bind_device', {}, { 5, 'an-interface-name-too-long' } },
     { 'netns', {}, { 5, '' } },
     { 'connect_timeout_s', {}, { 0, -1, 'x' } },
     { 'udp_batch', { proto = 'udp' }, { 0, 1025, 'x' } },
     { 'udp_gso', { proto = 'udp' }, { 'yes' } },
-    { 'udp_drain_s', { proto = 'udp' }, { -1, 'x' } },
+    { 'udp_drain_s', { proto = 'udp' }, { -1, 'x', 61 } },
     { 'title', {}, { 5 } },
   }
 
@@ -130,7 +130,7 @@ describe('qoslab.traffic options', function()
     local bad = {
       port = { -1, 65536, 'x', 1.5 }, bind_address = { 5 }, netns = { 5, '' },
       one_off = { 'yes' }, window_bytes = { 0, 1 << 31 }, sndbuf_bytes = { 0 },
-      rcvbuf_bytes = { 'x' }, idle_timeout_s = { 0, -1, 'x' },
+      rcvbuf_bytes = { 'x' }, idle_timeout_s = { 0, -1, 'x' }, max_tests = { 0, 4097, 'x' },
     }
     for k, vs in pairs(bad) do
       for _, v in ipairs(vs) do
@@ -152,11 +152,14 @@ describe('qoslab.traffic options', function()
     it_bound('core.traffic_client rejects what the façade rejects, naming the field', function()
       for _, c in ipairs(cases) do
         for _, v in ipairs(c[3]) do
-          -- Only type and range errors: the façade's extra cross-field rules
-          -- are not part of the binding's contract.
-          local ok, err = pcall(core.traffic_client, with(c[2], c[1], v))
-          assert(not ok, 'binding accepted ' .. c[1] .. ' = ' .. tostring(v))
-          assert.matches(c[1], err, 1, true)
+          -- The façade also refuses empty strings and UDP lengths outside
+          -- 16..65507; the binding leaves those to the engine (a failure
+          -- when the test starts), so they are not asked of it here.
+          if v ~= '' and not (c[1] == 'length_bytes' and c[2].proto) then
+            local ok, err = pcall(core.traffic_client, with(c[2], c[1], v))
+            assert(not ok, 'binding accepted ' .. c[1] .. ' = ' .. tostring(v))
+            assert.matches('opts.' .. c[1], err, 1, true)
+          end
         end
       end
       assert.error_matches(function() core.traffic_client { host = 'h', zz = 1 } end, 'zz')
