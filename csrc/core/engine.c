@@ -2365,6 +2365,8 @@ static int server_protocol(ql_test *t)
 	char *js = NULL;
 	size_t jl = 0;
 	rc = ql_io_read_json(t->ctl_fd, QL_PARAMS_MAX_BYTES, &js, &jl, ql_now_ns() + idle, stop);
+	if (rc == -EMSGSIZE)
+		server_error(t, 8, EMSGSIZE);
 	if (rc < 0)
 		return fail_io(t, rc, "reading parameters");
 	rc = ql_params_from_json(js, jl, &t->prm, &t->err);
@@ -2474,7 +2476,9 @@ static void *server_test_main(ql_test *t)
 	atomic_store(&t->send_stop, 1);
 	atomic_store(&t->recv_stop, 1);
 	streams_join(t, 1, 1);
-	if (rc < 0 && t->err.errnum == EPROTO) {
+	/* A control connection that failed before its test ran (bad JSON,
+	 * oversized or missing parameters, silence) counts as rejected. */
+	if (rc < 0 && t->start_ns == 0) {
 		pthread_mutex_lock(&s->mu);
 		s->rejected++;
 		pthread_mutex_unlock(&s->mu);

@@ -3,11 +3,16 @@
  * limits), checking the identities every run must satisfy. */
 #include "ctest.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <math.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "engine.h"
+#include "proto.h"
 #include "timer.h"
 
 static ql_server *srv;
@@ -137,7 +142,9 @@ TEST(udp_forward_books_balance)
 	CHECK_EQ_INT(run(&o, &t, &r), 0);
 	if (r) {
 		const ql_entry *s = &r->tot[0][QL_ROLE_SENDER], *v = &r->tot[0][QL_ROLE_RECEIVER];
-		CHECK(s->packets > 2000);
+		/* 2500 due; a stalled sender re-bases instead of bursting, so
+		 * a busy host may send fewer, never more. */
+		CHECK(s->packets > 1500);
 		CHECK(s->packets < 2600);
 		CHECK_EQ_U64(v->lost_packets + v->unique_packets, s->packets);
 		check_sums(r, 0, QL_ROLE_RECEIVER);
@@ -192,8 +199,12 @@ TEST(tcp_bidir_omit)
 			check_sums(r, d, QL_ROLE_SENDER);
 			check_sums(r, d, QL_ROLE_RECEIVER);
 		}
+		/* grid: 0.25 (omitted), 0.3 = omit end (omitted), 0.55, ... */
 		CHECK(r->intervals[0].omitted);
-		CHECK_NEAR(r->intervals[1].start_s, 0.25, 0.05);
+		CHECK(r->intervals[1].omitted);
+		CHECK(!r->intervals[2].omitted);
+		CHECK(r->intervals[1].end_s >= 0.3);
+		CHECK(r->intervals[1].end_s < 0.45);
 	}
 	ql_test_free(t);
 }
@@ -284,6 +295,84 @@ TEST(bad_options_are_usage_errors)
 	CHECK(strstr(e.msg, "opts.interval_s") != NULL);
 }
 
+static int raw_connect(int p)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)p) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/* Hostile control connections are rejected one by one while a normal
+ * client is served by the same server at the same time. */
+TEST(hostile_clients_do_not_disturb_others)
+{
+	ql_server_opts so;
+	ql_server_opts_init(&so);
+	so.port = -1;
+	so.idle_timeout_s = 0.5;
+	ql_server *hs;
+	ql_err e;
+	CHECK_EQ_INT(ql_server_start(&so, &hs, &e), 0);
+	int hp = ql_server_port(hs);
+	int silent = raw_connect(hp);               /* never sends a cookie */
+	int badck = raw_connect(hp);                /* cookie with bad chars */
+	char junk[QL_COOKIE_SIZE];
+	memset(junk, '!', sizeof junk);
+	junk[36] = 0;
+	CHECK_EQ_INT(write(badck, junk, sizeof junk), (int)sizeof junk);
+	int badjs = raw_connect(hp);                /* good cookie, bad JSON */
+	char ck[QL_COOKIE_SIZE];
+	ql_cookie_make(ck);
+	CHECK_EQ_INT(write(badjs, ck, sizeof ck), (int)sizeof ck);
+	int huge = raw_connect(hp);                 /* oversized parameters */
+	ql_cookie_make(ck);
+	CHECK_EQ_INT(write(huge, ck, sizeof ck), (int)sizeof ck);
+	signed char st = 0;
+	CHECK_EQ_INT(read(badjs, &st, 1), 1);
+	CHECK_EQ_INT(st, QL_ST_PARAM_EXCHANGE);
+	CHECK_EQ_INT(ql_io_write_json(badjs, "{\"parallel\":", 0, NULL), 0);
+	uint32_t big = htonl(1u << 24);
+	CHECK_EQ_INT(read(huge, &st, 1), 1);
+	CHECK_EQ_INT(write(huge, &big, 4), 4);
+	/* A normal test meanwhile. */
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.host = "127.0.0.1";
+	o.port = hp;
+	o.duration_s = 0.5;
+	o.interval_s = 0.25;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), 0);
+	CHECK_EQ_INT(ql_test_wait(t, &r, &e), 0);
+	CHECK(r && r->tot[0][QL_ROLE_RECEIVER].bytes > 0);
+	ql_test_free(t);
+	/* The bad-JSON client got SERVER_ERROR, then the connection closed. */
+	CHECK_EQ_INT(read(badjs, &st, 1), 1);
+	CHECK_EQ_INT(st, QL_ST_SERVER_ERROR);
+	int64_t t0 = ql_now_ns();
+	while ((ql_server_rejected(hs) < 4 || ql_server_tests_running(hs) > 0) &&
+	       ql_now_ns() - t0 < 3 * QL_NS_PER_S)
+		ql_sleep_until_ns(ql_now_ns() + 20000000, NULL, NULL);
+	CHECK_EQ_U64(ql_server_rejected(hs), 4);
+	CHECK_EQ_INT(ql_server_tests_running(hs), 0);
+	const ql_result **rs;
+	int n;
+	CHECK_EQ_INT(ql_server_results(hs, &rs, &n), 0);
+	CHECK_EQ_INT(n, 1);
+	free(rs);
+	close(silent);
+	close(badck);
+	close(badjs);
+	close(huge);
+	ql_server_free(hs);
+}
+
 int main(void)
 {
 	ql_server_opts so;
@@ -304,6 +393,7 @@ int main(void)
 	RUN(live_intervals_then_over);
 	RUN(refused_port_fails_cleanly);
 	RUN(bad_options_are_usage_errors);
+	RUN(hostile_clients_do_not_disturb_others);
 	ql_server_free(srv);
 	return ctest_done();
 }
