@@ -418,7 +418,7 @@ static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len,
 	if (rc < 0) {
 		int64_t deadline = ql_now_ns() + timeout_ns;
 		for (;;) {
-			if (stop && *stop)
+			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
 				return ql_err_set(e, EINTR, "EINTR", "stopped while connecting");
 			int64_t left = deadline - ql_now_ns();
 			if (left <= 0)

@@ -284,7 +284,7 @@ out:
 static int wait_fd(int fd, short ev, int64_t deadline_ns, const volatile int *stop)
 {
 	for (;;) {
-		if (stop && *stop)
+		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
 			return -EINTR;
 		int64_t slice = 50000000;
 		if (deadline_ns > 0) {

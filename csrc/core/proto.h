@@ -120,7 +120,7 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e);
 /*
  * Framed I/O on a blocking or non-blocking socket, with an absolute
  * CLOCK_MONOTONIC deadline (deadline_ns <= 0: none) and a stop flag polled
- * every 50 ms. Return 0, -ETIMEDOUT, -EINTR (stop), -ECONNRESET (peer
+ * every 50 ms (read atomically: other threads set it). Return 0, -ETIMEDOUT, -EINTR (stop), -ECONNRESET (peer
  * closed early) or another negative errno.
  */
 int ql_io_read_full(int fd, void *buf, size_t n, int64_t deadline_ns,
