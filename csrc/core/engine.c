@@ -2286,12 +2286,27 @@ static int server_run(ql_test *t)
 	int64_t hard_end = t->limited ? 0 : t->start_ns + t->omit_ns +
 					   (int64_t)(t->prm.time_s * 1e9) + silence;
 	int signalled = 0;
+	uint64_t moved = 0;
+	int64_t moved_at = ql_now_ns();
 	for (;;) {
 		maybe_tick(t);
 		if (atomic_load(&t->stop_req) || atomic_load(&t->srv->stop))
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)
 			return ql_err_set(&t->err, ETIMEDOUT, NULL, "client silent after the test time");
+		/* A limited test has no planned end: give up when no byte moved
+		 * and no TEST_END came for the idle time. */
+		uint64_t m = 0;
+		for (int i = 0; i < t->nstreams; i++)
+			m += atomic_load(&t->st[i].bytes);
+		if (m != moved) {
+			moved = m;
+			moved_at = ql_now_ns();
+		} else if (t->limited && ql_now_ns() - moved_at > silence) {
+			return ql_err_set(&t->err, ETIMEDOUT, NULL,
+					  "client silent: no data and no TEST_END for %.0f s",
+					  (double)silence / 1e9);
+		}
 		/* Timed test: our senders stop at the planned end by themselves,
 		 * so a client whose clock started a little later still receives
 		 * everything we count as sent. */
@@ -2662,6 +2677,16 @@ static void *listener_main(void *arg)
 		ca->plen = sizeof ca->peer;
 		int fd = accept4(s->lfd, (struct sockaddr *)&ca->peer, &ca->plen, SOCK_CLOEXEC);
 		if (fd < 0) {
+			free(ca);
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
+		int crowded = s->threads >= 512;
+		pthread_mutex_unlock(&s->mu);
+		if (crowded) {
+			/* Connection flood: refuse instead of spawning more
+			 * cookie readers (each waits up to the idle time). */
+			srv_reject(s, fd, 0);
 			free(ca);
 			continue;
 		}
