@@ -39,6 +39,9 @@
 #ifndef SOL_UDP
 #define SOL_UDP 17
 #endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
 
 #define MS (1000000LL)
 #define CTL_TIMEOUT_NS (10 * QL_NS_PER_S)
@@ -723,6 +726,10 @@ static void udp_recv_loop(ql_stream *s)
 	}
 	int one = 1;
 	setsockopt(s->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+	/* GRO hands over several datagrams of one flow in one buffer, with
+	 * the segment size in a UDP_GRO control message. */
+	if (t->udp_gso)
+		setsockopt(s->fd, SOL_UDP, UDP_GRO, &one, sizeof one);
 	while (!atomic_load(&t->recv_stop) && !atomic_load(&t->stop_req)) {
 		if (wait_io(s->fd, POLLIN, 20) <= 0)
 			continue;
@@ -745,27 +752,40 @@ static void udp_recv_loop(ql_stream *s)
 		}
 		int64_t fallback = realtime_ns();
 		pthread_mutex_lock(&s->mu);
+		uint64_t dgrams = 0;
 		for (int i = 0; i < n; i++) {
-			ql_udp_hdr h;
 			size_t got = mm[i].msg_len;
-			if (ql_udp_hdr_decode(iov[i].iov_base, got, seq64, &h) < 0)
-				continue;   /* runt (e.g. a repeated connect message) */
 			int64_t arr = fallback;
+			size_t seg = got;
 			for (struct cmsghdr *c = CMSG_FIRSTHDR(&mm[i].msg_hdr); c;
-			     c = CMSG_NXTHDR(&mm[i].msg_hdr, c))
+			     c = CMSG_NXTHDR(&mm[i].msg_hdr, c)) {
 				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
 					struct timespec ts;
 					memcpy(&ts, CMSG_DATA(c), sizeof ts);
 					arr = (int64_t)ts.tv_sec * QL_NS_PER_S + ts.tv_nsec;
+				} else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+					int gs = 0;
+					memcpy(&gs, CMSG_DATA(c), sizeof gs);
+					if (gs > 0)
+						seg = (size_t)gs;
 				}
-			uint64_t seq = seq64 ? h.seq : ql_seq_extend32(s->rx.highest, (uint32_t)h.seq);
-			if (seq == 0)
-				continue;
-			int64_t sent_ns = (int64_t)h.sec * QL_NS_PER_S + (int64_t)h.usec * 1000;
-			ql_udp_rx_packet(&s->rx, seq, got, sent_ns, arr);
+			}
+			for (size_t off = 0; off < got; off += seg) {
+				size_t len = got - off < seg ? got - off : seg;
+				ql_udp_hdr h;
+				dgrams++;
+				if (ql_udp_hdr_decode((char *)iov[i].iov_base + off, len, seq64, &h) < 0)
+					continue;   /* runt (e.g. a repeated connect message) */
+				uint64_t seq = seq64 ? h.seq
+						     : ql_seq_extend32(s->rx.highest, (uint32_t)h.seq);
+				if (seq == 0)
+					continue;
+				int64_t sent_ns = (int64_t)h.sec * QL_NS_PER_S + (int64_t)h.usec * 1000;
+				ql_udp_rx_packet(&s->rx, seq, len, sent_ns, arr);
+			}
 		}
 		pthread_mutex_unlock(&s->mu);
-		atomic_fetch_add_explicit(&s->packets, (uint64_t)n, memory_order_relaxed);
+		atomic_fetch_add_explicit(&s->packets, dgrams, memory_order_relaxed);
 		atomic_store(&s->last_rx_ns, ql_now_ns());
 	}
 	free(buf);
@@ -2071,6 +2091,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	copy_str(t->bind_device, sizeof t->bind_device, o->bind_device);
 	t->udp_batch = o->udp_batch > 0 ? o->udp_batch : 32;
 	t->udp_gso = o->udp_gso;
+	t->prm.udp_gso = o->udp_gso;
 	if (o->connect_timeout_s > 0)
 		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
 	ql_params *p = &t->prm;
@@ -2393,6 +2414,7 @@ static int server_protocol(ql_test *t)
 	ql_params *p = &t->prm;
 	t->proto = p->udp ? QL_PROTO_UDP : QL_PROTO_TCP;
 	t->peer = p->qoslab[0] ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
+	t->udp_gso = p->udp_gso;
 	if (!p->len_bytes)
 		p->len_bytes = p->udp ? QL_UDP_DEFAULT_LEN : QL_TCP_DEFAULT_LEN;
 	if (p->reverse && p->bidir)

@@ -166,6 +166,8 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 		if (p->udp_drain_s >= 0)
 			cJSON_AddNumberToObject(o, "qoslab_udp_drain", p->udp_drain_s);
 		cJSON_AddNumberToObject(o, "qoslab_interval", p->interval_s);
+		if (p->udp_gso)
+			cJSON_AddNumberToObject(o, "qoslab_udp_gso", 1);
 	}
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -257,6 +259,7 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	NUM("qoslab_rcvbuf", 0, 2147483647.0, p->rcvbuf_bytes = (int64_t)v);
 	NUM("qoslab_udp_drain", 0, 60, p->udp_drain_s = v);
 	NUM("qoslab_interval", 0.1, 3600, p->interval_s = v);
+	NUM("qoslab_udp_gso", 0, 1, p->udp_gso = v != 0);
 #undef NUM
 	if ((rc = str_key(o, "congestion", p->congestion, sizeof p->congestion, e)) < 0)
 		goto out;

@@ -106,6 +106,7 @@ typedef struct ql_params {
 	int64_t sndbuf_bytes;     /* separate buffers, 0 = as window_bytes */
 	int64_t rcvbuf_bytes;
 	double udp_drain_s;       /* < 0 = default rule */
+	int udp_gso;              /* GSO on senders, GRO on receivers */
 	double interval_s;
 } ql_params;
 

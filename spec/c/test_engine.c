@@ -155,6 +155,31 @@ TEST(udp_forward_books_balance)
 	ql_test_free(t);
 }
 
+TEST(udp_gso_gro_books_balance)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.proto = QL_PROTO_UDP;
+	o.udp_gso = 1;
+	o.bitrate_bps = 200000000;
+	o.bitrate_set = 1;
+	o.length_bytes = 1400;
+	o.duration_s = 0.5;
+	o.interval_s = 0.25;
+	ql_test *t = NULL;
+	const ql_result *r = NULL;
+	CHECK_EQ_INT(run(&o, &t, &r), 0);
+	if (r) {
+		const ql_entry *s = &r->tot[0][QL_ROLE_SENDER], *v = &r->tot[0][QL_ROLE_RECEIVER];
+		CHECK(s->packets > 0);
+		CHECK(v->unique_packets > 0);
+		CHECK_EQ_U64(v->lost_packets + v->unique_packets, s->packets);
+		CHECK_EQ_U64(v->duplicate_packets, 0);
+		check_sums(r, 0, QL_ROLE_RECEIVER);
+	}
+	ql_test_free(t);
+}
+
 TEST(udp_reverse_packet_limit)
 {
 	ql_client_opts o;
@@ -387,6 +412,7 @@ int main(void)
 	RUN(tcp_forward_two_streams);
 	RUN(tcp_reverse_byte_limit_exact);
 	RUN(udp_forward_books_balance);
+	RUN(udp_gso_gro_books_balance);
 	RUN(udp_reverse_packet_limit);
 	RUN(tcp_bidir_omit);
 	RUN(window_read_back);
