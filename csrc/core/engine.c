@@ -295,11 +295,14 @@ static int set_buffers(ql_test *t, int fd, ql_stream *s, ql_err *e)
 	gl = sizeof g;
 	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &g, &gl);
 	ql_bufinfo_fill(&s->rcvbuf, rcv, g, rmax, "net.core.rmem_max");
+	const char *who = t->side == QL_SIDE_SERVER ? "server" : "client";
 	if (s->sndbuf.clamped)
-		add_warning(t, "SO_SNDBUF clamped to %lld B by net.core.wmem_max (requested %lld)",
+		add_warning(t, "%s: SO_SNDBUF clamped to %lld B by net.core.wmem_max (requested %lld; "
+			    "Linux grants 2 x min(request, wmem_max))", who,
 			    (long long)s->sndbuf.granted_bytes, (long long)snd);
 	if (s->rcvbuf.clamped)
-		add_warning(t, "SO_RCVBUF clamped to %lld B by net.core.rmem_max (requested %lld)",
+		add_warning(t, "%s: SO_RCVBUF clamped to %lld B by net.core.rmem_max (requested %lld; "
+			    "Linux grants 2 x min(request, rmem_max))", who,
 			    (long long)s->rcvbuf.granted_bytes, (long long)rcv);
 	return 0;
 }
@@ -1589,6 +1592,11 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 		interval_sums(&r->intervals[k]);
 }
 
+static const char *side_label(int side)
+{
+	return side == QL_SIDE_SERVER ? "the server" : "the client";
+}
+
 static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 {
 	ql_result *r = &t->res;
@@ -1710,12 +1718,14 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	r->cpu_limited = (mine->has_busiest && mine->busiest_thread_pct >= QL_CPU_LIMITED_PCT) ||
 			 (theirs->has_busiest && theirs->busiest_thread_pct >= QL_CPU_LIMITED_PCT);
 	if (r->cpu_limited)
-		add_warning(t, "CPU-limited: the busiest thread used %.0f %% of a core "
+		add_warning(t, "CPU-limited: the busiest thread on %s used %.0f %% of a core "
 			    "(the result may measure the host, not the network)",
+			    mine->busiest_thread_pct >= theirs->busiest_thread_pct
+			    ? side_label(t->side) : side_label(!t->side),
 			    mine->busiest_thread_pct > theirs->busiest_thread_pct
 			    ? mine->busiest_thread_pct : theirs->busiest_thread_pct);
-	for (int i = 0; i < pr->nwarnings; i++)
-		add_warning(t, "peer: %s", pr->warnings[i]);
+	for (int i = 0; i < pr->nwarnings; i++)   /* they name their side */
+		add_warning(t, "%s", pr->warnings[i]);
 	r->warnings = t->warn;
 	r->nwarnings = t->nwarn;
 	t->warn = NULL;
