@@ -2394,6 +2394,9 @@ static void server_publish(ql_test *t)
 		s->results[s->nres] = &t->res;
 		s->finished[s->nres++] = t;
 		t->published = 1;
+		/* The measurement is over: it no longer counts as running
+		 * while the last two state bytes are exchanged. */
+		s->running--;
 	}
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
@@ -2538,7 +2541,8 @@ static void *server_test_main(ql_test *t)
 			*pp = t->next;
 			break;
 		}
-	s->running--;
+	if (!t->published)
+		s->running--;
 	int keep = t->published;
 	if (keep) {
 		if (t->ctl_fd >= 0)
