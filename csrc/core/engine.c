@@ -573,7 +573,6 @@ static void tcp_recv_loop(ql_stream *s)
 		ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
 		if (r > 0) {
 			atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
-			atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
 			atomic_store(&s->last_rx_ns, ql_now_ns());
 		} else if (r == 0) {
 			break;
@@ -586,9 +585,8 @@ static void tcp_recv_loop(ql_stream *s)
 	free(buf);
 }
 
-static void udp_stamp(char *p, uint64_t seq, int seq64)
+static void udp_stamp(char *p, uint64_t seq, int seq64, int64_t now)
 {
-	int64_t now = realtime_ns();
 	ql_udp_hdr h = { .sec = (uint32_t)(now / QL_NS_PER_S),
 			 .usec = (uint32_t)((now % QL_NS_PER_S) / 1000), .seq = seq };
 	ql_udp_hdr_encode(p, &h, seq64);
@@ -659,8 +657,10 @@ static void udp_send_loop(ql_stream *s)
 		}
 		while (due > 0 && !atomic_load(&t->stop_req)) {
 			int n = due > (uint64_t)batch ? batch : (int)due;
+			/* One timestamp per batch: the batch leaves in one call. */
+			int64_t stamp = realtime_ns();
 			for (int i = 0; i < n; i++)
-				udp_stamp(buf + (size_t)i * len, seq + (uint64_t)i, seq64);
+				udp_stamp(buf + (size_t)i * len, seq + (uint64_t)i, seq64, stamp);
 			int sent;
 			if (gso && n > 1) {
 				struct iovec one = { buf, (size_t)n * len };
@@ -859,7 +859,8 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 		x->writes = w - s->snap_writes;
 		s->snap_bytes = b;
 		s->snap_writes = w;
-		x->valid |= QL_E_WRITES;
+		if (s->sender)   /* send calls; reads are not reported */
+			x->valid |= QL_E_WRITES;
 		if (t->proto == QL_PROTO_UDP) {
 			x->packets = p - s->snap_packets;
 			s->snap_packets = p;
