@@ -168,7 +168,8 @@ describe_netem('traffic cases under netem', function()
           if e.role == 'receiver' and e.jitter_ms then jit[#jit + 1] = e.jitter_ms end
         end
       end
-      assert.is_true(#jit >= 3)
+      assert(#jit >= 3, string.format('%d receiver intervals with jitter in %d intervals', #jit,
+        #res.intervals))
       for i, j in ipairs(jit) do
         assert(j < 0.5 + floor, string.format('interval %d jitter %.3f ms (guest floor %.3f ms)',
           i, j, floor))
@@ -189,7 +190,7 @@ describe_netem('traffic cases under netem', function()
       assert.equal('server', res.sent.side)
       assert.equal('client', res.received.side)
       H.close_to(res.received.bits_per_second, 9.71e6, 0.03, 'receiver goodput')
-      H.close_to(res.sent.bits_per_second, 50e6, 0.05, 'sender offered load')
+      H.paced(res.sent.bits_per_second, 50e6, 'sender offered load')
       local loss = res.received.lost_packets / res.sent.packets
       local expect = 1 - 9.71 / (res.sent.bits_per_second / 1e6)
       assert(math.abs(loss - expect) <= 0.02, string.format('loss %.3f, expected %.3f', loss, expect))
@@ -245,7 +246,8 @@ describe_netem('traffic cases under netem', function()
           end
         end
       end
-      assert.is_true(n >= 3)
+      assert(n >= #res.intervals - 1, string.format('%s: %d sender entries in %d intervals',
+        label, n, #res.intervals))
       assert(retr > 0, label .. ': no retransmits with 1% loss')
       assert.equal(retr, res.sent.retransmits)
     end
