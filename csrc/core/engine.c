@@ -1762,7 +1762,13 @@ static int fail_io(ql_test *t, int rc, const char *what)
 
 static int client_udp_handshake(ql_test *t, ql_stream *s)
 {
-	uint32_t msg = QL_UDP_CONNECT_MSG;
+	/* The 4-byte magic, then our cookie: a qoslab server uses it to give
+	 * the stream to the right test when several clients share an address
+	 * (a stock iperf3 server reads only the first 4 bytes). */
+	char msg[4 + QL_COOKIE_SIZE];
+	uint32_t magic = QL_UDP_CONNECT_MSG;
+	memcpy(msg, &magic, 4);
+	memcpy(msg + 4, t->cookie, QL_COOKIE_SIZE);
 	int64_t deadline = ql_now_ns() + t->connect_timeout_ns;
 	int64_t resend = 0;
 	for (;;) {
@@ -1776,7 +1782,7 @@ static int client_udp_handshake(ql_test *t, ql_stream *s)
 		if (now >= resend) {
 			/* iperf3 sends once; repeating after 1 s of silence
 			 * survives a lost datagram (a receiver ignores runts). */
-			if (send(s->fd, &msg, 4, 0) < 0 && errno != ECONNREFUSED)
+			if (send(s->fd, msg, sizeof msg, 0) < 0 && errno != ECONNREFUSED)
 				return ql_err_set(&t->err, errno, NULL, "UDP connect message: %s",
 						  strerror(errno));
 			resend = now + QL_NS_PER_S;
@@ -2648,14 +2654,16 @@ static void server_udp_accept(ql_server *s)
 	struct sockaddr_storage peer;
 	socklen_t pl = sizeof peer;
 	ssize_t r = recvfrom(s->ufd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&peer, &pl);
-	if (r != 4 || !ql_udp_connect_msg_ok(buf, 4))
+	if ((r != 4 && r != 4 + QL_COOKIE_SIZE) || !ql_udp_connect_msg_ok(buf, 4))
 		return;
+	int by_cookie = r == 4 + QL_COOKIE_SIZE;
 	pthread_mutex_lock(&s->mu);
 	ql_test *t, *pick = NULL;
 	for (t = s->tests; t; t = t->next)
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_UDP &&
-		    t->npending < t->nstreams && same_ip(&t->peer_addr, &peer))
-			pick = t;   /* the oldest such test (list is newest first) */
+		    t->npending < t->nstreams && same_ip(&t->peer_addr, &peer) &&
+		    (!by_cookie || memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0))
+			pick = t;   /* a stock client: the oldest such test */
 	if (!pick) {
 		pthread_mutex_unlock(&s->mu);
 		return;

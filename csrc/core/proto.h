@@ -49,7 +49,10 @@ enum {
 
 /* The UDP "connect" handshake: 4 bytes each way. iperf3 writes its host-
  * order integer 0x36373839 ("9876" on x86) and replies 0x39383736; older
- * versions used 123456789 / 987654321. Both byte orders are accepted. */
+ * versions used 123456789 / 987654321. Both byte orders are accepted.
+ * A qoslab client appends its 37-byte cookie (41 bytes in all; iperf3
+ * 3.12 servers read only the first 4) so a qoslab server serving several
+ * tests from one address gives each stream to the right test. */
 #define QL_UDP_CONNECT_MSG 0x36373839u
 #define QL_UDP_CONNECT_REPLY 0x39383736u
 #define QL_UDP_CONNECT_MSG_LEGACY 123456789u

@@ -205,6 +205,41 @@ TEST(udp_reverse_packet_limit)
 	ql_test_free(t);
 }
 
+/* Two UDP tests from one address at once: each stream reaches its own
+ * test (the connect message carries the cookie), books stay separate. */
+TEST(udp_concurrent_tests_same_address)
+{
+	ql_client_opts o[2];
+	ql_test *t[2] = { NULL, NULL };
+	ql_err e;
+	for (int i = 0; i < 2; i++) {
+		ql_client_opts_init(&o[i]);
+		o[i].host = "127.0.0.1";
+		o[i].port = port;
+		o[i].proto = QL_PROTO_UDP;
+		o[i].parallel = 2;
+		o[i].packets = i ? 700 : 300;
+		o[i].bitrate_bps = 8000000;
+		o[i].bitrate_set = 1;
+		o[i].length_bytes = 1000;
+		o[i].interval_s = 0.25;
+		CHECK_EQ_INT(ql_client_start(&o[i], &t[i], &e), 0);
+	}
+	for (int i = 0; i < 2; i++) {
+		const ql_result *r = NULL;
+		CHECK_EQ_INT(ql_test_wait(t[i], &r, &e), 0);
+		if (!r)
+			continue;
+		const ql_entry *v = &r->tot[0][QL_ROLE_RECEIVER];
+		CHECK_EQ_U64(r->tot[0][QL_ROLE_SENDER].packets, o[i].packets);
+		CHECK_EQ_U64(v->lost_packets + v->unique_packets, o[i].packets);
+		CHECK_EQ_U64(v->duplicate_packets + v->late_packets, 0);
+		check_sums(r, 0, QL_ROLE_RECEIVER);
+	}
+	ql_test_free(t[0]);
+	ql_test_free(t[1]);
+}
+
 TEST(tcp_bidir_omit)
 {
 	ql_client_opts o;
@@ -414,6 +449,7 @@ int main(void)
 	RUN(udp_forward_books_balance);
 	RUN(udp_gso_gro_books_balance);
 	RUN(udp_reverse_packet_limit);
+	RUN(udp_concurrent_tests_same_address);
 	RUN(tcp_bidir_omit);
 	RUN(window_read_back);
 	RUN(live_intervals_then_over);
