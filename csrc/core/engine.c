@@ -531,14 +531,16 @@ static void tcp_send_loop(ql_stream *s)
 			 * sends the whole reservation. */
 			if (!t->limited && atomic_load(&t->send_stop))
 				break;
-			if (wait_io(s->fd, POLLOUT, 50) <= 0)
-				continue;
+			/* Try first, poll only when the socket is full: one
+			 * syscall per block while the path keeps up. */
 			ssize_t r = send(s->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
 			if (r > 0) {
 				off += (size_t)r;
 				atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
 				atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
-			} else if (r < 0 && errno != EAGAIN && errno != EINTR) {
+			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+				wait_io(s->fd, POLLOUT, 50);
+			} else if (r < 0) {
 				s->err = errno;
 				goto out;
 			}
@@ -568,15 +570,15 @@ static void tcp_recv_loop(ql_stream *s)
 		return;
 	}
 	while (!atomic_load(&t->recv_stop) && !atomic_load(&t->stop_req)) {
-		if (wait_io(s->fd, POLLIN, 50) <= 0)
-			continue;
 		ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
 		if (r > 0) {
 			atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
 			atomic_store(&s->last_rx_ns, ql_now_ns());
 		} else if (r == 0) {
 			break;
-		} else if (errno != EAGAIN && errno != EINTR) {
+		} else if (errno == EAGAIN || errno == EINTR) {
+			wait_io(s->fd, POLLIN, 50);
+		} else {
 			if (errno != ECONNRESET)
 				s->err = errno;
 			break;
