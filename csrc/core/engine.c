@@ -109,6 +109,13 @@ struct ql_test {
 	pthread_cond_t cv;
 	ql_interval *iv;
 	int niv, civ, npub, nread;
+	/* live queue handed to next_interval: local intervals plus the
+	 * peer's live entries (client), deep copies */
+	ql_interval *live;
+	int nlive, clive;
+	ql_interval *rlive;               /* peer intervals not yet placed */
+	int nrlive, crlive, nrlive_total;
+	int nshipped;                     /* server: intervals sent live */
 	int finished;
 	int rc;
 	ql_err err;
@@ -969,6 +976,62 @@ static void interval_sums(ql_interval *iv)
 }
 
 /* Append an interval covering [last_snap, now]; publish unless held. */
+/* Copy iv (deep) and append it to the live queue; caller holds t->mu. */
+static ql_interval *live_append(ql_test *t, const ql_interval *iv, int extra)
+{
+	if (t->nlive == t->clive) {
+		int nc = t->clive ? t->clive * 2 : 16;
+		ql_interval *n = realloc(t->live, (size_t)nc * sizeof *n);
+		if (!n)
+			return NULL;
+		t->live = n;
+		t->clive = nc;
+	}
+	ql_interval *c = &t->live[t->nlive];
+	*c = *iv;
+	c->entries = calloc((size_t)(iv->nentries + extra) + 1, sizeof *c->entries);
+	if (!c->entries)
+		return NULL;
+	memcpy(c->entries, iv->entries, (size_t)iv->nentries * sizeof *c->entries);
+	t->nlive++;
+	return c;
+}
+
+/* Add the peer interval b's entries to the live copy c (room reserved). */
+static void live_add_peer(ql_test *t, ql_interval *c, const ql_interval *b)
+{
+	for (int i = 0; i < b->nentries; i++) {
+		ql_entry y = b->entries[i];
+		if (y.seconds <= 0)
+			y.seconds = b->seconds;
+		y.side = !t->side;
+		y.bits_per_second = ql_bits_per_second(y.bytes, y.seconds);
+		c->entries[c->nentries++] = y;
+	}
+	interval_sums(c);
+}
+
+static int peer_entries(const ql_interval *v, int n)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		k += v[i].nentries;
+	return k;
+}
+
+/* Publish local interval k with the peer's live intervals received so far
+ * (a peer's interval is shown with the first local one published after it
+ * arrived). Caller holds t->mu. */
+static void live_publish(ql_test *t, int k)
+{
+	ql_interval *c = live_append(t, &t->iv[k], peer_entries(t->rlive, t->nrlive));
+	for (int j = 0; c && j < t->nrlive; j++)
+		live_add_peer(t, c, &t->rlive[j]);
+	for (int j = 0; j < t->nrlive; j++)
+		ql_interval_clear(&t->rlive[j]);
+	t->nrlive = 0;
+}
+
 static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
 {
 	ql_interval iv;
@@ -1001,6 +1064,7 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 	t->iv[t->niv++] = iv;
 	if (publish) {
 		t->npub = t->niv;
+		live_publish(t, t->niv - 1);
 		pthread_cond_broadcast(&t->cv);
 	}
 	pthread_mutex_unlock(&t->mu);
@@ -1133,6 +1197,16 @@ static void test_release(ql_test *t)
 	free(t->iv);
 	t->iv = NULL;
 	t->niv = 0;
+	for (int i = 0; i < t->nlive; i++)
+		ql_interval_clear(&t->live[i]);
+	free(t->live);
+	t->live = NULL;
+	t->nlive = 0;
+	for (int i = 0; i < t->nrlive; i++)
+		ql_interval_clear(&t->rlive[i]);
+	free(t->rlive);
+	t->rlive = NULL;
+	t->nrlive = 0;
 	for (int i = 0; i < t->nwarn; i++)
 		free(t->warn[i]);
 	free(t->warn);
@@ -1740,6 +1814,31 @@ static void test_finish(ql_test *t, int rc)
 {
 	pthread_mutex_lock(&t->mu);
 	t->rc = rc;
+	/* The intervals not yet shown, with the peer's entries that were not
+	 * shown live (still pending, or only in its final results), each put
+	 * where its end falls (the last interval for a longer-measuring peer). */
+	int first = t->nlive;
+	const ql_peer_results *pr = &t->peer_res;
+	int extra = peer_entries(t->rlive, t->nrlive);
+	if (pr->nintervals > t->nrlive_total)
+		extra += peer_entries(pr->intervals + t->nrlive_total,
+				      pr->nintervals - t->nrlive_total);
+	for (int k = t->npub; k < t->niv; k++)
+		if (!live_append(t, &t->iv[k], extra))
+			break;
+	if (t->nlive > first) {
+		for (int j = 0; j < t->nrlive + pr->nintervals - t->nrlive_total; j++) {
+			const ql_interval *b = j < t->nrlive ? &t->rlive[j]
+				: &pr->intervals[t->nrlive_total + j - t->nrlive];
+			int k = first;
+			while (k < t->nlive - 1 && t->live[k].end_s + 1e-6 < b->end_s)
+				k++;
+			live_add_peer(t, &t->live[k], b);
+		}
+	}
+	for (int j = 0; j < t->nrlive; j++)
+		ql_interval_clear(&t->rlive[j]);
+	t->nrlive = 0;
 	t->npub = t->niv;
 	t->finished = 1;
 	pthread_cond_broadcast(&t->cv);
@@ -1835,6 +1934,38 @@ static int client_create_streams(ql_test *t)
 	return 0;
 }
 
+/* Read a QL_ST_QL_INTERVAL body and keep it for the live queue. */
+static int read_peer_interval(ql_test *t)
+{
+	char *js = NULL;
+	size_t jl = 0;
+	int rc = ql_io_read_json(t->ctl_fd, 1 << 20, &js, &jl, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+	if (rc < 0)
+		return fail_io(t, rc, "reading a server interval");
+	ql_interval iv;
+	ql_err e;
+	rc = ql_interval_parse(js, jl, &iv, &e);
+	free(js);
+	if (rc < 0)
+		return 0;   /* a bad live record only costs the live view */
+	pthread_mutex_lock(&t->mu);
+	if (t->nrlive == t->crlive) {
+		int nc = t->crlive ? t->crlive * 2 : 8;
+		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&t->mu);
+			ql_interval_clear(&iv);
+			return 0;
+		}
+		t->rlive = n;
+		t->crlive = nc;
+	}
+	t->rlive[t->nrlive++] = iv;
+	t->nrlive_total++;
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
 static int client_done_cond(ql_test *t, int sender_done_signal)
 {
 	if (atomic_load(&t->stop_req))
@@ -1871,6 +2002,8 @@ static int client_run(ql_test *t)
 				return fail_io(t, rc, "the test");
 			if (st == QL_ST_QL_SENDER_DONE)
 				sender_done_signal = 1;
+			else if (st == QL_ST_QL_INTERVAL && (rc = read_peer_interval(t)) < 0)
+				return rc;
 			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
 				 st == QL_ST_ACCESS_DENIED)
 				return ql_err_set(&t->err, ECONNABORTED, NULL,
@@ -2031,6 +2164,10 @@ static int client_protocol(ql_test *t)
 			return 0;
 		case QL_ST_QL_SENDER_DONE:
 			break;
+		case QL_ST_QL_INTERVAL:
+			if ((rc = read_peer_interval(t)) < 0)
+				return rc;
+			break;
 		case QL_ST_ACCESS_DENIED:
 			return ql_err_set(&t->err, EBUSY, "EBUSY",
 					  "server %s port %d refused the test (busy: iperf3 serves one test "
@@ -2168,7 +2305,7 @@ int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out)
 	*out = NULL;
 	pthread_mutex_lock(&t->mu);
 	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : 0;
-	while (t->nread >= t->npub && !t->finished) {
+	while (t->nread >= t->nlive && !t->finished) {
 		if (timeout_ns < 0) {
 			pthread_cond_wait(&t->cv, &t->mu);
 			continue;
@@ -2185,9 +2322,9 @@ int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out)
 		pthread_cond_timedwait(&t->cv, &t->mu, &ts);
 	}
 	int rc;
-	if (t->nread < t->npub) {
+	if (t->nread < t->nlive) {
 		ql_interval *c = malloc(sizeof *c);
-		const ql_interval *src = &t->iv[t->nread];
+		const ql_interval *src = &t->live[t->nread];
 		if (c) {
 			*c = *src;
 			c->entries = calloc((size_t)src->nentries + 1, sizeof *c->entries);
@@ -2330,6 +2467,17 @@ static int server_run(ql_test *t)
 	int64_t moved_at = ql_now_ns();
 	for (;;) {
 		maybe_tick(t);
+		while (t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
+			char *js = ql_interval_encode(&t->iv[t->nshipped]);
+			int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
+							ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
+			if (js && rc == 0)
+				rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			free(js);
+			if (rc < 0)
+				return fail_io(t, rc, "sending an interval");
+			t->nshipped++;
+		}
 		if (atomic_load(&t->stop_req) || atomic_load(&t->srv->stop))
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)

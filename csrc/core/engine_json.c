@@ -285,6 +285,51 @@ void ql_peer_results_free(ql_peer_results *pr)
 	memset(pr, 0, sizeof *pr);
 }
 
+static int interval_from_json(const cJSON *it, ql_interval *iv, ql_err *e)
+{
+	double v;
+	int rc;
+	if (!cJSON_IsObject(it))
+		return bad(e, "intervals", "expected objects");
+	if ((rc = getnum(it, "start_s", 0, 1e9, &v, e)) < 0)
+		return rc;
+	iv->start_s = rc ? v : 0;
+	if ((rc = getnum(it, "end_s", 0, 1e9, &v, e)) < 0)
+		return rc;
+	iv->end_s = rc ? v : iv->start_s;
+	if (iv->end_s < iv->start_s)
+		return bad(e, "intervals", "end_s before start_s");
+	iv->seconds = iv->end_s - iv->start_s;
+	if ((rc = getnum(it, "omitted", 0, 1, &v, e)) < 0)
+		return rc;
+	iv->omitted = rc ? v != 0 : 0;
+	return entries_from_json(cJSON_GetObjectItemCaseSensitive(it, "entries"), "entries",
+				 MAX_PEER_ENTRIES, &iv->entries, &iv->nentries, e);
+}
+
+char *ql_interval_encode(const ql_interval *iv)
+{
+	cJSON *o = interval_to_json(iv);
+	if (!o)
+		return NULL;
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+int ql_interval_parse(const char *text, size_t len, ql_interval *iv, ql_err *e)
+{
+	memset(iv, 0, sizeof *iv);
+	cJSON *o = cJSON_ParseWithLength(text, len);
+	if (!o)
+		return ql_err_set(e, EPROTO, "EPROTO", "peer interval: malformed JSON");
+	int rc = interval_from_json(o, iv, e);
+	cJSON_Delete(o);
+	if (rc < 0)
+		ql_interval_clear(iv);
+	return rc;
+}
+
 static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 {
 	double v;
@@ -321,25 +366,8 @@ static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 		const cJSON *it;
 		cJSON_ArrayForEach(it, a) {
 			ql_interval *iv = &pr->intervals[pr->nintervals];
-			if (!cJSON_IsObject(it))
-				return bad(e, "intervals", "expected objects");
-			if ((rc = getnum(it, "start_s", 0, 1e9, &v, e)) < 0)
-				return rc;
-			iv->start_s = rc ? v : 0;
-			if ((rc = getnum(it, "end_s", 0, 1e9, &v, e)) < 0)
-				return rc;
-			iv->end_s = rc ? v : iv->start_s;
-			if (iv->end_s < iv->start_s)
-				return bad(e, "intervals", "end_s before start_s");
-			iv->seconds = iv->end_s - iv->start_s;
-			if ((rc = getnum(it, "omitted", 0, 1, &v, e)) < 0)
-				return rc;
-			iv->omitted = rc ? v != 0 : 0;
 			pr->nintervals++;
-			rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(it, "entries"),
-					       "entries", MAX_PEER_ENTRIES, &iv->entries,
-					       &iv->nentries, e);
-			if (rc < 0)
+			if ((rc = interval_from_json(it, iv, e)) < 0)
 				return rc;
 		}
 	}

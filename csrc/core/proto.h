@@ -39,6 +39,10 @@ enum {
 	/* qoslab extension, only sent to a peer that announced "qoslab":
 	 * the server's limited senders have emitted everything. */
 	QL_ST_QL_SENDER_DONE = 100,
+	/* qoslab extension: the server's interval record (framed JSON
+	 * follows), sent during the test so reverse-mode TCP_INFO and the
+	 * server's receive counters reach the client live. */
+	QL_ST_QL_INTERVAL = 101,
 	QL_ST_ACCESS_DENIED = -1,
 	QL_ST_SERVER_ERROR = -2,
 };

@@ -322,6 +322,54 @@ TEST(live_intervals_then_over)
 	ql_test_free(t);
 }
 
+/* Reverse mode: the server's TCP_INFO reaches the live intervals, and the
+ * live records add up to the same totals as the final result. */
+TEST(reverse_live_intervals_carry_server_tcp_info)
+{
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	o.reverse = 1;
+	o.duration_s = 1;
+	o.interval_s = 0.2;
+	o.bitrate_bps = 100000000;
+	o.host = "127.0.0.1";
+	o.port = port;
+	ql_err e;
+	ql_test *t = NULL;
+	CHECK_EQ_INT(ql_client_start(&o, &t, &e), 0);
+	int rc, live_rtt = 0, n = 0;
+	uint64_t sent = 0, recv = 0;
+	ql_interval *iv;
+	while ((rc = ql_test_next_interval(t, 3 * QL_NS_PER_S, &iv)) == 1) {
+		for (int i = 0; i < iv->nentries; i++) {
+			const ql_entry *x = &iv->entries[i];
+			if (iv->omitted)
+				continue;
+			if (x->role == QL_ROLE_SENDER) {
+				sent += x->bytes;
+				CHECK_EQ_INT(x->side, QL_SIDE_SERVER);
+				if ((x->valid & QL_E_RTT) && n < 3)
+					live_rtt = 1;
+			} else {
+				recv += x->bytes;
+			}
+		}
+		n++;
+		ql_interval_clear(iv);
+		free(iv);
+	}
+	CHECK_EQ_INT(rc, -ENODATA);
+	CHECK(live_rtt);
+	const ql_result *r;
+	CHECK_EQ_INT(ql_test_wait(t, &r, &e), 0);
+	if (r) {
+		CHECK_EQ_U64(sent, r->tot[1][QL_ROLE_SENDER].bytes);
+		CHECK_EQ_U64(recv, r->tot[1][QL_ROLE_RECEIVER].bytes);
+		check_sums(r, 1, QL_ROLE_SENDER);
+	}
+	ql_test_free(t);
+}
+
 TEST(refused_port_fails_cleanly)
 {
 	ql_client_opts o;
@@ -453,6 +501,7 @@ int main(void)
 	RUN(tcp_bidir_omit);
 	RUN(window_read_back);
 	RUN(live_intervals_then_over);
+	RUN(reverse_live_intervals_carry_server_tcp_info);
 	RUN(refused_port_fails_cleanly);
 	RUN(bad_options_are_usage_errors);
 	RUN(hostile_clients_do_not_disturb_others);
