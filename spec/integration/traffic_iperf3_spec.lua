@@ -11,7 +11,9 @@
 --    shortfall max(2 % of sent, 8 MiB);
 --  * rates computed by the two ends use their own clocks and durations:
 --    agree within 10 %;
---  * a byte (-n) or datagram limit is exact for the side that sends.
+--  * a byte (-n) or datagram limit is exact for the side that sends;
+--  * a stock iperf3 receiving UDP stops counting at its own TEST_END, so
+--    its datagram count may fall short of ours by what was in flight.
 -- The converter's output is also checked key by key against the JSON that
 -- iperf3 -J prints for the same kind of test.
 local core = require 'qoslab.core'
@@ -275,7 +277,13 @@ describe_if('iperf3 interop', function()
     it('UDP -R and --bidir', function()
       local r, j = run('-u -t 1 -b 5M -l 1200 -R')
       local e = j['end']
-      assert.equal(r.sent.packets, e.sum_received.packets)
+      -- iperf3 3.12 as the receiver counts up to the highest sequence number
+      -- seen before its own TEST_END, so datagrams still in flight then are
+      -- missing from its count (the fault of case 015): at most 1 % or 2.
+      local short = r.sent.packets - e.sum_received.packets
+      assert(short >= 0 and short <= math.max(2, 0.01 * r.sent.packets), string.format(
+        'qoslab server sent %d datagrams, iperf3 counted %d', r.sent.packets,
+        e.sum_received.packets))
       H.paced(r.sent.bits_per_second, 5e6, 'server paced rate')
       r, j = run('-u -t 1 -b 5M -l 1200 --bidir')
       assert.is_true(r.received.unique_packets > 0)
