@@ -199,7 +199,9 @@ typedef struct ql_test ql_test;
 int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
 
 /*
- * Next interval record (caller frees with ql_interval_clear + free).
+ * Next interval record (caller frees with ql_interval_clear + free): what
+ * this end measured plus the qoslab server's entries received so far (a
+ * stock iperf3 server sends none during the test).
  * Returns 1 with *out set, 0 on timeout (timeout_ns < 0 waits forever),
  * -ENODATA when the test is over and every interval was delivered.
  */
