@@ -277,7 +277,9 @@ ql_udp_verdict ql_udp_rx_packet(ql_udp_rx *rx, uint64_t seq,
 
 	c->packets++;
 	c->bytes += payload_bytes;
-	if (rx->finished)
+	/* UINT64_MAX is reserved so highest + 1 never wraps; no sender gets
+	 * there honestly. */
+	if (rx->finished || seq == UINT64_MAX)
 		goto late;
 	if (rx->loss_horizon_ns >= 0 && rx->cp_count > 0)
 		ql_udp_rx_tick(rx, arrival_ns);
@@ -463,6 +465,49 @@ int ql_tcp_retrans_delta(const ql_tcp_sample *prev, const ql_tcp_sample *cur,
 		return -ENODATA;
 	*delta = (uint32_t)(cur->total_retrans - prev->total_retrans);
 	return 0;
+}
+
+void ql_tcp_summary_init(ql_tcp_summary *sum, const ql_tcp_sample *baseline)
+{
+	memset(sum, 0, sizeof *sum);
+	if (baseline && (baseline->valid & QL_TCPS_RETRANS))
+		sum->last_total_retrans = baseline->total_retrans;
+}
+
+int ql_tcp_summary_add(ql_tcp_summary *sum, const ql_tcp_sample *s,
+		       uint64_t *retrans_delta)
+{
+	if (s->valid & QL_TCPS_RTT) {
+		if (sum->rtt_samples == 0 || s->rtt_us < sum->min_rtt_us)
+			sum->min_rtt_us = s->rtt_us;
+		if (s->rtt_us > sum->max_rtt_us)
+			sum->max_rtt_us = s->rtt_us;
+		sum->sum_rtt_us += s->rtt_us;
+		sum->rtt_samples++;
+	}
+	if (s->valid & QL_TCPS_CWND) {
+		if (s->snd_cwnd_bytes > sum->max_snd_cwnd_bytes)
+			sum->max_snd_cwnd_bytes = s->snd_cwnd_bytes;
+		sum->cwnd_samples++;
+	}
+	if (!(s->valid & QL_TCPS_RETRANS))
+		return -ENODATA;
+	{
+		uint64_t d = (uint32_t)(s->total_retrans - sum->last_total_retrans);
+		sum->retransmits += d;
+		sum->last_total_retrans = s->total_retrans;
+		sum->retrans_samples++;
+		if (retrans_delta)
+			*retrans_delta = d;
+	}
+	return 0;
+}
+
+double ql_tcp_summary_mean_rtt_us(const ql_tcp_summary *sum)
+{
+	if (sum->rtt_samples == 0)
+		return 0.0;
+	return (double)sum->sum_rtt_us / (double)sum->rtt_samples;
 }
 
 /* ------------------------------------------------------------------ CPU -- */

@@ -111,11 +111,13 @@ double ql_jitter_ms(const ql_jitter *j);
  *                by the loss ruling point R. R only moves forward; it
  *                advances (a) so that it is always > highest - window, i.e.
  *                a sequence number leaving the bitmap window is ruled, (b)
- *                when loss_horizon_ns > 0, past every sequence number below
+ *                when loss_horizon_ns >= 0, past every sequence number below
  *                a datagram that arrived at least loss_horizon_ns ago (the
  *                RFC 7680 "Tmax" idea: waiting longer is not worth it;
- *                checkpoints are kept every horizon/16, so ruling happens
- *                between horizon and horizon * 17/16 after the gap was seen),
+ *                checkpoints are kept every horizon/16, so while datagrams
+ *                keep arriving a gap is ruled between horizon and horizon
+ *                * 17/16 + two datagram gaps after a higher number arrived;
+ *                ticks without datagrams also rule, see ql_udp_rx_tick),
  *                (c) at ql_udp_rx_finish to first_seq + sent.
  *                lost_packets is monotone: per-interval loss is never
  *                negative and is never refunded.
@@ -137,8 +139,10 @@ double ql_jitter_ms(const ql_jitter *j);
 #define QL_UDP_WINDOW_DEFAULT ((uint64_t)1 << 18)
 #define QL_UDP_WINDOW_MIN     ((uint64_t)64)
 #define QL_UDP_WINDOW_MAX     ((uint64_t)1 << 30)
-/* Default loss horizon: a gap is ruled lost 1 s (to 1.0625 s) after a higher
- * sequence number arrived. 0 disables time-based ruling. */
+/* Default loss horizon: a gap is ruled lost 1 s (to about 1.0625 s) after a
+ * higher sequence number arrived, so interval loss lags the gap by about a
+ * second; loss_horizon_ns < 0 in the options disables time-based ruling
+ * (then only the window and ql_udp_rx_finish rule). */
 #define QL_UDP_LOSS_HORIZON_DEFAULT_NS 1000000000LL
 #define QL_UDP_CHECKPOINTS 32
 
@@ -215,7 +219,8 @@ void ql_udp_rx_free(ql_udp_rx *rx);
  * Book one received datagram. O(1) amortised: a forward jump of n sequence
  * numbers costs O(min(n, window) / 64) word operations, paid once per
  * sequence number the sender used.
- * @param seq            64-bit sequence number (see ql_seq_extend32)
+ * @param seq            64-bit sequence number (see ql_seq_extend32);
+ *                       UINT64_MAX is reserved and always LATE
  * @param payload_bytes  UDP payload length
  * @param sent_ns        sender timestamp (ns) for jitter
  * @param arrival_ns     receive time (ns, SO_TIMESTAMPNS or clock_gettime);
@@ -237,7 +242,12 @@ void ql_udp_rx_tick(ql_udp_rx *rx, int64_t now_ns);
  * Interval snapshot: rules losses due at now_ns (ql_udp_rx_tick), then
  * writes the deltas of every counter since the previous snapshot (or since
  * init) to *interval, and the current jitter (ms) to *jitter_ms (may be
- * NULL). Σ of all snapshots == the totals at the last snapshot.
+ * NULL). Σ of all snapshots == the totals at the last snapshot; an omitted
+ * warm-up is excluded by snapshotting at its end and dropping that delta.
+ * now_ns must be on the clock of arrival_ns: with SO_TIMESTAMPNS
+ * (CLOCK_REALTIME) arrivals pass clock_gettime(CLOCK_REALTIME), or convert
+ * the kernel stamps to CLOCK_MONOTONIC once (a realtime step of the system
+ * clock would otherwise shift the loss horizon by the step).
  */
 void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,
 			ql_udp_counts *interval, double *jitter_ms);
@@ -333,6 +343,44 @@ int ql_tcp_sample_read(int fd, ql_tcp_sample *s, int64_t time_ns, ql_err *e);
  */
 int ql_tcp_retrans_delta(const ql_tcp_sample *prev, const ql_tcp_sample *cur,
 			 uint64_t *delta);
+
+/*
+ * Per-stream accumulation of TCP_INFO samples for the result's sender block
+ * (min/mean/max RTT, max cwnd) and retransmit totals. Samples without the
+ * relevant bit are skipped for that statistic; a statistic with no sample
+ * is absent (its count is 0), never 0.
+ */
+typedef struct ql_tcp_summary {
+	uint64_t rtt_samples;          /* samples with QL_TCPS_RTT */
+	uint32_t min_rtt_us, max_rtt_us;
+	uint64_t sum_rtt_us;           /* for the mean */
+	uint64_t cwnd_samples;         /* samples with QL_TCPS_CWND */
+	uint64_t max_snd_cwnd_bytes;
+	uint64_t retrans_samples;      /* samples with QL_TCPS_RETRANS */
+	uint64_t retransmits;          /* Σ deltas since the baseline */
+	uint32_t last_total_retrans;   /* baseline for the next delta */
+} ql_tcp_summary;
+
+/*
+ * Start a summary. baseline is the sample the retransmit count starts from
+ * (e.g. taken at the end of the omit period), or NULL for a fresh connection
+ * (the kernel's counter starts at 0 when the socket connects).
+ */
+void ql_tcp_summary_init(ql_tcp_summary *sum, const ql_tcp_sample *baseline);
+
+/*
+ * Add one interval's sample. *retrans_delta (may be NULL) receives the
+ * retransmissions since the previous sample that had the counter.
+ * @return 0, or -ENODATA when the sample lacks QL_TCPS_RETRANS (report the
+ *   interval's retransmits as nil; the next good sample covers them, so the
+ *   total stays exact).
+ * Usage: if (ql_tcp_summary_add(&sum, &s, &d) == 0) iv.retransmits = d;
+ */
+int ql_tcp_summary_add(ql_tcp_summary *sum, const ql_tcp_sample *s,
+		       uint64_t *retrans_delta);
+
+/* Mean smoothed RTT in us (float; 0.0 when rtt_samples == 0: check it). */
+double ql_tcp_summary_mean_rtt_us(const ql_tcp_summary *sum);
 
 /* ------------------------------------------------------------------ CPU -- */
 
