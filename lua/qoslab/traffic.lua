@@ -524,7 +524,11 @@ end
 
 local function short_dir(d) return d == 'reverse' and 'rev' or 'fwd' end
 
--- The end of the test that measures `role` in direction `dir`.
+--- The end of a test that measures `role` in direction `dir`.
+-- @tparam string dir "forward" (client sends) or "reverse" (server sends)
+-- @tparam string role "sender" or "receiver"
+-- @treturn string "client" or "server"
+-- @usage traffic.measuring_side('reverse', 'receiver') --> "client"
 local function measuring_side(dir, role)
   if (dir == 'reverse') == (role == 'sender') then return 'server' end
   return 'client'
@@ -906,6 +910,7 @@ function M.to_iperf3_json(res)
 end
 
 local uname_cache
+-- `uname -a` for iperf3's start.system_info (internal; cached).
 function M._uname()
   if not uname_cache then
     local p = io.popen('uname -a 2>/dev/null')
