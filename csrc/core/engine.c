@@ -67,11 +67,8 @@ typedef struct ql_stream {
 	ql_bufinfo sndbuf, rcvbuf;
 	/* reporter state (control thread only) */
 	uint64_t snap_bytes, snap_packets, snap_writes;
-	ql_tcp_sample last_tcp;
-	int have_last_tcp;
-	uint64_t rtt_sum, rtt_n;
-	uint32_t rtt_min, rtt_max;
-	uint64_t cwnd_max;
+	ql_tcp_summary tsum;             /* TCP sender: from connect on */
+	int tsum_init;
 	uint64_t sent_final;             /* UDP: peer's sent count */
 	int err;                         /* worker's errno, 0 = fine */
 } ql_stream;
@@ -879,22 +876,24 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 	if (t->proto == QL_PROTO_TCP && s->sender && s->fd >= 0) {
 		ql_tcp_sample ts;
 		if (ql_tcp_sample_read(s->fd, &ts, now, NULL) == 0 && ts.valid) {
+			if (!s->tsum_init) {
+				/* the kernel's counter starts at 0 on connect */
+				ql_tcp_summary_init(&s->tsum, NULL);
+				s->tsum_init = 1;
+			}
+			uint64_t d;
+			if (ql_tcp_summary_add(&s->tsum, &ts, &d) == 0) {
+				x->retransmits = d;
+				x->valid |= QL_E_RETRANS;
+			}
 			if (ts.valid & QL_TCPS_RTT) {
 				x->rtt_us = ts.rtt_us;
 				x->rttvar_us = ts.rttvar_us;
 				x->valid |= QL_E_RTT;
-				if (!s->rtt_n || ts.rtt_us < s->rtt_min)
-					s->rtt_min = ts.rtt_us;
-				if (ts.rtt_us > s->rtt_max)
-					s->rtt_max = ts.rtt_us;
-				s->rtt_sum += ts.rtt_us;
-				s->rtt_n++;
 			}
 			if (ts.valid & QL_TCPS_CWND) {
 				x->snd_cwnd_bytes = ts.snd_cwnd_bytes;
 				x->valid |= QL_E_CWND;
-				if (ts.snd_cwnd_bytes > s->cwnd_max)
-					s->cwnd_max = ts.snd_cwnd_bytes;
 			}
 			if ((ts.valid & QL_TCPS_PACING) && !ts.pacing_unlimited) {
 				x->pacing_rate_bps = ts.pacing_rate_bps;
@@ -903,18 +902,6 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 			if (ts.valid & QL_TCPS_DELIVERY) {
 				x->delivery_rate_bps = ts.delivery_rate_bps;
 				x->valid |= QL_E_DELIVERY;
-			}
-			uint64_t d;
-			if (ts.valid & QL_TCPS_RETRANS) {
-				if (!s->have_last_tcp) {
-					x->retransmits = ts.total_retrans;
-					x->valid |= QL_E_RETRANS;
-				} else if (ql_tcp_retrans_delta(&s->last_tcp, &ts, &d) == 0) {
-					x->retransmits = d;
-					x->valid |= QL_E_RETRANS;
-				}
-				s->last_tcp = ts;
-				s->have_last_tcp = 1;
 			}
 		}
 	}
@@ -1372,11 +1359,11 @@ static void local_totals(ql_test *t, ql_entry *out)
 			x->jitter_ms = jit;
 			x->valid |= QL_E_JITTER;
 		}
-		if (s->rtt_n) {
-			x->min_rtt_us = s->rtt_min;
-			x->max_rtt_us = s->rtt_max;
-			x->mean_rtt_us = (uint32_t)(s->rtt_sum / s->rtt_n);
-			x->max_snd_cwnd_bytes = s->cwnd_max;
+		if (s->tsum_init && s->tsum.rtt_samples) {
+			x->min_rtt_us = s->tsum.min_rtt_us;
+			x->max_rtt_us = s->tsum.max_rtt_us;
+			x->mean_rtt_us = (uint32_t)llround(ql_tcp_summary_mean_rtt_us(&s->tsum));
+			x->max_snd_cwnd_bytes = s->tsum.max_snd_cwnd_bytes;
 			x->valid |= QL_E_RTTSUM;
 		}
 		x->buf = s->sender ? s->sndbuf : s->rcvbuf;
