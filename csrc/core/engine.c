@@ -623,18 +623,19 @@ static void udp_send_loop(ql_stream *s)
 		mm[i].msg_hdr.msg_iov = &iov[i];
 		mm[i].msg_hdr.msg_iovlen = 1;
 	}
-	/* Stall rule: a sender that fell behind may catch up at most 10 ms
-	 * worth of datagrams (at least 8) in one go; beyond that the pacer
-	 * re-bases its schedule and the missed slots are dropped, never sent
-	 * as a burst (iperf3 #1912). 10 ms absorbs scheduler hiccups on a
-	 * busy host without a visible rate spike at 0.1 s intervals. */
+	/* Stall rule: a sender that fell behind by up to one report interval
+	 * (at most 100 ms) catches up, so each interval still carries its
+	 * target; beyond that slack the pacer re-bases its schedule and the
+	 * missed slots are dropped, so a long stall never turns into a long
+	 * burst (iperf3 #1912). */
 	uint64_t burst = 0;
 	if (t->prm.bandwidth_bps) {
-		burst = t->prm.bandwidth_bps / 100 / (8 * (uint64_t)len);
+		double slack_s = t->prm.interval_s < 0.1 ? t->prm.interval_s : 0.1;
+		burst = (uint64_t)((double)t->prm.bandwidth_bps * slack_s / (8.0 * (double)len));
 		if (burst < 8)
 			burst = 8;
-		if (burst > 1024)
-			burst = 1024;
+		if (burst > 65536)
+			burst = 65536;
 	}
 	ql_pacer p;
 	ql_err e;

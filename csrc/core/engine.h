@@ -28,9 +28,11 @@
  *    lost + unique == sent holds exactly.
  *
  * UDP pacing: an absolute schedule (stats.h ql_pacer). A sender that fell
- * behind catches up at most 10 ms worth of datagrams (at least 8) at once;
- * after a longer stall the schedule is re-based at "now" and the missed
- * slots are dropped, so there is never a catch-up burst.
+ * behind by up to one report interval (at most 100 ms of datagrams, at
+ * least 8) catches up, so every interval reports the target rate; after a
+ * longer stall the schedule is re-based at "now" and the missed slots are
+ * dropped, so a long stall never becomes a long burst. TCP bitrate_bps
+ * pacing uses the same absolute schedule with a 10 ms slack.
  *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket
