@@ -418,14 +418,12 @@ describe_netem('traffic cases under netem', function()
       local err0 = rcvbuf_errors(pair.b)
       local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 1e9,
         duration_s = 3 }, '021 limit 1000')
-      for i, iv in ipairs(res.intervals) do
-        for _, e in ipairs(iv.streams) do
-          if e.role == 'receiver' and iv.seconds >= 0.5 then
-            local pps = (e.packets or 0) / iv.seconds
-            assert(pps <= 4000 * 1.02, string.format('interval %d: %.0f datagrams/s', i, pps))
-          end
-        end
-      end
+      -- Over the time datagrams can arrive (after the first 250 ms): the
+      -- receiver counts when it reads, and the emulated guest's reader falls
+      -- behind and catches up across interval boundaries (one interval read
+      -- 5030/s after a slow one), so the ceiling is checked on the whole run.
+      local pps = res.received.packets / (res.received.seconds - 0.25)
+      assert(pps <= 4000 * 1.02, string.format('%.0f datagrams/s delivered', pps))
       -- Every lost datagram is accounted for by the kernel: netem's queue
       -- drops plus the receiving socket's overflows (the emulated guest's
       -- receiver falls behind at 4000/s); 1 % slack for the drain edge.
