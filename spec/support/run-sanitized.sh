@@ -24,6 +24,8 @@ fi
 # kernels; setarch -R gives it without touching the system setting.
 run() { if [ "$san" = tsan ] && command -v setarch >/dev/null; then setarch "$(uname -m)" -R "$@"; else "$@"; fi; }
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+# Speed checks of the C tests mean nothing under a sanitizer.
+export QL_SLOW_RUN=1
 export TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1"
 rc=0
 if ! make -s SAN="$san" all >/dev/null; then
