@@ -53,7 +53,7 @@ CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
 CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
-        check-netem check-asan check-tsan fuzz install clean ci
+        check-netem check-asan check-tsan fuzz fuzz-bin install clean ci
 
 all: $(SO)
 
@@ -106,6 +106,32 @@ test: deps
 	@sh spec/support/test-all.sh
 
 ci: test
+
+# ------------------------------------------------- sanitizers, fuzzing ---
+# make check-asan / check-tsan: the engine built with ASan+UBSan / TSan,
+# C tests plus the loopback traffic specs (spec/support/suite-*.sh).
+check-asan:
+	@sh spec/support/suite-asan.sh
+
+check-tsan:
+	@sh spec/support/suite-tsan.sh
+
+# libFuzzer targets (clang): spec/fuzz/fuzz_*.c against csrc/core.
+# make fuzz runs each for FUZZ_SECONDS from the seeds in spec/fuzz/seeds.
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 20
+FUZZ_SRC     := $(sort $(wildcard spec/fuzz/fuzz_*.c))
+FUZZ_BIN     := $(FUZZ_SRC:spec/fuzz/%.c=build/fuzz/%)
+
+build/fuzz/%: spec/fuzz/%.c $(CORE_SRC) $(wildcard csrc/core/*.h)
+	@mkdir -p $(dir $@)
+	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
+	  $(NL_CFLAGS) $(CJSON_CFLAGS) -Icsrc/core -o $@ $< $(CORE_SRC) $(LIBS)
+
+fuzz-bin: $(FUZZ_BIN)
+
+fuzz:
+	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh spec/support/suite-fuzz.sh
 
 # ---------------------------------------------------------------- demo ----
 demo: deps $(SO)

@@ -19,5 +19,6 @@ int luaopen_qoslab_core(lua_State *L)
 	qlb_open_timer(L);
 	qlb_open_link(L);
 	qlb_open_netem(L);
+	qlb_open_traffic(L);
 	return 1;
 }

@@ -1,0 +1,591 @@
+/*
+ * traffic.c - Lua binding of the traffic engine (csrc/core/engine.h).
+ *
+ * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
+ *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
+ *     :wait() -> result | nil, msg, CODE
+ *     :stop()                       end early; a result is still produced
+ * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
+ *     :port()  :stop()  :results() -> { result, ... }  :tests_running()
+ *     :rejected() -> control connections refused (bad cookie, bad JSON, ...)
+ *     :done() -> true once a one_off server has served its test or stopped
+ *
+ * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
+ * Worker threads never see the lua_State: these functions copy snapshots.
+ */
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/engine.h"
+#include "../core/sig.h"
+#include "../core/timer.h"
+#include "bind.h"
+
+#define TEST_T "qoslab.Test"
+#define SERVER_T "qoslab.Server"
+
+typedef struct ltest {
+	ql_test *t;
+	int reverse, bidir, udp;
+} ltest;
+
+typedef struct lserver {
+	ql_server *s;
+} lserver;
+
+/* ---------------------------------------------------------- tables ------ */
+
+static const char *side_name(int side)
+{
+	return side == QL_SIDE_SERVER ? "server" : "client";
+}
+
+static const char *dir_name(int dir)
+{
+	return dir == QL_DIR_REVERSE ? "reverse" : "forward";
+}
+
+static void push_buf(lua_State *L, const ql_bufinfo *b)
+{
+	lua_createtable(L, 0, 4);
+	qlb_set_integer(L, "requested_bytes", b->requested_bytes);
+	qlb_set_integer(L, "granted_bytes", b->granted_bytes);
+	qlb_set_boolean(L, "clamped", b->clamped);
+	qlb_set_string(L, "sysctl", b->sysctl);
+}
+
+/* Fields shared by totals, stream sides and interval entries. Absent
+ * measurements (no TCP_INFO sample, no jitter yet) stay nil. */
+static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
+{
+	qlb_set_string(L, "side", side_name(x->side));
+	qlb_set_integer(L, "bytes", (lua_Integer)x->bytes);
+	qlb_set_number(L, "seconds", x->seconds);
+	qlb_set_number(L, "bits_per_second", x->bits_per_second);
+	if (x->valid & QL_E_WRITES)
+		qlb_set_integer(L, "writes", (lua_Integer)x->writes);
+	if (udp && (x->valid & QL_E_PACKETS))
+		qlb_set_integer(L, "packets", (lua_Integer)x->packets);
+	if (x->valid & QL_E_RETRANS)
+		qlb_set_integer(L, "retransmits", (lua_Integer)x->retransmits);
+	if (x->valid & QL_E_UDPRX) {
+		qlb_set_integer(L, "unique_packets", (lua_Integer)x->unique_packets);
+		qlb_set_integer(L, "lost_packets", (lua_Integer)x->lost_packets);
+		qlb_set_integer(L, "duplicate_packets", (lua_Integer)x->duplicate_packets);
+		qlb_set_integer(L, "out_of_order_packets", (lua_Integer)x->out_of_order_packets);
+		qlb_set_integer(L, "late_packets", (lua_Integer)x->late_packets);
+		uint64_t sent = x->unique_packets + x->lost_packets;
+		qlb_set_number(L, "lost_pct", sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0);
+	}
+	if (x->valid & QL_E_JITTER)
+		qlb_set_number(L, "jitter_ms", x->jitter_ms);
+}
+
+static void push_total(lua_State *L, const ql_result *r, int dir, int role)
+{
+	const ql_entry *x = &r->tot[dir][role];
+	lua_createtable(L, 0, 16);
+	if (!r->tot_present[dir][role]) {
+		/* The peer did not report this side (e.g. a stock iperf3 that
+		 * failed to send results): name the side, zero counts. */
+		int side = (dir == QL_DIR_REVERSE) == (role == QL_ROLE_SENDER)
+			   ? QL_SIDE_SERVER : QL_SIDE_CLIENT;
+		qlb_set_string(L, "side", side_name(side));
+		qlb_set_integer(L, "bytes", 0);
+		qlb_set_number(L, "seconds", 0.0);
+		qlb_set_number(L, "bits_per_second", 0.0);
+		return;
+	}
+	set_entry_fields(L, x, r->proto == QL_PROTO_UDP);
+}
+
+static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp)
+{
+	lua_createtable(L, 0, 16);
+	set_entry_fields(L, x, udp);
+	if (x->valid & QL_E_RTTSUM) {
+		qlb_set_integer(L, "max_rtt_us", x->max_rtt_us);
+		qlb_set_integer(L, "min_rtt_us", x->min_rtt_us);
+		qlb_set_integer(L, "mean_rtt_us", x->mean_rtt_us);
+		qlb_set_integer(L, "max_snd_cwnd_bytes", (lua_Integer)x->max_snd_cwnd_bytes);
+	}
+	if (x->buf.present) {
+		push_buf(L, &x->buf);
+		lua_setfield(L, -2, role == QL_ROLE_SENDER ? "sndbuf" : "rcvbuf");
+	}
+}
+
+static void push_ientry(lua_State *L, const ql_entry *x, int udp, int with_id)
+{
+	lua_createtable(L, 0, 20);
+	if (with_id) {
+		qlb_set_integer(L, "id", x->id);
+		qlb_set_string(L, "direction", dir_name(x->dir));
+		qlb_set_string(L, "role", x->role == QL_ROLE_SENDER ? "sender" : "receiver");
+	}
+	set_entry_fields(L, x, udp);
+	if (x->valid & QL_E_RTT) {
+		qlb_set_integer(L, "rtt_us", x->rtt_us);
+		qlb_set_integer(L, "rttvar_us", x->rttvar_us);
+	}
+	if (x->valid & QL_E_CWND)
+		qlb_set_integer(L, "snd_cwnd_bytes", (lua_Integer)x->snd_cwnd_bytes);
+	if (x->valid & QL_E_PACING)
+		qlb_set_number(L, "pacing_rate_bps", (double)x->pacing_rate_bps);
+	if (x->valid & QL_E_DELIVERY)
+		qlb_set_number(L, "delivery_rate_bps", (double)x->delivery_rate_bps);
+}
+
+static void push_sum(lua_State *L, const ql_interval *iv, int dir, int udp)
+{
+	lua_createtable(L, 0, 2);
+	if (iv->sum_present[dir][QL_ROLE_SENDER]) {
+		push_ientry(L, &iv->sum[dir][QL_ROLE_SENDER], udp, 0);
+		lua_setfield(L, -2, "sender");
+	}
+	if (iv->sum_present[dir][QL_ROLE_RECEIVER]) {
+		push_ientry(L, &iv->sum[dir][QL_ROLE_RECEIVER], udp, 0);
+		lua_setfield(L, -2, "receiver");
+	}
+}
+
+static void push_interval(lua_State *L, const ql_interval *iv, int data_dir, int bidir,
+			  int udp)
+{
+	lua_createtable(L, 0, 7);
+	qlb_set_number(L, "start_s", iv->start_s);
+	qlb_set_number(L, "end_s", iv->end_s);
+	qlb_set_number(L, "seconds", iv->seconds);
+	qlb_set_boolean(L, "omitted", iv->omitted);
+	push_sum(L, iv, data_dir, udp);
+	lua_setfield(L, -2, "sum");
+	if (bidir) {
+		push_sum(L, iv, QL_DIR_REVERSE, udp);
+		lua_setfield(L, -2, "reverse_sum");
+	}
+	lua_createtable(L, iv->nentries, 0);
+	for (int i = 0; i < iv->nentries; i++) {
+		push_ientry(L, &iv->entries[i], udp, 1);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "streams");
+}
+
+static void push_cpu(lua_State *L, const ql_cpu_result *c)
+{
+	lua_createtable(L, 0, 4);
+	qlb_set_number(L, "total_pct", c->total_pct);
+	qlb_set_number(L, "user_pct", c->user_pct);
+	qlb_set_number(L, "system_pct", c->system_pct);
+	if (c->has_busiest)
+		qlb_set_number(L, "busiest_thread_pct", c->busiest_thread_pct);
+}
+
+static void push_result(lua_State *L, const ql_result *r)
+{
+	int udp = r->proto == QL_PROTO_UDP;
+	int ddir = r->reverse ? QL_DIR_REVERSE : QL_DIR_FORWARD;
+	lua_createtable(L, 0, 24);
+	qlb_set_string(L, "proto", udp ? "udp" : "tcp");
+	qlb_set_boolean(L, "reverse", r->reverse);
+	qlb_set_boolean(L, "bidir", r->bidir);
+	qlb_set_integer(L, "parallel", r->parallel);
+	qlb_set_string(L, "host", r->host);
+	qlb_set_integer(L, "port", r->port);
+	qlb_set_string(L, "local_role", side_name(r->local_role));
+	qlb_set_number(L, "start_time_unix_s", r->start_time_unix_s);
+	qlb_set_number(L, "duration_s", r->duration_s);
+	qlb_set_number(L, "omit_s", r->omit_s);
+	if (r->title[0])
+		qlb_set_string(L, "title", r->title);
+	push_total(L, r, ddir, QL_ROLE_SENDER);
+	lua_setfield(L, -2, "sent");
+	push_total(L, r, ddir, QL_ROLE_RECEIVER);
+	lua_setfield(L, -2, "received");
+	if (r->bidir) {
+		push_total(L, r, QL_DIR_REVERSE, QL_ROLE_SENDER);
+		lua_setfield(L, -2, "reverse_sent");
+		push_total(L, r, QL_DIR_REVERSE, QL_ROLE_RECEIVER);
+		lua_setfield(L, -2, "reverse_received");
+	}
+	lua_createtable(L, r->nstreams, 0);
+	for (int i = 0; i < r->nstreams; i++) {
+		const ql_stream_result *s = &r->streams[i];
+		lua_createtable(L, 0, 4);
+		qlb_set_integer(L, "id", s->id);
+		qlb_set_string(L, "direction", dir_name(s->dir));
+		if (s->has_sender) {
+			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp);
+			lua_setfield(L, -2, "sender");
+		}
+		if (s->has_receiver) {
+			push_stream_side(L, &s->receiver, QL_ROLE_RECEIVER, udp);
+			lua_setfield(L, -2, "receiver");
+		}
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "streams");
+	lua_createtable(L, r->nintervals, 0);
+	for (int i = 0; i < r->nintervals; i++) {
+		push_interval(L, &r->intervals[i], ddir, r->bidir, udp);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "intervals");
+	lua_createtable(L, 0, 2);
+	if (r->cpu_client.present) {
+		push_cpu(L, &r->cpu_client);
+		lua_setfield(L, -2, "client");
+	}
+	if (r->cpu_server.present) {
+		push_cpu(L, &r->cpu_server);
+		lua_setfield(L, -2, "server");
+	}
+	lua_setfield(L, -2, "cpu");
+	qlb_set_boolean(L, "cpu_limited", r->cpu_limited);
+	lua_createtable(L, r->nwarnings, 0);
+	for (int i = 0; i < r->nwarnings; i++) {
+		lua_pushstring(L, r->warnings[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "warnings");
+	qlb_set_string(L, "peer", r->peer == QL_PEER_QOSLAB ? "qoslab" : "iperf3");
+}
+
+/* ---------------------------------------------------------- client ------ */
+
+static const char *const CLIENT_KEYS[] = {
+	"host", "port", "proto", "parallel", "duration_s", "bytes", "packets", "reverse",
+	"bidir", "omit_s", "interval_s", "window_bytes", "sndbuf_bytes", "rcvbuf_bytes",
+	"bitrate_bps", "length_bytes", "congestion", "mss_bytes", "tos", "nodelay",
+	"fq_rate_bps", "bind_address", "bind_device", "netns", "connect_timeout_s",
+	"udp_batch", "udp_gso", "udp_drain_s", "title", NULL
+};
+static const char *const PROTOS[] = { "tcp", "udp", NULL };
+
+static int l_client(lua_State *L)
+{
+	static const char ctx[] = "qoslab.client";
+	qlb_check_table(L, 1, ctx, "opts");
+	qlb_check_keys(L, 1, ctx, "opts", CLIENT_KEYS);
+	ql_client_opts o;
+	ql_client_opts_init(&o);
+	lua_Integer v;
+	double d;
+	int b, en;
+	size_t len;
+	if (!qlb_opt_string(L, 1, ctx, "opts", "host", &o.host, &len))
+		return qlb_field_error(L, ctx, "opts.host", "a host name or address", -1);
+	if (qlb_opt_integer(L, 1, ctx, "opts", "port", 1, 65535, &v))
+		o.port = (int)v;
+	if (qlb_opt_enum(L, 1, ctx, "opts", "proto", PROTOS, &en))
+		o.proto = en;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "parallel", 1, QL_PARALLEL_MAX, &v))
+		o.parallel = (int)v;
+	if (qlb_opt_number(L, 1, ctx, "opts", "duration_s", 0.001, 86400, &d))
+		o.duration_s = d;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "bytes", 1, (lua_Integer)1 << 62, &v))
+		o.bytes = (uint64_t)v;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "packets", 1, (lua_Integer)1 << 62, &v))
+		o.packets = (uint64_t)v;
+	if (qlb_opt_boolean(L, 1, ctx, "opts", "reverse", &b))
+		o.reverse = b;
+	if (qlb_opt_boolean(L, 1, ctx, "opts", "bidir", &b))
+		o.bidir = b;
+	if (qlb_opt_number(L, 1, ctx, "opts", "omit_s", 0, 3600, &d))
+		o.omit_s = d;
+	if (qlb_opt_number(L, 1, ctx, "opts", "interval_s", 0.1, 3600, &d))
+		o.interval_s = d;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "window_bytes", 1, 2147483647, &v))
+		o.window_bytes = v;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "sndbuf_bytes", 1, 2147483647, &v))
+		o.sndbuf_bytes = v;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "rcvbuf_bytes", 1, 2147483647, &v))
+		o.rcvbuf_bytes = v;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "bitrate_bps", 0, (lua_Integer)1 << 50, &v)) {
+		o.bitrate_bps = (uint64_t)v;
+		o.bitrate_set = 1;
+	}
+	if (qlb_opt_integer(L, 1, ctx, "opts", "length_bytes", 1, 1 << 24, &v))
+		o.length_bytes = (int)v;
+	if (qlb_opt_string(L, 1, ctx, "opts", "congestion", &o.congestion, &len) && len >= 16)
+		return qlb_field_error(L, ctx, "opts.congestion", "a name of at most 15 characters", -1);
+	if (qlb_opt_integer(L, 1, ctx, "opts", "mss_bytes", 88, 32767, &v))
+		o.mss_bytes = (int)v;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "tos", 0, 255, &v))
+		o.tos = (int)v;
+	if (qlb_opt_boolean(L, 1, ctx, "opts", "nodelay", &b))
+		o.nodelay = b;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "fq_rate_bps", 1, (lua_Integer)1 << 50, &v))
+		o.fq_rate_bps = (uint64_t)v;
+	qlb_opt_string(L, 1, ctx, "opts", "bind_address", &o.bind_address, &len);
+	if (qlb_opt_string(L, 1, ctx, "opts", "bind_device", &o.bind_device, &len) && len >= 16)
+		return qlb_field_error(L, ctx, "opts.bind_device", "an interface name (1..15 chars)", -1);
+	qlb_opt_string(L, 1, ctx, "opts", "netns", &o.netns, &len);
+	if (qlb_opt_number(L, 1, ctx, "opts", "connect_timeout_s", 0.001, 3600, &d))
+		o.connect_timeout_s = d;
+	if (qlb_opt_integer(L, 1, ctx, "opts", "udp_batch", 1, 1024, &v))
+		o.udp_batch = (int)v;
+	if (qlb_opt_boolean(L, 1, ctx, "opts", "udp_gso", &b))
+		o.udp_gso = b;
+	if (qlb_opt_number(L, 1, ctx, "opts", "udp_drain_s", 0, 60, &d))
+		o.udp_drain_s = d;
+	qlb_opt_string(L, 1, ctx, "opts", "title", &o.title, &len);
+	ltest *u = lua_newuserdatauv(L, sizeof *u, 0);
+	u->t = NULL;
+	u->reverse = o.reverse;
+	u->bidir = o.bidir;
+	u->udp = o.proto == QL_PROTO_UDP;
+	luaL_setmetatable(L, TEST_T);
+	ql_err e;
+	ql_err_clear(&e);
+	if (ql_client_start(&o, &u->t, &e) < 0)
+		return qlb_fail(L, &e);
+	return 1;
+}
+
+static ltest *check_test(lua_State *L)
+{
+	ltest *u = luaL_checkudata(L, 1, TEST_T);
+	if (!u->t)
+		luaL_error(L, "qoslab.Test: the test was closed");
+	return u;
+}
+
+static int l_test_next(lua_State *L)
+{
+	ltest *u = check_test(L);
+	double timeout = -1;
+	if (!lua_isnoneornil(L, 2)) {
+		timeout = luaL_checknumber(L, 2);
+		if (!isfinite(timeout) || timeout < 0 || timeout > 1e9)
+			return qlb_field_error(L, "qoslab.Test:next_interval", "timeout_s",
+					       "a number of seconds >= 0", 2);
+	}
+	int64_t deadline = timeout >= 0 ? ql_now_ns() + (int64_t)(timeout * 1e9) : 0;
+	for (;;) {
+		/* Wait in slices so SIGINT can stop the test. */
+		int64_t slice = 100000000;
+		if (timeout >= 0) {
+			int64_t left = deadline - ql_now_ns();
+			if (left < 0)
+				left = 0;
+			if (left < slice)
+				slice = left;
+		}
+		ql_interval *iv = NULL;
+		int rc = ql_test_next_interval(u->t, slice, &iv);
+		if (rc == 1) {
+			push_interval(L, iv, u->reverse ? QL_DIR_REVERSE : QL_DIR_FORWARD,
+				      u->bidir, u->udp);
+			ql_interval_clear(iv);
+			free(iv);
+			return 1;
+		}
+		if (rc == -ENODATA) {
+			lua_pushboolean(L, 0);
+			return 1;
+		}
+		if (rc < 0)
+			return luaL_error(L, "qoslab.Test:next_interval: out of memory");
+		if (ql_sig_stop)
+			ql_test_stop(u->t);
+		if (timeout >= 0 && ql_now_ns() >= deadline) {
+			lua_pushnil(L);
+			return 1;
+		}
+	}
+}
+
+static int l_test_wait(lua_State *L)
+{
+	ltest *u = check_test(L);
+	/* Drain the live queue while waiting so SIGINT is honoured. */
+	for (;;) {
+		ql_interval *iv = NULL;
+		int rc = ql_test_next_interval(u->t, 100000000, &iv);
+		if (rc == 1) {
+			ql_interval_clear(iv);
+			free(iv);
+			continue;
+		}
+		if (rc == -ENODATA)
+			break;
+		if (ql_sig_stop)
+			ql_test_stop(u->t);
+	}
+	const ql_result *r = NULL;
+	ql_err e;
+	ql_err_clear(&e);
+	if (ql_test_wait(u->t, &r, &e) < 0)
+		return qlb_fail(L, &e);
+	push_result(L, r);
+	return 1;
+}
+
+static int l_test_stop(lua_State *L)
+{
+	ltest *u = luaL_checkudata(L, 1, TEST_T);
+	if (u->t)
+		ql_test_stop(u->t);
+	return 0;
+}
+
+static int l_test_gc(lua_State *L)
+{
+	ltest *u = luaL_checkudata(L, 1, TEST_T);
+	if (u->t) {
+		ql_test_free(u->t);
+		u->t = NULL;
+	}
+	return 0;
+}
+
+static int l_test_tostring(lua_State *L)
+{
+	ltest *u = luaL_checkudata(L, 1, TEST_T);
+	lua_pushfstring(L, "qoslab.Test (%s)", u->t ? "open" : "closed");
+	return 1;
+}
+
+/* ---------------------------------------------------------- server ------ */
+
+static const char *const SERVER_KEYS[] = {
+	"port", "bind_address", "netns", "one_off", "window_bytes", "sndbuf_bytes",
+	"rcvbuf_bytes", "idle_timeout_s", "max_tests", NULL
+};
+
+static int l_server(lua_State *L)
+{
+	static const char ctx[] = "qoslab.server";
+	ql_server_opts o;
+	ql_server_opts_init(&o);
+	if (!lua_isnoneornil(L, 1)) {
+		qlb_check_table(L, 1, ctx, "opts");
+		qlb_check_keys(L, 1, ctx, "opts", SERVER_KEYS);
+		lua_Integer v;
+		double d;
+		int b;
+		size_t len;
+		/* port 0 asks the kernel for a free port (read it with :port()). */
+		if (qlb_opt_integer(L, 1, ctx, "opts", "port", 0, 65535, &v))
+			o.port = v == 0 ? -1 : (int)v;
+		qlb_opt_string(L, 1, ctx, "opts", "bind_address", &o.bind_address, &len);
+		qlb_opt_string(L, 1, ctx, "opts", "netns", &o.netns, &len);
+		if (qlb_opt_boolean(L, 1, ctx, "opts", "one_off", &b))
+			o.one_off = b;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "window_bytes", 1, 2147483647, &v))
+			o.window_bytes = v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "sndbuf_bytes", 1, 2147483647, &v))
+			o.sndbuf_bytes = v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "rcvbuf_bytes", 1, 2147483647, &v))
+			o.rcvbuf_bytes = v;
+		if (qlb_opt_number(L, 1, ctx, "opts", "idle_timeout_s", 0.001, 86400, &d))
+			o.idle_timeout_s = d;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests", 1, 4096, &v))
+			o.max_tests = (int)v;
+	}
+	lserver *u = lua_newuserdatauv(L, sizeof *u, 0);
+	u->s = NULL;
+	luaL_setmetatable(L, SERVER_T);
+	ql_err e;
+	ql_err_clear(&e);
+	if (ql_server_start(&o, &u->s, &e) < 0)
+		return qlb_fail(L, &e);
+	return 1;
+}
+
+static lserver *check_server(lua_State *L)
+{
+	lserver *u = luaL_checkudata(L, 1, SERVER_T);
+	if (!u->s)
+		luaL_error(L, "qoslab.Server: the server was closed");
+	return u;
+}
+
+static int l_server_port(lua_State *L)
+{
+	lua_pushinteger(L, ql_server_port(check_server(L)->s));
+	return 1;
+}
+
+static int l_server_results(lua_State *L)
+{
+	lserver *u = check_server(L);
+	const ql_result **rs = NULL;
+	int n = 0;
+	if (ql_server_results(u->s, &rs, &n) < 0)
+		return luaL_error(L, "qoslab.Server:results: out of memory");
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		push_result(L, rs[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	free(rs);
+	return 1;
+}
+
+static int l_server_running(lua_State *L)
+{
+	lua_pushinteger(L, ql_server_tests_running(check_server(L)->s));
+	return 1;
+}
+
+static int l_server_rejected(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)ql_server_rejected(check_server(L)->s));
+	return 1;
+}
+
+static int l_server_done(lua_State *L)
+{
+	lserver *u = luaL_checkudata(L, 1, SERVER_T);
+	lua_pushboolean(L, !u->s || ql_server_done(u->s));
+	return 1;
+}
+
+static int l_server_stop(lua_State *L)
+{
+	lserver *u = luaL_checkudata(L, 1, SERVER_T);
+	if (u->s) {
+		ql_server_free(u->s);
+		u->s = NULL;
+	}
+	return 0;
+}
+
+static int l_server_tostring(lua_State *L)
+{
+	lserver *u = luaL_checkudata(L, 1, SERVER_T);
+	if (u->s)
+		lua_pushfstring(L, "qoslab.Server (port %d)", ql_server_port(u->s));
+	else
+		lua_pushliteral(L, "qoslab.Server (stopped)");
+	return 1;
+}
+
+void qlb_open_traffic(lua_State *L)
+{
+	static const luaL_Reg test_m[] = {
+		{ "next_interval", l_test_next },
+		{ "wait", l_test_wait },
+		{ "stop", l_test_stop },
+		{ NULL, NULL }
+	};
+	static const luaL_Reg server_m[] = {
+		{ "port", l_server_port },
+		{ "results", l_server_results },
+		{ "tests_running", l_server_running },
+		{ "rejected", l_server_rejected },
+		{ "done", l_server_done },
+		{ "stop", l_server_stop },
+		{ NULL, NULL }
+	};
+	qlb_newclass(L, TEST_T, test_m, l_test_gc, l_test_tostring);
+	qlb_newclass(L, SERVER_T, server_m, l_server_stop, l_server_tostring);
+	lua_pushcfunction(L, l_client);
+	lua_setfield(L, -2, "traffic_client");
+	lua_pushcfunction(L, l_server);
+	lua_setfield(L, -2, "traffic_server");
+}

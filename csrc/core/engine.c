@@ -1,0 +1,3082 @@
+/*
+ * engine.c - traffic engine: stream workers, interval reporter, iperf3
+ * control protocol for the client and the server. See engine.h.
+ */
+#include "engine.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/errqueue.h>
+#include <linux/sockios.h>
+#include <math.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/ip.h>
+#include <netinet/tcp.h>
+#include <netinet/udp.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "engine_int.h"
+#include "nl.h"
+#include "stats.h"
+#include "timer.h"
+
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef SOL_UDP
+#define SOL_UDP 17
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
+#define MS (1000000LL)
+#define CTL_TIMEOUT_NS (10 * QL_NS_PER_S)
+#define TCP_DRAIN_CAP_NS (3 * QL_NS_PER_S)
+
+enum {
+	T_NEW = 0, T_ACCEPTING, T_RUNNING, T_ENDING, T_DONE
+};
+
+typedef struct ql_stream {
+	struct ql_test *t;
+	int idx, id, dir, sender;
+	int fd;
+	pthread_t th;
+	int th_started;
+	_Atomic uint64_t bytes, packets, writes;
+	_Atomic int done;                /* sender finished / receiver EOF */
+	_Atomic int64_t last_rx_ns;
+	pthread_mutex_t mu;              /* guards rx */
+	ql_udp_rx rx;
+	int rx_init;
+	int64_t cpu_user_ns, cpu_sys_ns;
+	ql_bufinfo sndbuf, rcvbuf;
+	/* reporter state (control thread only) */
+	uint64_t snap_bytes, snap_packets, snap_writes;
+	ql_tcp_summary tsum;             /* TCP sender: from connect on */
+	int tsum_init;
+	uint64_t sent_final;             /* UDP: peer's sent count */
+	int err;                         /* worker's errno, 0 = fine */
+} ql_stream;
+
+struct ql_test {
+	int side;
+	ql_params prm;
+	int proto, peer;
+	char host[256];
+	int port;
+	char netns[128], bind_address[128], bind_device[32];
+	int udp_batch, udp_gso;
+	int64_t connect_timeout_ns;
+	int64_t drain_ns;
+	uint64_t limit_bytes, limit_packets;   /* per direction budgets */
+	_Atomic int64_t budget[2];
+	int limited;
+	int ctl_fd;
+	char cookie[QL_COOKIE_SIZE];
+	struct sockaddr_storage peer_addr;
+	socklen_t peer_len;
+	int nstreams;
+	ql_stream *st;
+	pthread_t ctl_th;
+	int ctl_started;
+	_Atomic int stop_req, send_stop, recv_stop;
+	int state;                        /* T_* (server: under srv->mu) */
+	int64_t start_ns, omit_ns, last_snap_ns, end_ns, send_end_ns;
+	double start_unix;
+	uint64_t tick_k;
+	int64_t period_ns;
+	int64_t ctl_cpu_user0, ctl_cpu_sys0;
+	/* intervals and the live queue */
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	ql_interval *iv;
+	int niv, civ, npub, nread;
+	/* live queue handed to next_interval: local intervals plus the
+	 * peer's live entries (client), deep copies */
+	ql_interval *live;
+	int nlive, clive;
+	ql_interval *rlive;               /* peer intervals not yet placed */
+	int nrlive, crlive, nrlive_total;
+	int nshipped;                     /* server: intervals sent live */
+	int finished;
+	int rc;
+	ql_err err;
+	ql_result res;
+	char **warn;
+	int nwarn;
+	ql_peer_results peer_res;
+	/* server side */
+	struct ql_server *srv;
+	struct ql_test *next;
+	int published;
+	int *pending_fds;
+	uint64_t *pending_seq;            /* accept order of pending_fds */
+	int npending;
+};
+
+struct ql_server {
+	ql_server_opts o;
+	char netns[128], bind_address[128];
+	int lfd, ufd, port, family;
+	pthread_t th;
+	int th_started;
+	_Atomic int stop;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	ql_test *tests;
+	int running, threads;
+	const ql_result **results;
+	ql_test **finished;
+	int nres, cap;
+	uint64_t rejected;
+	uint64_t accept_seq;
+	int done;
+};
+
+/* ------------------------------------------------------------ helpers --- */
+
+static int64_t realtime_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	return (int64_t)ts.tv_sec * QL_NS_PER_S + ts.tv_nsec;
+}
+
+static void thread_cpu(int64_t *user_ns, int64_t *sys_ns)
+{
+	struct rusage ru;
+	if (getrusage(RUSAGE_THREAD, &ru) == 0) {
+		*user_ns = (int64_t)ru.ru_utime.tv_sec * QL_NS_PER_S + ru.ru_utime.tv_usec * 1000;
+		*sys_ns = (int64_t)ru.ru_stime.tv_sec * QL_NS_PER_S + ru.ru_stime.tv_usec * 1000;
+	} else {
+		*user_ns = *sys_ns = 0;
+	}
+}
+
+static void add_warning(ql_test *t, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void add_warning(ql_test *t, const char *fmt, ...)
+{
+	char buf[512];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(buf, sizeof buf, fmt, ap);
+	va_end(ap);
+	for (int i = 0; i < t->nwarn; i++)
+		if (strcmp(t->warn[i], buf) == 0)
+			return;
+	char **w = realloc(t->warn, (size_t)(t->nwarn + 1) * sizeof *w);
+	if (!w)
+		return;
+	t->warn = w;
+	if ((w[t->nwarn] = strdup(buf)))
+		t->nwarn++;
+}
+
+static int64_t read_sysctl(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	if (!f)
+		return -1;
+	long long v = -1;
+	if (fscanf(f, "%lld", &v) != 1)
+		v = -1;
+	fclose(f);
+	return v;
+}
+
+void ql_bufinfo_fill(ql_bufinfo *b, int64_t requested, int64_t granted,
+		     int64_t max_bytes, const char *sysctl)
+{
+	memset(b, 0, sizeof *b);
+	b->present = 1;
+	b->requested_bytes = requested;
+	b->granted_bytes = granted;
+	snprintf(b->sysctl, sizeof b->sysctl, "%s", sysctl);
+	/* Linux grants 2 x min(request, max); less than twice the request
+	 * means the sysctl cut it. */
+	b->clamped = requested > 0 && granted < 2 * requested &&
+		     (max_bytes <= 0 || requested > max_bytes);
+}
+
+int64_t ql_grid_tick_ns(int64_t start_ns, int64_t omit_ns, int64_t period_ns,
+			uint64_t k)
+{
+	if (omit_ns <= 0)
+		return start_ns + (int64_t)(k + 1) * period_ns;
+	uint64_t m = (uint64_t)((omit_ns + period_ns - 1) / period_ns) - 1;
+	if (k < m)
+		return start_ns + (int64_t)(k + 1) * period_ns;
+	if (k == m)
+		return start_ns + omit_ns;
+	return start_ns + omit_ns + (int64_t)(k - m) * period_ns;
+}
+
+void ql_interval_clear(ql_interval *iv)
+{
+	if (!iv)
+		return;
+	free(iv->entries);
+	iv->entries = NULL;
+	iv->nentries = 0;
+}
+
+void ql_result_free(ql_result *r)
+{
+	if (!r)
+		return;
+	free(r->streams);
+	for (int i = 0; i < r->nintervals; i++)
+		ql_interval_clear(&r->intervals[i]);
+	free(r->intervals);
+	for (int i = 0; i < r->nwarnings; i++)
+		free(r->warnings[i]);
+	free(r->warnings);
+	memset(r, 0, sizeof *r);
+}
+
+void ql_client_opts_init(ql_client_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->port = QL_DEFAULT_PORT;
+	o->parallel = 1;
+	o->duration_s = 10;
+	o->interval_s = 1;
+	o->tos = -1;
+	o->udp_drain_s = -1;
+}
+
+void ql_server_opts_init(ql_server_opts *o)
+{
+	memset(o, 0, sizeof *o);
+	o->port = QL_DEFAULT_PORT;
+}
+
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	snprintf(dst, cap, "%s", src ? src : "");
+}
+
+/* ----------------------------------------------------- socket options --- */
+
+static int set_buffers(ql_test *t, int fd, ql_stream *s, ql_err *e)
+{
+	int64_t snd = t->prm.sndbuf_bytes ? t->prm.sndbuf_bytes : t->prm.window_bytes;
+	int64_t rcv = t->prm.rcvbuf_bytes ? t->prm.rcvbuf_bytes : t->prm.window_bytes;
+	if (snd > 0) {
+		int v = (int)snd;
+		if (setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &v, sizeof v) < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(SO_SNDBUF, %d): %s", v,
+					  strerror(errno));
+	}
+	if (rcv > 0) {
+		int v = (int)rcv;
+		if (setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &v, sizeof v) < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(SO_RCVBUF, %d): %s", v,
+					  strerror(errno));
+	}
+	int g = 0;
+	socklen_t gl = sizeof g;
+	getsockopt(fd, SOL_SOCKET, SO_SNDBUF, &g, &gl);
+	int64_t wmax = read_sysctl("/proc/sys/net/core/wmem_max");
+	int64_t rmax = read_sysctl("/proc/sys/net/core/rmem_max");
+	ql_bufinfo_fill(&s->sndbuf, snd, g, wmax, "net.core.wmem_max");
+	gl = sizeof g;
+	getsockopt(fd, SOL_SOCKET, SO_RCVBUF, &g, &gl);
+	ql_bufinfo_fill(&s->rcvbuf, rcv, g, rmax, "net.core.rmem_max");
+	const char *who = t->side == QL_SIDE_SERVER ? "server" : "client";
+	if (s->sndbuf.clamped)
+		add_warning(t, "%s: SO_SNDBUF clamped to %lld B by net.core.wmem_max (requested %lld; "
+			    "Linux grants 2 x min(request, wmem_max))", who,
+			    (long long)s->sndbuf.granted_bytes, (long long)snd);
+	if (s->rcvbuf.clamped)
+		add_warning(t, "%s: SO_RCVBUF clamped to %lld B by net.core.rmem_max (requested %lld; "
+			    "Linux grants 2 x min(request, rmem_max))", who,
+			    (long long)s->rcvbuf.granted_bytes, (long long)rcv);
+	return 0;
+}
+
+/* Options that must be set before connect (client) or right after accept. */
+static int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e)
+{
+	int rc = set_buffers(t, fd, s, e);
+	if (rc < 0)
+		return rc;
+	if (t->proto == QL_PROTO_TCP) {
+		int one = 1;
+		if (t->prm.nodelay &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one) < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(TCP_NODELAY): %s", strerror(errno));
+		if (t->prm.mss_bytes > 0) {
+			int v = t->prm.mss_bytes;
+			if (setsockopt(fd, IPPROTO_TCP, TCP_MAXSEG, &v, sizeof v) < 0)
+				return ql_err_set(e, errno, NULL, "setsockopt(TCP_MAXSEG, %d): %s", v,
+						  strerror(errno));
+		}
+		if (t->prm.congestion[0] &&
+		    setsockopt(fd, IPPROTO_TCP, TCP_CONGESTION, t->prm.congestion,
+			       (socklen_t)strlen(t->prm.congestion)) < 0) {
+			int err = errno;
+			return ql_err_set(e, err, err == ENOENT ? "ENOENT" : NULL,
+					  "setsockopt(TCP_CONGESTION, \"%s\"): %s (see "
+					  "/proc/sys/net/ipv4/tcp_available_congestion_control; "
+					  "modprobe tcp_%s)", t->prm.congestion, strerror(err),
+					  t->prm.congestion);
+		}
+	}
+	if (t->prm.tos >= 0) {
+		int v = t->prm.tos;
+		int r = family == AF_INET6
+			? setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof v)
+			: setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v);
+		if (family == AF_INET6)   /* v4-mapped peers use IP_TOS too */
+			setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v);
+		if (r < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(IP_TOS/IPV6_TCLASS, %d): %s", v,
+					  strerror(errno));
+	}
+	if (t->prm.fqrate_bps > 0) {
+		uint64_t bytes = t->prm.fqrate_bps / 8;
+		int r;
+		if (bytes >= UINT32_MAX) {
+			r = setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &bytes, sizeof bytes);
+		} else {
+			uint32_t b32 = (uint32_t)bytes;
+			r = setsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &b32, sizeof b32);
+		}
+		if (r < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(SO_MAX_PACING_RATE): %s",
+					  strerror(errno));
+	}
+	if (t->bind_device[0] &&
+	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, t->bind_device,
+		       (socklen_t)strlen(t->bind_device)) < 0) {
+		int err = errno;
+		return ql_err_set(e, err, NULL, "setsockopt(SO_BINDTODEVICE, \"%s\"): %s%s",
+				  t->bind_device, strerror(err),
+				  err == ENODEV ? " (no such device in this namespace)" : "");
+	}
+	return 0;
+}
+
+static int resolve(const char *host, int port, int socktype,
+		   struct sockaddr_storage *ss, socklen_t *len, ql_err *e)
+{
+	struct addrinfo hints = { .ai_socktype = socktype, .ai_flags = AI_ADDRCONFIG };
+	struct addrinfo *ai = NULL;
+	char ps[16];
+	snprintf(ps, sizeof ps, "%d", port);
+	int g = getaddrinfo(host, ps, &hints, &ai);
+	if (g != 0 || !ai) {
+		hints.ai_flags = 0;
+		g = getaddrinfo(host, ps, &hints, &ai);
+	}
+	if (g != 0 || !ai)
+		return ql_err_set(e, EHOSTUNREACH, "ENOENT", "cannot resolve \"%s\": %s", host,
+				  gai_strerror(g));
+	memcpy(ss, ai->ai_addr, ai->ai_addrlen);
+	*len = ai->ai_addrlen;
+	freeaddrinfo(ai);
+	return 0;
+}
+
+static int bind_local(int fd, int family, const char *addr, int port, ql_err *e)
+{
+	if (!addr || !*addr)
+		return 0;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = resolve(addr, port, 0, &ss, &len, e);
+	if (rc < 0)
+		return rc;
+	if (ss.ss_family != family)
+		return ql_err_usage(e, "opts.bind_address: \"%s\" is not of the peer's address family",
+				    addr);
+	if (bind(fd, (struct sockaddr *)&ss, len) < 0)
+		return ql_err_set(e, errno, NULL, "bind(%s): %s", addr, strerror(errno));
+	return 0;
+}
+
+static int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len,
+			   int64_t timeout_ns, const volatile int *stop, ql_err *e,
+			   const char *host, int port)
+{
+	int fl = fcntl(fd, F_GETFL);
+	fcntl(fd, F_SETFL, fl | O_NONBLOCK);
+	int rc = connect(fd, sa, len);
+	if (rc < 0 && errno != EINPROGRESS) {
+		int err = errno;
+		return ql_err_set(e, err, NULL, "connect to %s port %d: %s%s", host, port,
+				  strerror(err),
+				  err == ECONNREFUSED ? " (is a server running there?)" : "");
+	}
+	if (rc < 0) {
+		int64_t deadline = ql_now_ns() + timeout_ns;
+		for (;;) {
+			if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
+				return ql_err_set(e, EINTR, "EINTR", "stopped while connecting");
+			int64_t left = deadline - ql_now_ns();
+			if (left <= 0)
+				return ql_err_set(e, ETIMEDOUT, NULL,
+						  "connect to %s port %d: timed out", host, port);
+			struct pollfd pf = { .fd = fd, .events = POLLOUT };
+			int n = poll(&pf, 1, (int)(left > 50 * MS ? 50 : left / MS + 1));
+			if (n > 0)
+				break;
+		}
+		int err = 0;
+		socklen_t el = sizeof err;
+		getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &el);
+		if (err)
+			return ql_err_set(e, err, NULL, "connect to %s port %d: %s%s", host, port,
+					  strerror(err),
+					  err == ECONNREFUSED ? " (is a server running there?)" : "");
+	}
+	fcntl(fd, F_SETFL, fl);
+	return 0;
+}
+
+/* ------------------------------------------------------------ workers --- */
+
+static uint64_t reserve(_Atomic int64_t *budget, uint64_t want)
+{
+	int64_t cur = atomic_load(budget);
+	while (cur > 0) {
+		int64_t take = cur < (int64_t)want ? cur : (int64_t)want;
+		if (atomic_compare_exchange_weak(budget, &cur, cur - take))
+			return (uint64_t)take;
+	}
+	return 0;
+}
+
+static void fill_payload(char *buf, size_t n)
+{
+	/* Pseudo-random payload so compressing links do not flatter us. */
+	uint64_t x = 0x9e3779b97f4a7c15ULL ^ (uint64_t)ql_now_ns();
+	for (size_t i = 0; i < n; i++) {
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		buf[i] = (char)x;
+	}
+}
+
+static int wait_io(int fd, short ev, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = ev };
+	return poll(&pf, 1, ms);
+}
+
+/* Wait (bounded) until the kernel has every sent byte acknowledged, so the
+ * receiver holds what the sender counted before anyone ends the test. */
+static void tcp_wait_acked(ql_stream *s, int64_t cap_ns)
+{
+	int64_t deadline = ql_now_ns() + cap_ns;
+	while (!atomic_load(&s->t->stop_req) && ql_now_ns() < deadline) {
+		int outq = 0;
+		if (ioctl(s->fd, SIOCOUTQ, &outq) < 0 || outq <= 0)
+			return;
+		struct timespec ts = { 0, 2 * MS };
+		nanosleep(&ts, NULL);
+	}
+}
+
+static void tcp_send_loop(ql_stream *s)
+{
+	ql_test *t = s->t;
+	size_t len = (size_t)t->prm.len_bytes;
+	char *buf = malloc(len);
+	if (!buf) {
+		s->err = ENOMEM;
+		return;
+	}
+	fill_payload(buf, len);
+	/* bitrate_bps on TCP: per-stream absolute schedule like UDP's; a
+	 * stream that fell behind by more than 10 ms of data re-bases. */
+	uint64_t rate = t->prm.bandwidth_bps;
+	int64_t origin = ql_now_ns();
+	uint64_t paced = 0;
+	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req)) {
+		if (rate) {
+			int64_t now = ql_now_ns();
+			int64_t due = origin + (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate);
+			if (due > now) {
+				ql_sleep_until_ns(due < now + 50 * MS ? due : now + 50 * MS, NULL, NULL);
+				continue;
+			}
+			if (now - due > 10 * MS) {
+				origin = now - (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate) - 10 * MS;
+			}
+		}
+		size_t n = len;
+		if (t->limited) {
+			n = reserve(&t->budget[s->dir], len);
+			if (n == 0)
+				break;
+		}
+		size_t off = 0;
+		while (off < n && !atomic_load(&t->stop_req)) {
+			/* A time-limited test stops mid-block; a limited one
+			 * sends the whole reservation. */
+			if (!t->limited && atomic_load(&t->send_stop))
+				break;
+			/* Try first, poll only when the socket is full: one
+			 * syscall per block while the path keeps up. */
+			ssize_t r = send(s->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+			if (r > 0) {
+				off += (size_t)r;
+				atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
+				atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
+			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
+				wait_io(s->fd, POLLOUT, 50);
+			} else if (r < 0) {
+				s->err = errno;
+				goto out;
+			}
+		}
+		paced += off;
+		if (off < n)
+			break;
+	}
+out:
+	free(buf);
+	/* A stock iperf3 client stops reading when it sends TEST_END, so a
+	 * server waiting for its acks would only stall. */
+	if (!atomic_load(&t->stop_req) && (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
+		tcp_wait_acked(s, t->limited ? 10 * QL_NS_PER_S : 2 * QL_NS_PER_S);
+	shutdown(s->fd, SHUT_WR);
+}
+
+static void tcp_recv_loop(ql_stream *s)
+{
+	ql_test *t = s->t;
+	size_t len = t->prm.len_bytes > 0 ? (size_t)t->prm.len_bytes : QL_TCP_DEFAULT_LEN;
+	if (len < 65536)
+		len = 65536;
+	char *buf = malloc(len);
+	if (!buf) {
+		s->err = ENOMEM;
+		return;
+	}
+	while (!atomic_load(&t->recv_stop) && !atomic_load(&t->stop_req)) {
+		ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
+		if (r > 0) {
+			atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
+			atomic_store(&s->last_rx_ns, ql_now_ns());
+		} else if (r == 0) {
+			break;
+		} else if (errno == EAGAIN || errno == EINTR) {
+			wait_io(s->fd, POLLIN, 50);
+		} else {
+			if (errno != ECONNRESET)
+				s->err = errno;
+			break;
+		}
+	}
+	free(buf);
+}
+
+static void udp_stamp(char *p, uint64_t seq, int seq64, int64_t now)
+{
+	ql_udp_hdr h = { .sec = (uint32_t)(now / QL_NS_PER_S),
+			 .usec = (uint32_t)((now % QL_NS_PER_S) / 1000), .seq = seq };
+	ql_udp_hdr_encode(p, &h, seq64);
+}
+
+static void udp_send_loop(ql_stream *s)
+{
+	ql_test *t = s->t;
+	size_t len = (size_t)t->prm.len_bytes;
+	int batch = t->udp_batch > 0 ? t->udp_batch : 32;
+	int gso = t->udp_gso;
+	int seq64 = t->prm.udp_counters_64bit;
+	if (gso && (size_t)batch * len > 65000)
+		batch = (int)(65000 / len);
+	if (batch < 1)
+		batch = 1;
+	char *buf = malloc((size_t)batch * len);
+	struct mmsghdr *mm = calloc((size_t)batch, sizeof *mm);
+	struct iovec *iov = calloc((size_t)batch, sizeof *iov);
+	if (!buf || !mm || !iov) {
+		s->err = ENOMEM;
+		goto out;
+	}
+	fill_payload(buf, (size_t)batch * len);
+	for (int i = 0; i < batch; i++) {
+		iov[i].iov_base = buf + (size_t)i * len;
+		iov[i].iov_len = len;
+		mm[i].msg_hdr.msg_iov = &iov[i];
+		mm[i].msg_hdr.msg_iovlen = 1;
+	}
+	/* Stall rule: a sender that fell behind by up to one report interval
+	 * (at most 100 ms) catches up, so each interval still carries its
+	 * target; beyond that slack the pacer re-bases its schedule and the
+	 * missed slots are dropped, so a long stall never turns into a long
+	 * burst (iperf3 #1912). */
+	uint64_t burst = 0;
+	if (t->prm.bandwidth_bps) {
+		double slack_s = t->prm.interval_s < 0.1 ? t->prm.interval_s : 0.1;
+		burst = (uint64_t)((double)t->prm.bandwidth_bps * slack_s / (8.0 * (double)len));
+		if (burst < 8)
+			burst = 8;
+		if (burst > 65536)
+			burst = 65536;
+	}
+	ql_pacer p;
+	ql_err e;
+	if (ql_pacer_init(&p, ql_now_ns(), t->prm.bandwidth_bps, (uint32_t)len,
+			  (uint32_t)burst, &e) < 0) {
+		s->err = EINVAL;
+		goto out;
+	}
+	uint64_t seq = 1;
+	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req)) {
+		int64_t next = 0, now = ql_now_ns();
+		uint64_t due = ql_pacer_due(&p, now, &next);
+		if (due == 0) {
+			if (next > now + 50 * MS)
+				next = now + 50 * MS;
+			ql_sleep_until_ns(next, NULL, NULL);
+			continue;
+		}
+		if (t->limited) {
+			uint64_t got = reserve(&t->budget[s->dir], due);
+			if (got < due)
+				ql_pacer_unsend(&p, due - got);
+			due = got;
+			if (due == 0)
+				break;
+		}
+		while (due > 0 && !atomic_load(&t->stop_req)) {
+			int n = due > (uint64_t)batch ? batch : (int)due;
+			/* One timestamp per batch: the batch leaves in one call. */
+			int64_t stamp = realtime_ns();
+			for (int i = 0; i < n; i++)
+				udp_stamp(buf + (size_t)i * len, seq + (uint64_t)i, seq64, stamp);
+			int sent;
+			if (gso && n > 1) {
+				struct iovec one = { buf, (size_t)n * len };
+				char cb[CMSG_SPACE(sizeof(uint16_t))] = { 0 };
+				struct msghdr mh = { .msg_iov = &one, .msg_iovlen = 1,
+						     .msg_control = cb, .msg_controllen = sizeof cb };
+				struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+				cm->cmsg_level = SOL_UDP;
+				cm->cmsg_type = UDP_SEGMENT;
+				cm->cmsg_len = CMSG_LEN(sizeof(uint16_t));
+				uint16_t seg = (uint16_t)len;
+				memcpy(CMSG_DATA(cm), &seg, sizeof seg);
+				ssize_t r = sendmsg(s->fd, &mh, 0);
+				if (r < 0 && (errno == EIO || errno == EINVAL || errno == ENOPROTOOPT)) {
+					gso = 0;   /* no GSO on this path: plain batches */
+					continue;
+				}
+				sent = r < 0 ? -1 : n;
+			} else {
+				sent = sendmmsg(s->fd, mm, (unsigned)n, 0);
+			}
+			if (sent < 0) {
+				if (errno == EAGAIN || errno == ENOBUFS || errno == EINTR ||
+				    errno == ECONNREFUSED) {
+					/* A refused datagram (ICMP from a peer that
+					 * closed) or a full queue: the slot stays due. */
+					ql_pacer_unsend(&p, due);
+					wait_io(s->fd, POLLOUT, 10);
+					break;
+				}
+				s->err = errno;
+				goto out;
+			}
+			seq += (uint64_t)sent;
+			due -= (uint64_t)sent;
+			atomic_fetch_add_explicit(&s->packets, (uint64_t)sent, memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->bytes, (uint64_t)sent * len, memory_order_relaxed);
+			atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
+		}
+		if (due > 0 && t->limited && !atomic_load(&t->stop_req)) {
+			/* Reserved but not sent: give it back to the budget. */
+			atomic_fetch_add(&t->budget[s->dir], (int64_t)due);
+		}
+	}
+out:
+	free(buf);
+	free(mm);
+	free(iov);
+}
+
+#define RX_BATCH 32
+#define RX_CTL 64
+
+static void udp_recv_loop(ql_stream *s)
+{
+	ql_test *t = s->t;
+	int seq64 = t->prm.udp_counters_64bit;
+	size_t cap = 65536;
+	char *buf = malloc((size_t)RX_BATCH * cap);
+	struct mmsghdr mm[RX_BATCH];
+	struct iovec iov[RX_BATCH];
+	char ctl[RX_BATCH][RX_CTL];
+	if (!buf) {
+		s->err = ENOMEM;
+		return;
+	}
+	int one = 1;
+	setsockopt(s->fd, SOL_SOCKET, SO_TIMESTAMPNS, &one, sizeof one);
+	/* GRO hands over several datagrams of one flow in one buffer, with
+	 * the segment size in a UDP_GRO control message. */
+	if (t->udp_gso)
+		setsockopt(s->fd, SOL_UDP, UDP_GRO, &one, sizeof one);
+	while (!atomic_load(&t->recv_stop) && !atomic_load(&t->stop_req)) {
+		if (wait_io(s->fd, POLLIN, 20) <= 0)
+			continue;
+		memset(mm, 0, sizeof mm);
+		for (int i = 0; i < RX_BATCH; i++) {
+			iov[i].iov_base = buf + (size_t)i * cap;
+			iov[i].iov_len = cap;
+			mm[i].msg_hdr.msg_iov = &iov[i];
+			mm[i].msg_hdr.msg_iovlen = 1;
+			mm[i].msg_hdr.msg_control = ctl[i];
+			mm[i].msg_hdr.msg_controllen = RX_CTL;
+		}
+		int n = recvmmsg(s->fd, mm, RX_BATCH, MSG_DONTWAIT, NULL);
+		if (n <= 0) {
+			if (n < 0 && errno != EAGAIN && errno != EINTR && errno != ECONNREFUSED) {
+				s->err = errno;
+				break;
+			}
+			continue;
+		}
+		int64_t fallback = realtime_ns();
+		pthread_mutex_lock(&s->mu);
+		uint64_t dgrams = 0;
+		for (int i = 0; i < n; i++) {
+			size_t got = mm[i].msg_len;
+			int64_t arr = fallback;
+			size_t seg = got;
+			for (struct cmsghdr *c = CMSG_FIRSTHDR(&mm[i].msg_hdr); c;
+			     c = CMSG_NXTHDR(&mm[i].msg_hdr, c)) {
+				if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_TIMESTAMPNS) {
+					struct timespec ts;
+					memcpy(&ts, CMSG_DATA(c), sizeof ts);
+					arr = (int64_t)ts.tv_sec * QL_NS_PER_S + ts.tv_nsec;
+				} else if (c->cmsg_level == SOL_UDP && c->cmsg_type == UDP_GRO) {
+					int gs = 0;
+					memcpy(&gs, CMSG_DATA(c), sizeof gs);
+					if (gs > 0)
+						seg = (size_t)gs;
+				}
+			}
+			for (size_t off = 0; off < got; off += seg) {
+				size_t len = got - off < seg ? got - off : seg;
+				ql_udp_hdr h;
+				dgrams++;
+				if (ql_udp_hdr_decode((char *)iov[i].iov_base + off, len, seq64, &h) < 0)
+					continue;   /* runt (e.g. a repeated connect message) */
+				uint64_t seq = seq64 ? h.seq
+						     : ql_seq_extend32(s->rx.highest, (uint32_t)h.seq);
+				if (seq == 0)
+					continue;
+				int64_t sent_ns = (int64_t)h.sec * QL_NS_PER_S + (int64_t)h.usec * 1000;
+				ql_udp_rx_packet(&s->rx, seq, len, sent_ns, arr);
+			}
+		}
+		pthread_mutex_unlock(&s->mu);
+		atomic_fetch_add_explicit(&s->packets, dgrams, memory_order_relaxed);
+		atomic_store(&s->last_rx_ns, ql_now_ns());
+	}
+	free(buf);
+}
+
+static void *stream_main(void *arg)
+{
+	ql_stream *s = arg;
+	int64_t u0, s0, u1, s1;
+	thread_cpu(&u0, &s0);
+	if (s->t->proto == QL_PROTO_TCP) {
+		if (s->sender)
+			tcp_send_loop(s);
+		else
+			tcp_recv_loop(s);
+	} else {
+		if (s->sender)
+			udp_send_loop(s);
+		else
+			udp_recv_loop(s);
+	}
+	thread_cpu(&u1, &s1);
+	s->cpu_user_ns = u1 - u0;
+	s->cpu_sys_ns = s1 - s0;
+	atomic_store(&s->done, 1);
+	return NULL;
+}
+
+/* ---------------------------------------------------------- reporter --- */
+
+static void entry_finish(ql_entry *x)
+{
+	x->bits_per_second = ql_bits_per_second(x->bytes, x->seconds);
+}
+
+static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
+			    double secs)
+{
+	memset(x, 0, sizeof *x);
+	x->id = s->id;
+	x->dir = s->dir;
+	x->role = s->sender ? QL_ROLE_SENDER : QL_ROLE_RECEIVER;
+	x->side = t->side;
+	x->seconds = secs;
+	if (t->proto == QL_PROTO_UDP && !s->sender) {
+		ql_udp_counts c;
+		double jit = 0;
+		pthread_mutex_lock(&s->mu);
+		ql_udp_rx_snapshot(&s->rx, realtime_ns(), &c, &jit);
+		uint64_t samples = s->rx.jitter.samples;
+		pthread_mutex_unlock(&s->mu);
+		x->bytes = c.unique_bytes;
+		x->packets = c.packets;
+		x->unique_packets = c.unique_packets;
+		x->lost_packets = c.lost_packets;
+		x->duplicate_packets = c.duplicate_packets;
+		x->out_of_order_packets = c.out_of_order_packets;
+		x->late_packets = c.late_packets;
+		x->valid |= QL_E_PACKETS | QL_E_UDPRX;
+		if (samples >= 2) {
+			x->jitter_ms = jit;
+			x->valid |= QL_E_JITTER;
+		}
+	} else {
+		uint64_t b = atomic_load(&s->bytes), p = atomic_load(&s->packets),
+			 w = atomic_load(&s->writes);
+		x->bytes = b - s->snap_bytes;
+		x->writes = w - s->snap_writes;
+		s->snap_bytes = b;
+		s->snap_writes = w;
+		if (s->sender)   /* send calls; reads are not reported */
+			x->valid |= QL_E_WRITES;
+		if (t->proto == QL_PROTO_UDP) {
+			x->packets = p - s->snap_packets;
+			s->snap_packets = p;
+			x->valid |= QL_E_PACKETS;
+		}
+	}
+	if (t->proto == QL_PROTO_TCP && s->sender && s->fd >= 0) {
+		ql_tcp_sample ts;
+		if (ql_tcp_sample_read(s->fd, &ts, now, NULL) == 0 && ts.valid) {
+			if (!s->tsum_init) {
+				/* the kernel's counter starts at 0 on connect */
+				ql_tcp_summary_init(&s->tsum, NULL);
+				s->tsum_init = 1;
+			}
+			uint64_t d;
+			if (ql_tcp_summary_add(&s->tsum, &ts, &d) == 0) {
+				x->retransmits = d;
+				x->valid |= QL_E_RETRANS;
+			}
+			if (ts.valid & QL_TCPS_RTT) {
+				x->rtt_us = ts.rtt_us;
+				x->rttvar_us = ts.rttvar_us;
+				x->valid |= QL_E_RTT;
+			}
+			if (ts.valid & QL_TCPS_CWND) {
+				x->snd_cwnd_bytes = ts.snd_cwnd_bytes;
+				x->valid |= QL_E_CWND;
+			}
+			if ((ts.valid & QL_TCPS_PACING) && !ts.pacing_unlimited) {
+				x->pacing_rate_bps = ts.pacing_rate_bps;
+				x->valid |= QL_E_PACING;
+			}
+			if (ts.valid & QL_TCPS_DELIVERY) {
+				x->delivery_rate_bps = ts.delivery_rate_bps;
+				x->valid |= QL_E_DELIVERY;
+			}
+		}
+	}
+	entry_finish(x);
+}
+
+static void interval_sums(ql_interval *iv)
+{
+	memset(iv->sum_present, 0, sizeof iv->sum_present);
+	memset(iv->sum, 0, sizeof iv->sum);
+	int njit[2][2] = { { 0 } };
+	int nret[2][2] = { { 0 } }, ncnt[2][2] = { { 0 } };
+	for (int i = 0; i < iv->nentries; i++) {
+		ql_entry *x = &iv->entries[i];
+		int d = x->dir & 1, r = x->role & 1;
+		ql_entry *s = &iv->sum[d][r];
+		if (!iv->sum_present[d][r]) {
+			iv->sum_present[d][r] = 1;
+			s->dir = d;
+			s->role = r;
+			s->side = x->side;
+			s->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+		}
+		ncnt[d][r]++;
+		s->bytes += x->bytes;
+		s->packets += x->packets;
+		s->writes += x->writes;
+		if (x->seconds > s->seconds)
+			s->seconds = x->seconds;
+		if (x->valid & QL_E_RETRANS) {
+			s->retransmits += x->retransmits;
+			nret[d][r]++;
+		}
+		s->unique_packets += x->unique_packets;
+		s->lost_packets += x->lost_packets;
+		s->duplicate_packets += x->duplicate_packets;
+		s->out_of_order_packets += x->out_of_order_packets;
+		s->late_packets += x->late_packets;
+		if (x->valid & QL_E_JITTER) {
+			s->jitter_ms += x->jitter_ms;
+			njit[d][r]++;
+		}
+	}
+	for (int d = 0; d < 2; d++)
+		for (int r = 0; r < 2; r++) {
+			ql_entry *s = &iv->sum[d][r];
+			if (!iv->sum_present[d][r])
+				continue;
+			if (nret[d][r] == ncnt[d][r] && nret[d][r] > 0)
+				s->valid |= QL_E_RETRANS;
+			if (njit[d][r]) {
+				s->jitter_ms /= njit[d][r];
+				s->valid |= QL_E_JITTER;
+			}
+			if (s->seconds <= 0)
+				s->seconds = iv->seconds;
+			entry_finish(s);
+		}
+}
+
+/* Append an interval covering [last_snap, now]; publish unless held. */
+/* Copy iv (deep) and append it to the live queue; caller holds t->mu. */
+static ql_interval *live_append(ql_test *t, const ql_interval *iv, int extra)
+{
+	if (t->nlive == t->clive) {
+		int nc = t->clive ? t->clive * 2 : 16;
+		ql_interval *n = realloc(t->live, (size_t)nc * sizeof *n);
+		if (!n)
+			return NULL;
+		t->live = n;
+		t->clive = nc;
+	}
+	ql_interval *c = &t->live[t->nlive];
+	*c = *iv;
+	c->entries = calloc((size_t)(iv->nentries + extra) + 1, sizeof *c->entries);
+	if (!c->entries)
+		return NULL;
+	memcpy(c->entries, iv->entries, (size_t)iv->nentries * sizeof *c->entries);
+	t->nlive++;
+	return c;
+}
+
+/* Add the peer interval b's entries to the live copy c (room reserved). */
+static void live_add_peer(ql_test *t, ql_interval *c, const ql_interval *b)
+{
+	for (int i = 0; i < b->nentries; i++) {
+		ql_entry y = b->entries[i];
+		if (y.seconds <= 0)
+			y.seconds = b->seconds;
+		y.side = !t->side;
+		y.bits_per_second = ql_bits_per_second(y.bytes, y.seconds);
+		c->entries[c->nentries++] = y;
+	}
+	interval_sums(c);
+}
+
+static int peer_entries(const ql_interval *v, int n)
+{
+	int k = 0;
+	for (int i = 0; i < n; i++)
+		k += v[i].nentries;
+	return k;
+}
+
+/* Publish local interval k with the peer's live intervals received so far
+ * (a peer's interval is shown with the first local one published after it
+ * arrived). Caller holds t->mu. */
+static void live_publish(ql_test *t, int k)
+{
+	ql_interval *c = live_append(t, &t->iv[k], peer_entries(t->rlive, t->nrlive));
+	for (int j = 0; c && j < t->nrlive; j++)
+		live_add_peer(t, c, &t->rlive[j]);
+	for (int j = 0; j < t->nrlive; j++)
+		ql_interval_clear(&t->rlive[j]);
+	t->nrlive = 0;
+}
+
+static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
+{
+	ql_interval iv;
+	memset(&iv, 0, sizeof iv);
+	iv.start_s = (double)(t->last_snap_ns - t->start_ns) / 1e9;
+	iv.end_s = (double)(now - t->start_ns) / 1e9;
+	iv.seconds = (double)(now - t->last_snap_ns) / 1e9;
+	/* Omitted: the interval's grid end lies inside the warm-up. */
+	iv.omitted = t->omit_ns > 0 && nominal <= t->start_ns + t->omit_ns;
+	iv.entries = calloc((size_t)t->nstreams, sizeof *iv.entries);
+	if (iv.entries) {
+		iv.nentries = t->nstreams;
+		for (int i = 0; i < t->nstreams; i++)
+			snapshot_stream(t, &t->st[i], now, &iv.entries[i], iv.seconds);
+	}
+	interval_sums(&iv);
+	t->last_snap_ns = now;
+	pthread_mutex_lock(&t->mu);
+	if (t->niv == t->civ) {
+		int nc = t->civ ? t->civ * 2 : 16;
+		ql_interval *n = realloc(t->iv, (size_t)nc * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&t->mu);
+			ql_interval_clear(&iv);
+			return;
+		}
+		t->iv = n;
+		t->civ = nc;
+	}
+	t->iv[t->niv++] = iv;
+	if (publish) {
+		t->npub = t->niv;
+		live_publish(t, t->niv - 1);
+		pthread_cond_broadcast(&t->cv);
+	}
+	pthread_mutex_unlock(&t->mu);
+}
+
+
+/* The last interval ends when the last byte was counted: the senders'
+ * stop, or the last arrival during the drain (the idle rest of the drain
+ * is not measurement time). */
+static void final_snapshot(ql_test *t, int64_t send_end_ns)
+{
+	int64_t end = send_end_ns;
+	for (int i = 0; i < t->nstreams; i++) {
+		int64_t l = atomic_load(&t->st[i].last_rx_ns);
+		if (!t->st[i].sender && l > end)
+			end = l;
+	}
+	int64_t now = ql_now_ns();
+	if (end > now)
+		end = now;
+	if (end < t->last_snap_ns)
+		end = t->last_snap_ns;
+	if (end == t->last_snap_ns && end < now)
+		end = now;   /* never a zero-length interval */
+	t->end_ns = end;
+	take_snapshot_at(t, 0, end, end);
+}
+
+static void maybe_tick(ql_test *t)
+{
+	int64_t now = ql_now_ns();
+	int64_t next = ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
+	if (now < next)
+		return;
+	/* A tick at the planned end of a timed test would leave a sliver of
+	 * an interval after it: let the final snapshot close that interval. */
+	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
+	int64_t slack = t->period_ns / 20 > 20 * MS ? t->period_ns / 20 : 20 * MS;
+	if (!t->limited && next > planned - slack && next < planned + slack) {
+		t->tick_k++;
+		return;
+	}
+	take_snapshot_at(t, 1, now, next);
+	/* Skip grid points that passed while we were busy (stay on the grid). */
+	while (ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k) <= now)
+		t->tick_k++;
+}
+
+static int64_t next_tick(ql_test *t)
+{
+	return ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
+}
+
+/* ------------------------------------------------------- test objects --- */
+
+static ql_test *test_new(int side)
+{
+	ql_test *t = calloc(1, sizeof *t);
+	if (!t)
+		return NULL;
+	t->side = side;
+	t->ctl_fd = -1;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+	ql_params_init(&t->prm);
+	t->udp_batch = 32;
+	t->connect_timeout_ns = CTL_TIMEOUT_NS;
+	return t;
+}
+
+static int streams_alloc(ql_test *t, ql_err *e)
+{
+	int p = t->prm.parallel;
+	int n = t->prm.bidir ? 2 * p : p;
+	t->st = calloc((size_t)n, sizeof *t->st);
+	if (!t->st)
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	t->nstreams = n;
+	for (int i = 0; i < n; i++) {
+		ql_stream *s = &t->st[i];
+		s->t = t;
+		s->idx = i;
+		s->id = i == 0 ? 1 : i + 2;
+		s->fd = -1;
+		pthread_mutex_init(&s->mu, NULL);
+		/* Client order: with bidir its sending streams come first. */
+		int client_sends = t->prm.bidir ? i < p : !t->prm.reverse;
+		s->dir = client_sends ? QL_DIR_FORWARD : QL_DIR_REVERSE;
+		s->sender = t->side == QL_SIDE_CLIENT ? client_sends : !client_sends;
+		if (t->proto == QL_PROTO_UDP && !s->sender) {
+			ql_udp_rx_opts ro = { 0 };
+			int rc = ql_udp_rx_init(&s->rx, &ro, e);
+			if (rc < 0)
+				return rc;
+			s->rx_init = 1;
+		}
+	}
+	return 0;
+}
+
+static void streams_join(ql_test *t, int senders, int receivers)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		if (!s->th_started || (s->sender ? !senders : !receivers))
+			continue;
+		pthread_join(s->th, NULL);
+		s->th_started = 0;
+	}
+}
+
+static void test_release(ql_test *t)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		if (s->fd >= 0)
+			close(s->fd);
+		if (s->rx_init)
+			ql_udp_rx_free(&s->rx);
+		pthread_mutex_destroy(&s->mu);
+	}
+	free(t->st);
+	t->st = NULL;
+	t->nstreams = 0;
+	if (t->ctl_fd >= 0)
+		close(t->ctl_fd);
+	t->ctl_fd = -1;
+	for (int i = 0; i < t->niv; i++)
+		ql_interval_clear(&t->iv[i]);
+	free(t->iv);
+	t->iv = NULL;
+	t->niv = 0;
+	for (int i = 0; i < t->nlive; i++)
+		ql_interval_clear(&t->live[i]);
+	free(t->live);
+	t->live = NULL;
+	t->nlive = 0;
+	for (int i = 0; i < t->nrlive; i++)
+		ql_interval_clear(&t->rlive[i]);
+	free(t->rlive);
+	t->rlive = NULL;
+	t->nrlive = 0;
+	for (int i = 0; i < t->nwarn; i++)
+		free(t->warn[i]);
+	free(t->warn);
+	t->warn = NULL;
+	t->nwarn = 0;
+	for (int i = 0; i < t->npending; i++)
+		close(t->pending_fds[i]);
+	free(t->pending_fds);
+	free(t->pending_seq);
+	t->pending_fds = NULL;
+	t->pending_seq = NULL;
+	ql_peer_results_free(&t->peer_res);
+}
+
+static int start_workers(ql_test *t, ql_err *e)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		int rc = pthread_create(&s->th, NULL, stream_main, s);
+		if (rc != 0)
+			return ql_err_set(e, rc, NULL, "cannot start stream thread: %s", strerror(rc));
+		s->th_started = 1;
+	}
+	return 0;
+}
+
+static int local_has(ql_test *t, int sender)
+{
+	for (int i = 0; i < t->nstreams; i++)
+		if (t->st[i].sender == sender)
+			return 1;
+	return 0;
+}
+
+static int all_done(ql_test *t, int sender)
+{
+	for (int i = 0; i < t->nstreams; i++)
+		if (t->st[i].sender == sender && !atomic_load(&t->st[i].done))
+			return 0;
+	return 1;
+}
+
+static uint64_t received_bytes(ql_test *t, int dir)
+{
+	uint64_t b = 0;
+	for (int i = 0; i < t->nstreams; i++)
+		if (!t->st[i].sender && t->st[i].dir == dir)
+			b += atomic_load(&t->st[i].bytes);
+	return b;
+}
+
+/* Sleep until `until` (or cond), ticking the grid meanwhile. */
+static void wait_ticking(ql_test *t, int64_t until, int (*cond)(ql_test *))
+{
+	for (;;) {
+		maybe_tick(t);
+		if (atomic_load(&t->stop_req) || (cond && cond(t)))
+			return;
+		int64_t now = ql_now_ns();
+		if (now >= until)
+			return;
+		int64_t w = next_tick(t);
+		if (w > until)
+			w = until;
+		if (w > now + 10 * MS)
+			w = now + 10 * MS;
+		ql_sleep_until_ns(w, NULL, NULL);
+	}
+}
+
+static int receivers_eof(ql_test *t)
+{
+	return all_done(t, 0);
+}
+
+/* TCP receivers: until every stream saw EOF or nothing came for the drain
+ * time; UDP: the drain time after the sender's end. */
+static void drain_receivers(ql_test *t)
+{
+	if (!local_has(t, 0))
+		return;
+	int64_t t0 = ql_now_ns();
+	if (t->proto == QL_PROTO_UDP) {
+		wait_ticking(t, t0 + t->drain_ns, NULL);
+	} else {
+		int64_t cap = t0 + TCP_DRAIN_CAP_NS;
+		for (;;) {
+			wait_ticking(t, ql_now_ns() + 20 * MS, receivers_eof);
+			if (receivers_eof(t) || atomic_load(&t->stop_req))
+				break;
+			int64_t now = ql_now_ns(), last = t0;
+			for (int i = 0; i < t->nstreams; i++) {
+				int64_t l = atomic_load(&t->st[i].last_rx_ns);
+				if (!t->st[i].sender && l > last)
+					last = l;
+			}
+			if (now - last >= t->drain_ns || now >= cap)
+				break;
+		}
+	}
+	atomic_store(&t->recv_stop, 1);
+	streams_join(t, 0, 1);
+}
+
+static void default_drain(ql_test *t)
+{
+	if (t->prm.udp_drain_s >= 0) {
+		t->drain_ns = (int64_t)(t->prm.udp_drain_s * 1e9);
+		return;
+	}
+	int64_t d = 250 * MS;
+	ql_tcp_sample ts;
+	if (t->ctl_fd >= 0 && ql_tcp_sample_read(t->ctl_fd, &ts, 0, NULL) == 0 &&
+	    (ts.valid & QL_TCPS_RTT) && 2LL * ts.rtt_us * 1000 > d)
+		d = 2LL * ts.rtt_us * 1000;
+	t->drain_ns = d;
+}
+
+/* ------------------------------------------------------------ results --- */
+
+/* Local per-stream totals over the non-omitted intervals. */
+static void local_totals(ql_test *t, ql_entry *out)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		ql_entry *x = &out[i];
+		memset(x, 0, sizeof *x);
+		x->id = s->id;
+		x->dir = s->dir;
+		x->role = s->sender ? QL_ROLE_SENDER : QL_ROLE_RECEIVER;
+		x->side = t->side;
+		int nret = 0, nint = 0;
+		double jit = 0;
+		int has_jit = 0;
+		for (int k = 0; k < t->niv; k++) {
+			ql_interval *iv = &t->iv[k];
+			if (iv->omitted || i >= iv->nentries)
+				continue;
+			ql_entry *y = &iv->entries[i];
+			nint++;
+			x->valid |= y->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+			x->bytes += y->bytes;
+			x->seconds += iv->seconds;
+			x->packets += y->packets;
+			x->writes += y->writes;
+			if (y->valid & QL_E_RETRANS) {
+				x->retransmits += y->retransmits;
+				nret++;
+			}
+			x->unique_packets += y->unique_packets;
+			x->lost_packets += y->lost_packets;
+			x->duplicate_packets += y->duplicate_packets;
+			x->out_of_order_packets += y->out_of_order_packets;
+			x->late_packets += y->late_packets;
+			if (y->valid & QL_E_JITTER) {
+				jit = y->jitter_ms;   /* the running estimate at the end */
+				has_jit = 1;
+			}
+		}
+		if (nret && nret == nint)
+			x->valid |= QL_E_RETRANS;
+		if (has_jit) {
+			x->jitter_ms = jit;
+			x->valid |= QL_E_JITTER;
+		}
+		if (s->tsum_init && s->tsum.rtt_samples) {
+			x->min_rtt_us = s->tsum.min_rtt_us;
+			x->max_rtt_us = s->tsum.max_rtt_us;
+			x->mean_rtt_us = (uint32_t)llround(ql_tcp_summary_mean_rtt_us(&s->tsum));
+			x->max_snd_cwnd_bytes = s->tsum.max_snd_cwnd_bytes;
+			x->valid |= QL_E_RTTSUM;
+		}
+		x->buf = s->sender ? s->sndbuf : s->rcvbuf;
+		entry_finish(x);
+	}
+}
+
+static void cpu_local(ql_test *t, ql_cpu_result *c, int64_t wall_ns)
+{
+	int64_t u1, s1;
+	thread_cpu(&u1, &s1);
+	int64_t user = u1 - t->ctl_cpu_user0, sys = s1 - t->ctl_cpu_sys0;
+	int64_t busiest = user + sys;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		user += s->cpu_user_ns;
+		sys += s->cpu_sys_ns;
+		if (s->cpu_user_ns + s->cpu_sys_ns > busiest)
+			busiest = s->cpu_user_ns + s->cpu_sys_ns;
+	}
+	c->present = 1;
+	c->user_pct = ql_cpu_pct(user, wall_ns);
+	c->system_pct = ql_cpu_pct(sys, wall_ns);
+	c->total_pct = c->user_pct + c->system_pct;
+	c->busiest_thread_pct = ql_cpu_pct(busiest, wall_ns);
+	if (c->busiest_thread_pct > 100)
+		c->busiest_thread_pct = 100;
+	c->has_busiest = 1;
+}
+
+/* Our results object for the peer. */
+static char *encode_local(ql_test *t, const ql_cpu_result *cpu)
+{
+	ql_peer_results r;
+	memset(&r, 0, sizeof r);
+	r.cpu_total_pct = cpu->total_pct;
+	r.cpu_user_pct = cpu->user_pct;
+	r.cpu_system_pct = cpu->system_pct;
+	r.has_busiest = 1;
+	r.busiest_thread_pct = cpu->busiest_thread_pct;
+	r.sender_has_retransmits = t->proto == QL_PROTO_TCP && local_has(t, 1);
+	if (t->prm.congestion[0])
+		copy_str(r.congestion_used, sizeof r.congestion_used, t->prm.congestion);
+	ql_entry *tot = calloc((size_t)t->nstreams + 1, sizeof *tot);
+	ql_peer_stream *ps = calloc((size_t)t->nstreams + 1, sizeof *ps);
+	char *out = NULL;
+	if (!tot || !ps)
+		goto done;
+	local_totals(t, tot);
+	double dur = t->end_ns > t->start_ns + t->omit_ns
+		     ? (double)(t->end_ns - t->start_ns - t->omit_ns) / 1e9 : 0;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_peer_stream *p = &ps[i];
+		ql_entry *x = &tot[i];
+		p->id = x->id;
+		p->bytes = x->bytes;
+		p->retransmits = (x->valid & QL_E_RETRANS) ? (int64_t)x->retransmits : -1;
+		if (t->proto == QL_PROTO_UDP) {
+			if (x->role == QL_ROLE_SENDER) {
+				p->packets = atomic_load(&t->st[i].packets);
+			} else {
+				p->packets = x->unique_packets + x->lost_packets;
+				p->errors = (int64_t)x->lost_packets;
+				p->jitter_s = x->jitter_ms / 1000.0;
+			}
+		}
+		p->start_time_s = 0;
+		p->end_time_s = x->seconds > 0 ? x->seconds : dur;
+	}
+	r.streams = ps;
+	r.nstreams = t->nstreams;
+	r.entries = tot;
+	r.nentries = t->nstreams;
+	r.duration_s = dur;
+	r.intervals = t->iv;
+	r.nintervals = t->niv;
+	r.warnings = t->warn;
+	r.nwarnings = t->nwarn;
+	out = ql_results_encode(&r, t->peer == QL_PEER_QOSLAB);
+done:
+	free(tot);
+	free(ps);
+	return out;
+}
+
+static const ql_peer_stream *peer_stream(const ql_peer_results *pr, int id)
+{
+	for (int i = 0; i < pr->nstreams; i++)
+		if (pr->streams[i].id == id)
+			return &pr->streams[i];
+	return NULL;
+}
+
+static const ql_entry *peer_entry(const ql_peer_results *pr, int id, int role)
+{
+	for (int i = 0; i < pr->nentries; i++)
+		if (pr->entries[i].id == id && pr->entries[i].role == role)
+			return &pr->entries[i];
+	return NULL;
+}
+
+/* Close the UDP books of our receiving streams with the peer's sent counts
+ * and fold the final share (the remaining loss) into the last interval. */
+static void close_udp_books(ql_test *t, const ql_peer_results *pr)
+{
+	if (t->proto != QL_PROTO_UDP)
+		return;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		if (s->sender)
+			continue;
+		const ql_peer_stream *ps = pr ? peer_stream(pr, s->id) : NULL;
+		if (!ps)
+			continue;
+		ql_err e;
+		pthread_mutex_lock(&s->mu);
+		int rc = ql_udp_rx_finish(&s->rx, ps->packets, &e);
+		ql_udp_counts c;
+		double jit;
+		ql_udp_rx_snapshot(&s->rx, realtime_ns(), &c, &jit);
+		pthread_mutex_unlock(&s->mu);
+		if (rc < 0) {
+			add_warning(t, "stream %d: %s", s->id, e.msg);
+			continue;
+		}
+		s->sent_final = ps->packets;
+		if (t->niv > 0) {
+			ql_entry *x = &t->iv[t->niv - 1].entries[i];
+			x->lost_packets += c.lost_packets;
+			x->unique_packets += c.unique_packets;
+			x->bytes += c.unique_bytes;
+			x->packets += c.packets;
+			x->duplicate_packets += c.duplicate_packets;
+			x->late_packets += c.late_packets;
+			x->out_of_order_packets += c.out_of_order_packets;
+			entry_finish(x);
+			interval_sums(&t->iv[t->niv - 1]);
+		}
+	}
+}
+
+/* The peer's totals for one stream as an entry (qoslab extras or iperf3's
+ * basic keys). */
+static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
+{
+	const ql_peer_results *pr = &t->peer_res;
+	int role = s->sender ? QL_ROLE_RECEIVER : QL_ROLE_SENDER;
+	const ql_entry *pe = peer_entry(pr, s->id, role);
+	if (pe) {
+		*x = *pe;
+		x->dir = s->dir;
+		x->side = !t->side;
+		return 1;
+	}
+	const ql_peer_stream *ps = peer_stream(pr, s->id);
+	if (!ps)
+		return 0;
+	memset(x, 0, sizeof *x);
+	x->id = s->id;
+	x->dir = s->dir;
+	x->role = role;
+	x->side = !t->side;
+	x->bytes = ps->bytes;
+	x->seconds = ps->end_time_s - ps->start_time_s;
+	if (role == QL_ROLE_SENDER && ps->retransmits >= 0 && t->proto == QL_PROTO_TCP &&
+	    pr->sender_has_retransmits == 1) {
+		x->retransmits = (uint64_t)ps->retransmits;
+		x->valid |= QL_E_RETRANS;
+	}
+	if (t->proto == QL_PROTO_UDP) {
+		x->packets = ps->packets;
+		x->valid |= QL_E_PACKETS;
+		if (role == QL_ROLE_RECEIVER) {
+			uint64_t sent = atomic_load(&s->packets);
+			uint64_t lost = ps->errors > 0 ? (uint64_t)ps->errors : 0;
+			x->lost_packets = lost;
+			x->unique_packets = sent > lost ? sent - lost : 0;
+			x->valid |= QL_E_UDPRX | QL_E_JITTER;
+			x->jitter_ms = ps->jitter_s * 1000.0;
+			/* iperf3 counts every received byte; goodput from the
+			 * unique count is the honest figure. */
+			x->bytes = x->unique_packets * (uint64_t)t->prm.len_bytes;
+		}
+	}
+	entry_finish(x);
+	return 1;
+}
+
+/* Add y's counts into x (same stream and role, consecutive spans). */
+static void entry_accumulate(ql_entry *x, const ql_entry *y)
+{
+	x->bytes += y->bytes;
+	x->seconds += y->seconds;
+	x->packets += y->packets;
+	x->writes += y->writes;
+	if ((x->valid & QL_E_RETRANS) && (y->valid & QL_E_RETRANS))
+		x->retransmits += y->retransmits;
+	else
+		x->valid &= ~QL_E_RETRANS;
+	x->unique_packets += y->unique_packets;
+	x->lost_packets += y->lost_packets;
+	x->duplicate_packets += y->duplicate_packets;
+	x->out_of_order_packets += y->out_of_order_packets;
+	x->late_packets += y->late_packets;
+	/* Gauges (rtt, cwnd, rates, jitter): the later sample wins. */
+	unsigned gauges = QL_E_RTT | QL_E_CWND | QL_E_PACING | QL_E_DELIVERY | QL_E_JITTER;
+	if (y->valid & QL_E_RTT) {
+		x->rtt_us = y->rtt_us;
+		x->rttvar_us = y->rttvar_us;
+	}
+	if (y->valid & QL_E_CWND)
+		x->snd_cwnd_bytes = y->snd_cwnd_bytes;
+	if (y->valid & QL_E_PACING)
+		x->pacing_rate_bps = y->pacing_rate_bps;
+	if (y->valid & QL_E_DELIVERY)
+		x->delivery_rate_bps = y->delivery_rate_bps;
+	if (y->valid & QL_E_JITTER)
+		x->jitter_ms = y->jitter_ms;
+	x->valid |= y->valid & (gauges | QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+	entry_finish(x);
+}
+
+/*
+ * The result's interval list is the local timeline; each of the peer's
+ * intervals is folded into the local interval that contains its end (the
+ * last one for a peer that measured longer, e.g. a draining receiver).
+ * Peer entries keep their own seconds and bits_per_second, and every peer
+ * entry lands exactly once, so each side's Σ intervals == its totals.
+ */
+static void merge_remote_intervals(ql_test *t, ql_result *r)
+{
+	const ql_peer_results *pr = &t->peer_res;
+	int n = t->niv ? t->niv : pr->nintervals;
+	const ql_interval *base = t->niv ? t->iv : pr->intervals;
+	int local = t->niv > 0;
+	r->intervals = calloc((size_t)n + 1, sizeof *r->intervals);
+	if (!r->intervals)
+		return;
+	for (int k = 0; k < n; k++) {
+		ql_interval *iv = &r->intervals[k];
+		*iv = base[k];
+		int cap = base[k].nentries + (local ? t->nstreams : 0) + 1;
+		iv->entries = calloc((size_t)cap, sizeof *iv->entries);
+		iv->nentries = 0;
+		if (!iv->entries)
+			continue;
+		for (int i = 0; i < base[k].nentries; i++) {
+			iv->entries[iv->nentries] = base[k].entries[i];
+			if (!local)
+				iv->entries[iv->nentries].side = !t->side;
+			iv->nentries++;
+		}
+	}
+	r->nintervals = n;
+	for (int j = 0; local && j < pr->nintervals; j++) {
+		const ql_interval *b = &pr->intervals[j];
+		int k = 0;
+		while (k < n - 1 && r->intervals[k].end_s + 1e-6 < b->end_s)
+			k++;
+		/* Omitted peer intervals only go where omitted local ones are. */
+		if (b->omitted)
+			while (k > 0 && !r->intervals[k].omitted)
+				k--;
+		else
+			while (k < n - 1 && r->intervals[k].omitted)
+				k++;
+		ql_interval *iv = &r->intervals[k];
+		if (!iv->entries)
+			continue;
+		for (int i = 0; i < b->nentries; i++) {
+			ql_entry y = b->entries[i];
+			if (y.seconds <= 0)
+				y.seconds = b->seconds;
+			y.side = !t->side;
+			entry_finish(&y);
+			int found = 0;
+			for (int m = 0; m < iv->nentries; m++) {
+				ql_entry *x = &iv->entries[m];
+				if (x->side == y.side && x->id == y.id && x->role == y.role) {
+					entry_accumulate(x, &y);
+					found = 1;
+					break;
+				}
+			}
+			if (!found && iv->nentries < base[k].nentries + t->nstreams)
+				iv->entries[iv->nentries++] = y;
+		}
+	}
+	for (int k = 0; k < n; k++)
+		interval_sums(&r->intervals[k]);
+}
+
+static const char *side_label(int side)
+{
+	return side == QL_SIDE_SERVER ? "the server" : "the client";
+}
+
+static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
+{
+	ql_result *r = &t->res;
+	ql_peer_results *pr = &t->peer_res;
+	r->proto = t->proto;
+	r->reverse = t->prm.reverse;
+	r->bidir = t->prm.bidir;
+	r->parallel = t->prm.parallel;
+	copy_str(r->host, sizeof r->host, t->host);
+	r->port = t->port;
+	r->local_role = t->side;
+	r->start_time_unix_s = t->start_unix;
+	r->omit_s = t->prm.omit_s;
+	r->duration_s = t->end_ns > t->start_ns + t->omit_ns
+			? (double)(t->end_ns - t->start_ns - t->omit_ns) / 1e9 : 0;
+	if (t->side == QL_SIDE_CLIENT)
+		t->peer = pr->qoslab ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
+	r->peer = t->peer;
+	copy_str(r->title, sizeof r->title, t->prm.title);
+	ql_entry *loc = calloc((size_t)t->nstreams + 1, sizeof *loc);
+	r->streams = calloc((size_t)t->nstreams + 1, sizeof *r->streams);
+	if (!loc || !r->streams) {
+		free(loc);
+		return;
+	}
+	local_totals(t, loc);
+	r->nstreams = t->nstreams;
+	int nsum[2][2] = { { 0 } }, nret[2][2] = { { 0 } }, njit[2][2] = { { 0 } };
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		ql_stream_result *sr = &r->streams[i];
+		sr->id = s->id;
+		sr->dir = s->dir;
+		ql_entry rem;
+		int has_rem = remote_entry(t, s, &rem);
+		if (s->sender) {
+			sr->sender = loc[i];
+			sr->has_sender = 1;
+			if (has_rem) {
+				sr->receiver = rem;
+				sr->has_receiver = 1;
+			}
+		} else {
+			sr->receiver = loc[i];
+			sr->has_receiver = 1;
+			if (has_rem) {
+				sr->sender = rem;
+				sr->has_sender = 1;
+			}
+		}
+		/* UDP receiver loss relative to the sender's count. */
+		if (sr->has_receiver && (sr->receiver.valid & QL_E_UDPRX)) {
+			uint64_t sent = sr->receiver.unique_packets + sr->receiver.lost_packets;
+			sr->receiver.lost_pct = ql_loss_pct(sr->receiver.lost_packets, sent);
+		}
+		for (int k = 0; k < 2; k++) {
+			if (!(k == 0 ? sr->has_sender : sr->has_receiver))
+				continue;
+			ql_entry *x = k == 0 ? &sr->sender : &sr->receiver;
+			int d = s->dir;
+			ql_entry *tt = &r->tot[d][k];
+			if (!r->tot_present[d][k]) {
+				r->tot_present[d][k] = 1;
+				tt->dir = d;
+				tt->role = k;
+				tt->side = x->side;
+				tt->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+			}
+			nsum[d][k]++;
+			tt->bytes += x->bytes;
+			tt->packets += x->packets;
+			tt->writes += x->writes;
+			if (x->seconds > tt->seconds)
+				tt->seconds = x->seconds;
+			if (x->valid & QL_E_RETRANS) {
+				tt->retransmits += x->retransmits;
+				nret[d][k]++;
+			}
+			tt->unique_packets += x->unique_packets;
+			tt->lost_packets += x->lost_packets;
+			tt->duplicate_packets += x->duplicate_packets;
+			tt->out_of_order_packets += x->out_of_order_packets;
+			tt->late_packets += x->late_packets;
+			if (x->valid & QL_E_JITTER) {
+				tt->jitter_ms += x->jitter_ms;
+				njit[d][k]++;
+			}
+		}
+	}
+	for (int d = 0; d < 2; d++)
+		for (int k = 0; k < 2; k++) {
+			ql_entry *tt = &r->tot[d][k];
+			if (!r->tot_present[d][k])
+				continue;
+			if (nret[d][k] && nret[d][k] == nsum[d][k])
+				tt->valid |= QL_E_RETRANS;
+			if (njit[d][k]) {
+				tt->jitter_ms /= njit[d][k];
+				tt->valid |= QL_E_JITTER;
+			}
+			if (tt->valid & QL_E_UDPRX)
+				tt->lost_pct = ql_loss_pct(tt->lost_packets,
+							   tt->lost_packets + tt->unique_packets);
+			entry_finish(tt);
+		}
+	free(loc);
+	merge_remote_intervals(t, r);
+	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;
+	ql_cpu_result *theirs = t->side == QL_SIDE_CLIENT ? &r->cpu_server : &r->cpu_client;
+	*mine = *cpu_local_r;
+	if (pr->nstreams || pr->qoslab) {
+		theirs->present = 1;
+		theirs->total_pct = pr->cpu_total_pct;
+		theirs->user_pct = pr->cpu_user_pct;
+		theirs->system_pct = pr->cpu_system_pct;
+		theirs->has_busiest = pr->has_busiest;
+		theirs->busiest_thread_pct = pr->busiest_thread_pct;
+	}
+	r->cpu_limited = (mine->has_busiest && mine->busiest_thread_pct >= QL_CPU_LIMITED_PCT) ||
+			 (theirs->has_busiest && theirs->busiest_thread_pct >= QL_CPU_LIMITED_PCT);
+	if (r->cpu_limited)
+		add_warning(t, "CPU-limited: the busiest thread on %s used %.0f %% of a core "
+			    "(the result may measure the host, not the network)",
+			    mine->busiest_thread_pct >= theirs->busiest_thread_pct
+			    ? side_label(t->side) : side_label(!t->side),
+			    mine->busiest_thread_pct > theirs->busiest_thread_pct
+			    ? mine->busiest_thread_pct : theirs->busiest_thread_pct);
+	for (int i = 0; i < pr->nwarnings; i++)   /* they name their side */
+		add_warning(t, "%s", pr->warnings[i]);
+	r->warnings = t->warn;
+	r->nwarnings = t->nwarn;
+	t->warn = NULL;
+	t->nwarn = 0;
+}
+
+/* Publish every interval and mark the test over. */
+static void test_finish(ql_test *t, int rc)
+{
+	pthread_mutex_lock(&t->mu);
+	t->rc = rc;
+	/* The intervals not yet shown, with the peer's entries that were not
+	 * shown live (still pending, or only in its final results), each put
+	 * where its end falls (the last interval for a longer-measuring peer). */
+	int first = t->nlive;
+	const ql_peer_results *pr = &t->peer_res;
+	int extra = peer_entries(t->rlive, t->nrlive);
+	if (pr->nintervals > t->nrlive_total)
+		extra += peer_entries(pr->intervals + t->nrlive_total,
+				      pr->nintervals - t->nrlive_total);
+	for (int k = t->npub; k < t->niv; k++)
+		if (!live_append(t, &t->iv[k], extra))
+			break;
+	if (t->nlive > first) {
+		for (int j = 0; j < t->nrlive + pr->nintervals - t->nrlive_total; j++) {
+			const ql_interval *b = j < t->nrlive ? &t->rlive[j]
+				: &pr->intervals[t->nrlive_total + j - t->nrlive];
+			int k = first;
+			while (k < t->nlive - 1 && t->live[k].end_s + 1e-6 < b->end_s)
+				k++;
+			live_add_peer(t, &t->live[k], b);
+		}
+	}
+	for (int j = 0; j < t->nrlive; j++)
+		ql_interval_clear(&t->rlive[j]);
+	t->nrlive = 0;
+	t->npub = t->niv;
+	t->finished = 1;
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+/* ------------------------------------------------------------- client --- */
+
+static int fail_io(ql_test *t, int rc, const char *what)
+{
+	if (rc == -EINTR)
+		return ql_err_set(&t->err, EINTR, "EINTR", "test stopped during %s", what);
+	if (rc == -ETIMEDOUT)
+		return ql_err_set(&t->err, ETIMEDOUT, NULL, "peer silent during %s (timed out)", what);
+	if (rc == -ECONNRESET)
+		return ql_err_set(&t->err, ECONNRESET, NULL, "peer closed the control connection during %s",
+				  what);
+	if (rc == -EMSGSIZE)
+		return ql_err_set(&t->err, EMSGSIZE, NULL, "oversized message during %s", what);
+	return ql_err_set(&t->err, -rc, NULL, "%s: %s", what, strerror(-rc));
+}
+
+static int client_udp_handshake(ql_test *t, ql_stream *s)
+{
+	/* The 4-byte magic, then our cookie: a qoslab server uses it to give
+	 * the stream to the right test when several clients share an address
+	 * (a stock iperf3 server reads only the first 4 bytes). */
+	char msg[4 + QL_COOKIE_SIZE];
+	uint32_t magic = QL_UDP_CONNECT_MSG;
+	memcpy(msg, &magic, 4);
+	memcpy(msg + 4, t->cookie, QL_COOKIE_SIZE);
+	int64_t deadline = ql_now_ns() + t->connect_timeout_ns;
+	int64_t resend = 0;
+	for (;;) {
+		int64_t now = ql_now_ns();
+		if (now >= deadline)
+			return ql_err_set(&t->err, ETIMEDOUT, NULL,
+					  "UDP stream %d: no reply to the connect message from %s port %d",
+					  s->id, t->host, t->port);
+		if (atomic_load(&t->stop_req))
+			return ql_err_set(&t->err, EINTR, "EINTR", "test stopped");
+		if (now >= resend) {
+			/* iperf3 sends once; repeating after 1 s of silence
+			 * survives a lost datagram (a receiver ignores runts). */
+			if (send(s->fd, msg, sizeof msg, 0) < 0 && errno != ECONNREFUSED)
+				return ql_err_set(&t->err, errno, NULL, "UDP connect message: %s",
+						  strerror(errno));
+			resend = now + QL_NS_PER_S;
+		}
+		if (wait_io(s->fd, POLLIN, 50) <= 0)
+			continue;
+		char buf[64];
+		ssize_t r = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+		if (r == 4 && ql_udp_connect_reply_ok(buf, 4))
+			return 0;
+	}
+}
+
+static int client_create_streams(ql_test *t)
+{
+	struct sockaddr_storage ss;
+	socklen_t len;
+	int rc = resolve(t->host, t->port, t->proto == QL_PROTO_TCP ? SOCK_STREAM : SOCK_DGRAM,
+			 &ss, &len, &t->err);
+	if (rc < 0)
+		return rc;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		int type = t->proto == QL_PROTO_TCP ? SOCK_STREAM : SOCK_DGRAM;
+		s->fd = socket(ss.ss_family, type | SOCK_CLOEXEC, 0);
+		if (s->fd < 0)
+			return ql_err_set(&t->err, errno, NULL, "socket: %s", strerror(errno));
+		if ((rc = apply_opts(t, s->fd, ss.ss_family, s, &t->err)) < 0)
+			return rc;
+		if ((rc = bind_local(s->fd, ss.ss_family, t->bind_address, 0, &t->err)) < 0)
+			return rc;
+		rc = connect_timeout(s->fd, (struct sockaddr *)&ss, len, t->connect_timeout_ns,
+				     (const volatile int *)&t->stop_req, &t->err, t->host, t->port);
+		if (rc < 0)
+			return rc;
+		if (t->proto == QL_PROTO_TCP) {
+			rc = ql_io_write_full(s->fd, t->cookie, QL_COOKIE_SIZE,
+					      ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			if (rc < 0)
+				return fail_io(t, rc, "stream cookie");
+		} else {
+			if ((rc = client_udp_handshake(t, s)) < 0)
+				return rc;
+			struct timeval tv = { 0, 100000 };
+			setsockopt(s->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+		}
+	}
+	return 0;
+}
+
+/* Read a QL_ST_QL_INTERVAL body and keep it for the live queue. */
+static int read_peer_interval(ql_test *t)
+{
+	char *js = NULL;
+	size_t jl = 0;
+	int rc = ql_io_read_json(t->ctl_fd, 1 << 20, &js, &jl, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+	if (rc < 0)
+		return fail_io(t, rc, "reading a server interval");
+	ql_interval iv;
+	ql_err e;
+	rc = ql_interval_parse(js, jl, &iv, &e);
+	free(js);
+	if (rc < 0)
+		return 0;   /* a bad live record only costs the live view */
+	pthread_mutex_lock(&t->mu);
+	if (t->nrlive == t->crlive) {
+		int nc = t->crlive ? t->crlive * 2 : 8;
+		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
+		if (!n) {
+			pthread_mutex_unlock(&t->mu);
+			ql_interval_clear(&iv);
+			return 0;
+		}
+		t->rlive = n;
+		t->crlive = nc;
+	}
+	t->rlive[t->nrlive++] = iv;
+	t->nrlive_total++;
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+static int client_done_cond(ql_test *t, int sender_done_signal)
+{
+	if (atomic_load(&t->stop_req))
+		return 1;
+	if (!t->limited)
+		return ql_now_ns() >= t->start_ns + t->omit_ns +
+				      (int64_t)(t->prm.time_s * 1e9);
+	int snd_ok = !local_has(t, 1) || all_done(t, 1);
+	int rcv_ok = 1;
+	if (local_has(t, 0)) {
+		rcv_ok = receivers_eof(t) || sender_done_signal;
+		if (t->proto == QL_PROTO_TCP && t->limit_bytes &&
+		    received_bytes(t, QL_DIR_REVERSE) >= t->limit_bytes)
+			rcv_ok = 1;
+	}
+	return snd_ok && rcv_ok;
+}
+
+static int client_run(ql_test *t)
+{
+	int sender_done_signal = 0;
+	for (;;) {
+		maybe_tick(t);
+		if (client_done_cond(t, sender_done_signal))
+			break;
+		int64_t now = ql_now_ns(), w = next_tick(t);
+		if (w > now + 20 * MS)
+			w = now + 20 * MS;
+		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
+		if (wait_io(t->ctl_fd, POLLIN, ms) > 0) {
+			int st;
+			int rc = ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			if (rc < 0)
+				return fail_io(t, rc, "the test");
+			if (st == QL_ST_QL_SENDER_DONE)
+				sender_done_signal = 1;
+			else if (st == QL_ST_QL_INTERVAL && (rc = read_peer_interval(t)) < 0)
+				return rc;
+			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
+				 st == QL_ST_ACCESS_DENIED)
+				return ql_err_set(&t->err, ECONNABORTED, NULL,
+						  "server ended the test (state %d)", st);
+		}
+	}
+	int64_t send_end = ql_now_ns();
+	atomic_store(&t->send_stop, 1);
+	streams_join(t, 1, 0);
+	int rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_END, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+	if (rc < 0)
+		return fail_io(t, rc, "TEST_END");
+	drain_receivers(t);
+	final_snapshot(t, send_end);
+	return 0;
+}
+
+static int exchange_results(ql_test *t, int client_first, ql_cpu_result *cpu)
+{
+	int rc;
+	char *mine = NULL, *theirs = NULL;
+	size_t tl = 0;
+	int64_t dl = ql_now_ns() + CTL_TIMEOUT_NS;
+	if (client_first) {
+		mine = encode_local(t, cpu);
+		if (!mine)
+			return ql_err_set(&t->err, ENOMEM, NULL, "out of memory");
+		rc = ql_io_write_json(t->ctl_fd, mine, dl, NULL);
+		free(mine);
+		if (rc < 0)
+			return fail_io(t, rc, "sending results");
+		rc = ql_io_read_json(t->ctl_fd, QL_RESULTS_MAX_BYTES, &theirs, &tl, dl, NULL);
+		if (rc < 0)
+			return fail_io(t, rc, "reading the server's results");
+		rc = ql_results_parse(theirs, tl, &t->peer_res, &t->err);
+		free(theirs);
+		if (rc < 0)
+			return rc;
+		close_udp_books(t, &t->peer_res);
+		return 0;
+	}
+	rc = ql_io_read_json(t->ctl_fd, QL_RESULTS_MAX_BYTES, &theirs, &tl, dl,
+			     (const volatile int *)&t->stop_req);
+	if (rc < 0)
+		return fail_io(t, rc, "reading the client's results");
+	rc = ql_results_parse(theirs, tl, &t->peer_res, &t->err);
+	free(theirs);
+	if (rc < 0)
+		return rc;
+	close_udp_books(t, &t->peer_res);
+	mine = encode_local(t, cpu);
+	if (!mine)
+		return ql_err_set(&t->err, ENOMEM, NULL, "out of memory");
+	rc = ql_io_write_json(t->ctl_fd, mine, dl, NULL);
+	free(mine);
+	if (rc < 0)
+		return fail_io(t, rc, "sending results");
+	return 0;
+}
+
+static int client_protocol(ql_test *t)
+{
+	int rc;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if ((rc = resolve(t->host, t->port, SOCK_STREAM, &ss, &len, &t->err)) < 0)
+		return rc;
+	t->ctl_fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (t->ctl_fd < 0)
+		return ql_err_set(&t->err, errno, NULL, "socket: %s", strerror(errno));
+	int one = 1;
+	setsockopt(t->ctl_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	if (t->bind_device[0])
+		setsockopt(t->ctl_fd, SOL_SOCKET, SO_BINDTODEVICE, t->bind_device,
+			   (socklen_t)strlen(t->bind_device));
+	if ((rc = bind_local(t->ctl_fd, ss.ss_family, t->bind_address, 0, &t->err)) < 0)
+		return rc;
+	rc = connect_timeout(t->ctl_fd, (struct sockaddr *)&ss, len, t->connect_timeout_ns,
+			     (const volatile int *)&t->stop_req, &t->err, t->host, t->port);
+	if (rc < 0)
+		return rc;
+	ql_cookie_make(t->cookie);
+	rc = ql_io_write_full(t->ctl_fd, t->cookie, QL_COOKIE_SIZE, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+	if (rc < 0)
+		return fail_io(t, rc, "sending the cookie");
+	if (t->proto == QL_PROTO_UDP && t->prm.len_bytes == 0) {
+		int mss = 0;
+		socklen_t ml = sizeof mss;
+		getsockopt(t->ctl_fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml);
+		t->prm.len_bytes = mss >= QL_UDP_MIN_BYTES && mss < QL_UDP_DEFAULT_LEN
+				   ? mss : QL_UDP_DEFAULT_LEN;
+	}
+	if (t->proto == QL_PROTO_UDP && t->limit_bytes && !t->limit_packets)
+		t->limit_packets = (t->limit_bytes + (uint64_t)t->prm.len_bytes - 1) /
+				   (uint64_t)t->prm.len_bytes;
+	if (t->proto == QL_PROTO_UDP && t->limit_packets) {
+		t->prm.blockcount = t->limit_packets;
+		t->prm.num_bytes = 0;
+	}
+	for (int d = 0; d < 2; d++)
+		atomic_store(&t->budget[d], (int64_t)(t->proto == QL_PROTO_UDP ? t->limit_packets
+								      : t->limit_bytes));
+	ql_cpu_result cpu;
+	memset(&cpu, 0, sizeof cpu);
+	for (;;) {
+		int st;
+		/* Once the test ran, a stop request only shortens it: the
+		 * results exchange still happens (bounded by the deadline). */
+		int64_t dl = ql_now_ns() + 30 * QL_NS_PER_S;
+		rc = ql_io_read_state(t->ctl_fd, &st, dl, t->state == T_RUNNING ? NULL
+					: (const volatile int *)&t->stop_req);
+		if (rc == -EINTR && t->state == T_NEW)
+			return fail_io(t, rc, "the handshake");
+		if (rc < 0)
+			return fail_io(t, rc, "the control exchange");
+		switch (st) {
+		case QL_ST_PARAM_EXCHANGE: {
+			char *js = NULL;
+			if ((rc = ql_params_to_json(&t->prm, &js, &t->err)) < 0)
+				return rc;
+			rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			free(js);
+			if (rc < 0)
+				return fail_io(t, rc, "sending parameters");
+			break;
+		}
+		case QL_ST_CREATE_STREAMS:
+			if ((rc = client_create_streams(t)) < 0)
+				return rc;
+			break;
+		case QL_ST_TEST_START:
+			break;
+		case QL_ST_TEST_RUNNING: {
+			t->state = T_RUNNING;
+			default_drain(t);
+			thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
+			t->start_ns = t->last_snap_ns = ql_now_ns();
+			t->start_unix = (double)realtime_ns() / 1e9;
+			if ((rc = start_workers(t, &t->err)) < 0)
+				return rc;
+			rc = client_run(t);
+			/* Even after an error the threads must be stopped. */
+			atomic_store(&t->send_stop, 1);
+			atomic_store(&t->recv_stop, 1);
+			streams_join(t, 1, 1);
+			if (rc < 0)
+				return rc;
+			cpu_local(t, &cpu, t->end_ns - t->start_ns);
+			break;
+		}
+		case QL_ST_EXCHANGE_RESULTS:
+			if ((rc = exchange_results(t, 1, &cpu)) < 0)
+				return rc;
+			break;
+		case QL_ST_DISPLAY_RESULTS:
+			ql_io_write_state(t->ctl_fd, QL_ST_IPERF_DONE, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			build_result(t, &cpu);
+			return 0;
+		case QL_ST_QL_SENDER_DONE:
+			break;
+		case QL_ST_QL_INTERVAL:
+			if ((rc = read_peer_interval(t)) < 0)
+				return rc;
+			break;
+		case QL_ST_ACCESS_DENIED:
+			return ql_err_set(&t->err, EBUSY, "EBUSY",
+					  "server %s port %d refused the test (busy: iperf3 serves one test "
+					  "at a time; retry later)", t->host, t->port);
+		case QL_ST_SERVER_ERROR: {
+			uint32_t v[2] = { 0, 0 };
+			ql_io_read_full(t->ctl_fd, v, sizeof v, ql_now_ns() + QL_NS_PER_S, NULL);
+			int ierr = (int)ntohl(v[0]), eno = (int)ntohl(v[1]);
+			return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
+					  "server reported error %d (errno %d: %s)", ierr, eno,
+					  eno > 0 ? strerror(eno) : "none");
+		}
+		case QL_ST_SERVER_TERMINATE:
+			return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
+					  "server terminated the test");
+		default:
+			return ql_err_set(&t->err, EPROTO, "EPROTO", "unexpected control state %d", st);
+		}
+	}
+}
+
+static void *client_main(void *arg)
+{
+	ql_test *t = arg;
+	int restore = -1;
+	int rc = ql_netns_enter(t->netns, &restore, &t->err);
+	if (rc == 0) {
+		rc = client_protocol(t);
+		ql_err e2;
+		ql_netns_restore(restore, &e2);
+	}
+	atomic_store(&t->send_stop, 1);
+	atomic_store(&t->recv_stop, 1);
+	streams_join(t, 1, 1);
+	test_finish(t, rc);
+	return NULL;
+}
+
+int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
+{
+	*out = NULL;
+	if (!o->host || !*o->host)
+		return ql_err_usage(e, "opts.host: expected a host name or address");
+	if (o->parallel < 1 || o->parallel > QL_PARALLEL_MAX)
+		return ql_err_usage(e, "opts.parallel: expected 1..128, got %d", o->parallel);
+	if (!(o->interval_s >= 0.1 && o->interval_s <= 3600))
+		return ql_err_usage(e, "opts.interval_s: expected 0.1..3600, got %g", o->interval_s);
+	if (!o->bytes && !o->packets && !(o->duration_s > 0 && o->duration_s <= 86400))
+		return ql_err_usage(e, "opts.duration_s: expected (0, 86400], got %g", o->duration_s);
+	if (!(o->omit_s >= 0 && o->omit_s <= 3600))
+		return ql_err_usage(e, "opts.omit_s: expected 0..3600, got %g", o->omit_s);
+	if (o->port < 1 || o->port > 65535)
+		return ql_err_usage(e, "opts.port: expected 1..65535, got %d", o->port);
+	if (o->proto == QL_PROTO_UDP && o->length_bytes &&
+	    (o->length_bytes < QL_UDP_MIN_BYTES || o->length_bytes > QL_UDP_MAX_BYTES))
+		return ql_err_usage(e, "opts.length_bytes: expected 16..65507 for UDP, got %d",
+				    o->length_bytes);
+	if (o->length_bytes < 0 || o->length_bytes > (1 << 24))
+		return ql_err_usage(e, "opts.length_bytes: expected 1..16777216, got %d",
+				    o->length_bytes);
+	if (o->packets && o->proto != QL_PROTO_UDP)
+		return ql_err_usage(e, "opts.packets: only for proto \"udp\" (use bytes for tcp)");
+	if (o->reverse && o->bidir)
+		return ql_err_usage(e, "opts.bidir: cannot be combined with opts.reverse");
+	if (o->congestion && strlen(o->congestion) >= 16)
+		return ql_err_usage(e, "opts.congestion: name too long");
+	if (o->bind_device && strlen(o->bind_device) >= 16)
+		return ql_err_usage(e, "opts.bind_device: interface names have at most 15 characters");
+	ql_test *t = test_new(QL_SIDE_CLIENT);
+	if (!t)
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	copy_str(t->host, sizeof t->host, o->host);
+	t->port = o->port;
+	t->proto = o->proto;
+	copy_str(t->netns, sizeof t->netns, o->netns);
+	copy_str(t->bind_address, sizeof t->bind_address, o->bind_address);
+	copy_str(t->bind_device, sizeof t->bind_device, o->bind_device);
+	t->udp_batch = o->udp_batch > 0 ? o->udp_batch : 32;
+	t->udp_gso = o->udp_gso;
+	t->prm.udp_gso = o->udp_gso;
+	if (o->connect_timeout_s > 0)
+		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
+	ql_params *p = &t->prm;
+	p->udp = o->proto == QL_PROTO_UDP;
+	p->omit_s = o->omit_s;
+	t->limit_bytes = o->bytes;
+	t->limit_packets = o->packets;
+	t->limited = o->bytes || o->packets;
+	p->time_s = t->limited ? 0 : o->duration_s;
+	p->num_bytes = o->bytes;
+	p->parallel = o->parallel;
+	p->reverse = o->reverse;
+	p->bidir = o->bidir;
+	p->window_bytes = o->window_bytes;
+	p->sndbuf_bytes = o->sndbuf_bytes;
+	p->rcvbuf_bytes = o->rcvbuf_bytes;
+	p->len_bytes = o->length_bytes ? o->length_bytes
+				       : (p->udp ? 0 : QL_TCP_DEFAULT_LEN);
+	p->bandwidth_bps = p->udp ? (o->bitrate_set ? o->bitrate_bps : QL_UDP_DEFAULT_BPS)
+				  : o->bitrate_bps;
+	p->fqrate_bps = o->fq_rate_bps;
+	p->tos = o->tos;
+	p->nodelay = o->nodelay;
+	p->mss_bytes = o->mss_bytes;
+	copy_str(p->congestion, sizeof p->congestion, o->congestion);
+	copy_str(p->title, sizeof p->title, o->title);
+	p->udp_counters_64bit = p->udp;
+	copy_str(p->qoslab, sizeof p->qoslab, QL_ENGINE_VERSION);
+	p->udp_drain_s = o->udp_drain_s;
+	p->interval_s = o->interval_s;
+	t->period_ns = (int64_t)(o->interval_s * 1e9);
+	t->omit_ns = (int64_t)(o->omit_s * 1e9);
+	/* qoslab peers are recognised from their results; assume iperf3 until
+	 * then (only affects extras we send, which a stock peer ignores). */
+	t->peer = QL_PEER_QOSLAB;
+	int rc = streams_alloc(t, e);
+	if (rc < 0) {
+		test_release(t);
+		free(t);
+		return rc;
+	}
+	rc = pthread_create(&t->ctl_th, NULL, client_main, t);
+	if (rc != 0) {
+		test_release(t);
+		free(t);
+		return ql_err_set(e, rc, NULL, "cannot start the control thread: %s", strerror(rc));
+	}
+	t->ctl_started = 1;
+	*out = t;
+	return 0;
+}
+
+int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out)
+{
+	*out = NULL;
+	pthread_mutex_lock(&t->mu);
+	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : 0;
+	while (t->nread >= t->nlive && !t->finished) {
+		if (timeout_ns < 0) {
+			pthread_cond_wait(&t->cv, &t->mu);
+			continue;
+		}
+		int64_t left = deadline - ql_now_ns();
+		if (left <= 0)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t abs = (int64_t)ts.tv_sec * QL_NS_PER_S + ts.tv_nsec +
+			      (left > 50 * MS ? 50 * MS : left);
+		ts.tv_sec = abs / QL_NS_PER_S;
+		ts.tv_nsec = abs % QL_NS_PER_S;
+		pthread_cond_timedwait(&t->cv, &t->mu, &ts);
+	}
+	int rc;
+	if (t->nread < t->nlive) {
+		ql_interval *c = malloc(sizeof *c);
+		const ql_interval *src = &t->live[t->nread];
+		if (c) {
+			*c = *src;
+			c->entries = calloc((size_t)src->nentries + 1, sizeof *c->entries);
+			if (c->entries)
+				memcpy(c->entries, src->entries, (size_t)src->nentries * sizeof *c->entries);
+			else
+				c->nentries = 0;
+		}
+		t->nread++;
+		*out = c;
+		rc = c ? 1 : -ENOMEM;
+	} else {
+		rc = t->finished ? -ENODATA : 0;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+int ql_test_wait(ql_test *t, const ql_result **res, ql_err *e)
+{
+	if (t->ctl_started) {
+		pthread_join(t->ctl_th, NULL);
+		t->ctl_started = 0;
+	}
+	if (t->rc < 0) {
+		if (e)
+			*e = t->err;
+		return t->rc;
+	}
+	*res = &t->res;
+	return 0;
+}
+
+void ql_test_stop(ql_test *t)
+{
+	if (t)
+		atomic_store(&t->stop_req, 1);
+}
+
+void ql_test_free(ql_test *t)
+{
+	if (!t)
+		return;
+	ql_test_stop(t);
+	if (t->ctl_started)
+		pthread_join(t->ctl_th, NULL);
+	test_release(t);
+	ql_result_free(&t->res);
+	pthread_mutex_destroy(&t->mu);
+	pthread_cond_destroy(&t->cv);
+	free(t);
+}
+
+/* ------------------------------------------------------------- server --- */
+
+static void srv_thread_exit(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	s->threads--;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void srv_reject(ql_server *s, int fd, int state)
+{
+	if (state)
+		ql_io_write_state(fd, state, ql_now_ns() + 200 * MS, NULL);
+	close(fd);
+	pthread_mutex_lock(&s->mu);
+	s->rejected++;
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void server_error(ql_test *t, int code, int eno)
+{
+	uint32_t v[2] = { htonl((uint32_t)code), htonl((uint32_t)eno) };
+	if (ql_io_write_state(t->ctl_fd, QL_ST_SERVER_ERROR, ql_now_ns() + 200 * MS, NULL) == 0)
+		ql_io_write_full(t->ctl_fd, v, sizeof v, ql_now_ns() + 200 * MS, NULL);
+}
+
+/* Wait for the test's data sockets (TCP via cookie, UDP via handshake). */
+static int server_collect_streams(ql_test *t)
+{
+	ql_server *s = t->srv;
+	int64_t deadline = ql_now_ns() + CTL_TIMEOUT_NS;
+	pthread_mutex_lock(&s->mu);
+	while (t->npending < t->nstreams && !atomic_load(&s->stop) &&
+	       !atomic_load(&t->stop_req)) {
+		if (ql_now_ns() >= deadline)
+			break;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 50 * MS;
+		if (ts.tv_nsec >= QL_NS_PER_S) {
+			ts.tv_sec++;
+			ts.tv_nsec -= QL_NS_PER_S;
+		}
+		pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+	}
+	int got = t->npending;
+	t->state = T_RUNNING;
+	pthread_mutex_unlock(&s->mu);
+	if (got < t->nstreams)
+		return ql_err_set(&t->err, ETIMEDOUT, NULL,
+				  "client opened %d of %d data connections", got, t->nstreams);
+	for (int i = 1; i < t->nstreams; i++)   /* insertion sort by accept order */
+		for (int j = i; j > 0 && t->pending_seq[j] < t->pending_seq[j - 1]; j--) {
+			uint64_t q = t->pending_seq[j];
+			int f = t->pending_fds[j];
+			t->pending_seq[j] = t->pending_seq[j - 1];
+			t->pending_fds[j] = t->pending_fds[j - 1];
+			t->pending_seq[j - 1] = q;
+			t->pending_fds[j - 1] = f;
+		}
+	for (int i = 0; i < t->nstreams; i++) {
+		t->st[i].fd = t->pending_fds[i];
+		t->pending_fds[i] = -1;
+	}
+	t->npending = 0;
+	if (t->proto == QL_PROTO_TCP)
+		for (int i = 0; i < t->nstreams; i++) {
+			struct sockaddr_storage ss;
+			socklen_t l = sizeof ss;
+			getsockname(t->st[i].fd, (struct sockaddr *)&ss, &l);
+			int rc = apply_opts(t, t->st[i].fd, ss.ss_family, &t->st[i], &t->err);
+			if (rc < 0)
+				return rc;
+		}
+	return 0;
+}
+
+static int server_run(ql_test *t)
+{
+	int64_t silence = t->srv->o.idle_timeout_s > 0
+			  ? (int64_t)(t->srv->o.idle_timeout_s * 1e9) : 30 * QL_NS_PER_S;
+	int64_t hard_end = t->limited ? 0 : t->start_ns + t->omit_ns +
+					   (int64_t)(t->prm.time_s * 1e9) + silence;
+	int signalled = 0;
+	uint64_t moved = 0;
+	int64_t moved_at = ql_now_ns();
+	for (;;) {
+		maybe_tick(t);
+		while (t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
+			char *js = ql_interval_encode(&t->iv[t->nshipped]);
+			int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
+							ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
+			if (js && rc == 0)
+				rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			free(js);
+			if (rc < 0)
+				return fail_io(t, rc, "sending an interval");
+			t->nshipped++;
+		}
+		if (atomic_load(&t->stop_req) || atomic_load(&t->srv->stop))
+			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
+		if (hard_end && ql_now_ns() > hard_end)
+			return ql_err_set(&t->err, ETIMEDOUT, NULL, "client silent after the test time");
+		/* A limited test has no planned end: give up when no byte moved
+		 * and no TEST_END came for the idle time. */
+		uint64_t m = 0;
+		for (int i = 0; i < t->nstreams; i++)
+			m += atomic_load(&t->st[i].bytes);
+		if (m != moved) {
+			moved = m;
+			moved_at = ql_now_ns();
+		} else if (t->limited && ql_now_ns() - moved_at > silence) {
+			return ql_err_set(&t->err, ETIMEDOUT, NULL,
+					  "client silent: no data and no TEST_END for %.0f s",
+					  (double)silence / 1e9);
+		}
+		/* Timed test: our senders stop at the planned end by themselves,
+		 * so a client whose clock started a little later still receives
+		 * everything we count as sent. */
+		if (!t->limited && !atomic_load(&t->send_stop) &&
+		    ql_now_ns() >= t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9)) {
+			t->send_end_ns = ql_now_ns();
+			atomic_store(&t->send_stop, 1);
+		}
+		if (t->limited && !signalled && local_has(t, 1) && all_done(t, 1) &&
+		    t->peer == QL_PEER_QOSLAB) {
+			ql_io_write_state(t->ctl_fd, QL_ST_QL_SENDER_DONE, ql_now_ns() + CTL_TIMEOUT_NS,
+					  NULL);
+			signalled = 1;
+		}
+		int64_t now = ql_now_ns(), w = next_tick(t);
+		if (w > now + 20 * MS)
+			w = now + 20 * MS;
+		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
+		if (wait_io(t->ctl_fd, POLLIN, ms) > 0) {
+			int st;
+			int rc = ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			if (rc < 0)
+				return fail_io(t, rc, "the test");
+			if (st == QL_ST_TEST_END)
+				break;
+			if (st == QL_ST_CLIENT_TERMINATE)
+				return ql_err_set(&t->err, ECONNABORTED, NULL, "client terminated the test");
+		}
+	}
+	int64_t send_end = t->send_end_ns ? t->send_end_ns : ql_now_ns();
+	atomic_store(&t->send_stop, 1);
+	streams_join(t, 1, 0);
+	drain_receivers(t);
+	final_snapshot(t, send_end);
+	return 0;
+}
+
+static void server_publish(ql_test *t)
+{
+	ql_server *s = t->srv;
+	pthread_mutex_lock(&s->mu);
+	if (s->nres == s->cap && s->nres < 100000) {
+		int nc = s->cap ? s->cap * 2 : 8;
+		const ql_result **nr = realloc(s->results, (size_t)nc * sizeof *nr);
+		if (nr)
+			s->results = nr;
+		ql_test **nf = realloc(s->finished, (size_t)nc * sizeof *nf);
+		if (nf)
+			s->finished = nf;
+		if (nr && nf)
+			s->cap = nc;
+	}
+	if (s->nres < s->cap) {
+		s->results[s->nres] = &t->res;
+		s->finished[s->nres++] = t;
+		t->published = 1;
+		/* The measurement is over: it no longer counts as running
+		 * while the last two state bytes are exchanged. */
+		s->running--;
+	}
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static int server_protocol(ql_test *t)
+{
+	int rc;
+	int64_t idle = t->srv->o.idle_timeout_s > 0
+		       ? (int64_t)(t->srv->o.idle_timeout_s * 1e9) : 30 * QL_NS_PER_S;
+	const volatile int *stop = (const volatile int *)&t->srv->stop;
+	rc = ql_io_write_state(t->ctl_fd, QL_ST_PARAM_EXCHANGE, ql_now_ns() + idle, stop);
+	if (rc < 0)
+		return fail_io(t, rc, "PARAM_EXCHANGE");
+	char *js = NULL;
+	size_t jl = 0;
+	rc = ql_io_read_json(t->ctl_fd, QL_PARAMS_MAX_BYTES, &js, &jl, ql_now_ns() + idle, stop);
+	if (rc == -EMSGSIZE)
+		server_error(t, 8, EMSGSIZE);
+	if (rc < 0)
+		return fail_io(t, rc, "reading parameters");
+	rc = ql_params_from_json(js, jl, &t->prm, &t->err);
+	free(js);
+	if (rc < 0) {
+		server_error(t, 8, EPROTO);
+		return rc;
+	}
+	ql_params *p = &t->prm;
+	t->proto = p->udp ? QL_PROTO_UDP : QL_PROTO_TCP;
+	t->peer = p->qoslab[0] ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
+	t->udp_gso = p->udp_gso;
+	if (!p->len_bytes)
+		p->len_bytes = p->udp ? QL_UDP_DEFAULT_LEN : QL_TCP_DEFAULT_LEN;
+	if (p->reverse && p->bidir)
+		p->reverse = 0;
+	/* Server-wide defaults apply when the client asked for nothing. */
+	if (!p->window_bytes && !p->sndbuf_bytes && !p->rcvbuf_bytes) {
+		p->window_bytes = t->srv->o.window_bytes;
+		p->sndbuf_bytes = t->srv->o.sndbuf_bytes;
+		p->rcvbuf_bytes = t->srv->o.rcvbuf_bytes;
+	}
+	t->limit_bytes = p->num_bytes;
+	t->limit_packets = p->blockcount;
+	if (t->proto == QL_PROTO_TCP && !t->limit_bytes && t->limit_packets)
+		t->limit_bytes = t->limit_packets * (uint64_t)p->len_bytes;
+	if (t->proto == QL_PROTO_UDP && !t->limit_packets && t->limit_bytes)
+		t->limit_packets = (t->limit_bytes + (uint64_t)p->len_bytes - 1) / (uint64_t)p->len_bytes;
+	t->limited = t->limit_bytes || t->limit_packets;
+	if (!t->limited && !(p->time_s > 0)) {
+		server_error(t, 8, EINVAL);
+		return ql_err_set(&t->err, EPROTO, "EPROTO", "client sent neither a time nor a limit");
+	}
+	for (int d = 0; d < 2; d++)
+		atomic_store(&t->budget[d], (int64_t)(t->proto == QL_PROTO_UDP ? t->limit_packets
+								      : t->limit_bytes));
+	t->period_ns = (int64_t)(p->interval_s * 1e9);
+	t->omit_ns = (int64_t)(p->omit_s * 1e9);
+	if ((rc = streams_alloc(t, &t->err)) < 0)
+		return rc;
+	t->pending_fds = calloc((size_t)t->nstreams, sizeof(int));
+	t->pending_seq = calloc((size_t)t->nstreams, sizeof(uint64_t));
+	if (!t->pending_fds || !t->pending_seq)
+		return ql_err_set(&t->err, ENOMEM, NULL, "out of memory");
+	/* Accept data connections before the client can know it may open
+	 * them: a stock client does not retry its UDP connect message. */
+	pthread_mutex_lock(&t->srv->mu);
+	t->state = T_ACCEPTING;
+	pthread_mutex_unlock(&t->srv->mu);
+	rc = ql_io_write_state(t->ctl_fd, QL_ST_CREATE_STREAMS, ql_now_ns() + idle, stop);
+	if (rc < 0)
+		return fail_io(t, rc, "CREATE_STREAMS");
+	if ((rc = server_collect_streams(t)) < 0)
+		return rc;
+	rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_START, ql_now_ns() + idle, stop);
+	if (rc == 0)
+		rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_RUNNING, ql_now_ns() + idle, stop);
+	if (rc < 0)
+		return fail_io(t, rc, "TEST_START");
+	default_drain(t);
+	thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
+	t->start_ns = t->last_snap_ns = ql_now_ns();
+	t->start_unix = (double)realtime_ns() / 1e9;
+	if ((rc = start_workers(t, &t->err)) < 0)
+		return rc;
+	rc = server_run(t);
+	atomic_store(&t->send_stop, 1);
+	atomic_store(&t->recv_stop, 1);
+	streams_join(t, 1, 1);
+	if (rc < 0)
+		return rc;
+	ql_cpu_result cpu;
+	memset(&cpu, 0, sizeof cpu);
+	cpu_local(t, &cpu, t->end_ns - t->start_ns);
+	rc = ql_io_write_state(t->ctl_fd, QL_ST_EXCHANGE_RESULTS, ql_now_ns() + idle, stop);
+	if (rc < 0)
+		return fail_io(t, rc, "EXCHANGE_RESULTS");
+	if ((rc = exchange_results(t, 0, &cpu)) < 0)
+		return rc;
+	/* Publish before DISPLAY_RESULTS: when the client's wait returns,
+	 * the server's results() already lists this test. */
+	build_result(t, &cpu);
+	server_publish(t);
+	rc = ql_io_write_state(t->ctl_fd, QL_ST_DISPLAY_RESULTS, ql_now_ns() + idle, stop);
+	if (rc < 0)
+		return fail_io(t, rc, "DISPLAY_RESULTS");
+	int st = 0;
+	ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + 2 * QL_NS_PER_S, stop);
+	return 0;
+}
+
+typedef struct conn_arg {
+	ql_server *s;
+	int fd;
+	uint64_t seq;
+	struct sockaddr_storage peer;
+	socklen_t plen;
+} conn_arg;
+
+static void *server_test_main(ql_test *t)
+{
+	ql_server *s = t->srv;
+	int restore = -1;
+	ql_err e2;
+	ql_netns_enter(s->netns, &restore, &e2);
+	int rc = server_protocol(t);
+	ql_netns_restore(restore, &e2);
+	atomic_store(&t->send_stop, 1);
+	atomic_store(&t->recv_stop, 1);
+	streams_join(t, 1, 1);
+	/* A control connection that failed before its test ran (bad JSON,
+	 * oversized or missing parameters, silence) counts as rejected. */
+	if (rc < 0 && t->start_ns == 0) {
+		pthread_mutex_lock(&s->mu);
+		s->rejected++;
+		pthread_mutex_unlock(&s->mu);
+	}
+	test_finish(t, rc);
+	/* Unlink and keep the result (finished tests only). */
+	pthread_mutex_lock(&s->mu);
+	for (ql_test **pp = &s->tests; *pp; pp = &(*pp)->next)
+		if (*pp == t) {
+			*pp = t->next;
+			break;
+		}
+	if (!t->published)
+		s->running--;
+	int keep = t->published;
+	if (keep) {
+		if (t->ctl_fd >= 0)
+			close(t->ctl_fd);
+		t->ctl_fd = -1;
+	}
+	if (s->o.one_off)
+		atomic_store(&s->stop, 1);
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+	if (!keep)
+		ql_test_free(t);
+	return NULL;
+}
+
+static void *conn_main(void *arg)
+{
+	conn_arg *ca = arg;
+	ql_server *s = ca->s;
+	int fd = ca->fd;
+	char cookie[QL_COOKIE_SIZE];
+	int64_t idle = s->o.idle_timeout_s > 0 ? (int64_t)(s->o.idle_timeout_s * 1e9)
+					       : CTL_TIMEOUT_NS;
+	int rc = ql_io_read_full(fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + idle,
+				 (const volatile int *)&s->stop);
+	if (rc < 0 || !ql_cookie_valid(cookie)) {
+		srv_reject(s, fd, rc < 0 ? 0 : QL_ST_ACCESS_DENIED);
+		goto out;
+	}
+	pthread_mutex_lock(&s->mu);
+	ql_test *t;
+	for (t = s->tests; t; t = t->next)
+		if (memcmp(t->cookie, cookie, QL_COOKIE_SIZE) == 0)
+			break;
+	if (t) {
+		/* A data connection of a running test. */
+		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_TCP && t->npending < t->nstreams) {
+			t->pending_seq[t->npending] = ca->seq;
+			t->pending_fds[t->npending++] = fd;
+			pthread_cond_broadcast(&s->cv);
+			pthread_mutex_unlock(&s->mu);
+		} else {
+			pthread_mutex_unlock(&s->mu);
+			srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+		}
+		goto out;
+	}
+	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
+	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nres > 0)) {
+		pthread_mutex_unlock(&s->mu);
+		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+		goto out;
+	}
+	t = test_new(QL_SIDE_SERVER);
+	if (!t) {
+		pthread_mutex_unlock(&s->mu);
+		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+		goto out;
+	}
+	t->srv = s;
+	t->ctl_fd = fd;
+	memcpy(t->cookie, cookie, QL_COOKIE_SIZE);
+	t->peer_addr = ca->peer;
+	t->peer_len = ca->plen;
+	t->port = s->port;
+	char host[INET6_ADDRSTRLEN] = "";
+	if (ca->peer.ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ca->peer)->sin6_addr, host, sizeof host);
+	else if (ca->peer.ss_family == AF_INET)
+		inet_ntop(AF_INET, &((struct sockaddr_in *)&ca->peer)->sin_addr, host, sizeof host);
+	copy_str(t->host, sizeof t->host, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
+	t->next = s->tests;
+	s->tests = t;
+	s->running++;
+	pthread_mutex_unlock(&s->mu);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+	server_test_main(t);
+out:
+	free(ca);
+	srv_thread_exit(s);
+	return NULL;
+}
+
+static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (a->ss_family != b->ss_family)
+		return 0;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_addr.s_addr ==
+		       ((const struct sockaddr_in *)b)->sin_addr.s_addr;
+	return memcmp(&((const struct sockaddr_in6 *)a)->sin6_addr,
+		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
+}
+
+/* A 4-byte UDP connect message arrived on the shared UDP socket: give the
+ * stream its own socket connected to the client (it wins the kernel's
+ * lookup over the unconnected one) and reply from it. */
+static void server_udp_accept(ql_server *s)
+{
+	char buf[64];
+	struct sockaddr_storage peer;
+	socklen_t pl = sizeof peer;
+	ssize_t r = recvfrom(s->ufd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&peer, &pl);
+	if ((r != 4 && r != 4 + QL_COOKIE_SIZE) || !ql_udp_connect_msg_ok(buf, 4))
+		return;
+	int by_cookie = r == 4 + QL_COOKIE_SIZE;
+	pthread_mutex_lock(&s->mu);
+	ql_test *t, *pick = NULL;
+	for (t = s->tests; t; t = t->next)
+		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_UDP &&
+		    t->npending < t->nstreams && same_ip(&t->peer_addr, &peer) &&
+		    (!by_cookie || memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0))
+			pick = t;   /* a stock client: the oldest such test */
+	if (!pick) {
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	int fd = socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	struct sockaddr_storage me;
+	socklen_t ml = sizeof me;
+	int one = 1;
+	ql_err e;
+	ql_stream *st = &pick->st[pick->npending];
+	if (fd < 0 || getsockname(s->ufd, (struct sockaddr *)&me, &ml) < 0 ||
+	    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) < 0 ||
+	    apply_opts(pick, fd, s->family, st, &e) < 0 ||
+	    (s->family == AF_INET6 &&
+	     setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &(int){ 0 }, sizeof(int)) < 0) ||
+	    bind(fd, (struct sockaddr *)&me, ml) < 0 ||
+	    connect(fd, (struct sockaddr *)&peer, pl) < 0) {
+		if (fd >= 0)
+			close(fd);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	uint32_t reply = QL_UDP_CONNECT_REPLY;
+	if (send(fd, &reply, 4, 0) != 4) {
+		close(fd);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
+	struct timeval tv = { 0, 100000 };
+	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
+	pick->pending_seq[pick->npending] = ++s->accept_seq;
+	pick->pending_fds[pick->npending++] = fd;
+	pthread_cond_broadcast(&s->cv);
+	pthread_mutex_unlock(&s->mu);
+}
+
+static void *listener_main(void *arg)
+{
+	ql_server *s = arg;
+	int restore = -1;
+	ql_err e;
+	ql_netns_enter(s->netns, &restore, &e);
+	while (!atomic_load(&s->stop)) {
+		struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
+					{ .fd = s->ufd, .events = POLLIN } };
+		int n = poll(pf, 2, 50);
+		if (n <= 0)
+			continue;
+		if (pf[1].revents & POLLIN)
+			server_udp_accept(s);
+		if (!(pf[0].revents & POLLIN))
+			continue;
+		conn_arg *ca = calloc(1, sizeof *ca);
+		if (!ca)
+			continue;
+		ca->plen = sizeof ca->peer;
+		int fd = accept4(s->lfd, (struct sockaddr *)&ca->peer, &ca->plen, SOCK_CLOEXEC);
+		if (fd < 0) {
+			free(ca);
+			continue;
+		}
+		pthread_mutex_lock(&s->mu);
+		int crowded = s->threads >= 512;
+		pthread_mutex_unlock(&s->mu);
+		if (crowded) {
+			/* Connection flood: refuse instead of spawning more
+			 * cookie readers (each waits up to the idle time). */
+			srv_reject(s, fd, 0);
+			free(ca);
+			continue;
+		}
+		ca->s = s;
+		ca->fd = fd;
+		/* Cookie readers run in parallel; the accept order is what
+		 * tells a test's streams apart (client creation order). */
+		ca->seq = ++s->accept_seq;
+		pthread_attr_t at;
+		pthread_attr_init(&at);
+		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+		pthread_t th;
+		pthread_mutex_lock(&s->mu);
+		s->threads++;
+		pthread_mutex_unlock(&s->mu);
+		if (pthread_create(&th, &at, conn_main, ca) != 0) {
+			close(fd);
+			free(ca);
+			srv_thread_exit(s);
+		}
+		pthread_attr_destroy(&at);
+	}
+	ql_netns_restore(restore, &e);
+	pthread_mutex_lock(&s->mu);
+	s->done = 1;
+	pthread_mutex_unlock(&s->mu);
+	return NULL;
+}
+
+static int server_sockets(ql_server *s, ql_err *e)
+{
+	int port = s->o.port < 0 ? 0 : s->o.port;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	memset(&ss, 0, sizeof ss);
+	if (s->bind_address[0]) {
+		int rc = resolve(s->bind_address, port, SOCK_STREAM, &ss, &len, e);
+		if (rc < 0)
+			return rc;
+	} else {
+		struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+		a6->sin6_family = AF_INET6;
+		a6->sin6_addr = in6addr_any;
+		a6->sin6_port = htons((uint16_t)port);
+		len = sizeof *a6;
+	}
+	s->family = ss.ss_family;
+	int one = 1, zero = 0;
+	s->lfd = socket(s->family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (s->lfd < 0)
+		return ql_err_set(e, errno, NULL, "socket: %s", strerror(errno));
+	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (s->family == AF_INET6)
+		setsockopt(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+	/* Server-wide buffer defaults go on the listener so accepted sockets
+	 * inherit them from the SYN on. */
+	int64_t snd = s->o.sndbuf_bytes ? s->o.sndbuf_bytes : s->o.window_bytes;
+	int64_t rcv = s->o.rcvbuf_bytes ? s->o.rcvbuf_bytes : s->o.window_bytes;
+	if (snd > 0)
+		setsockopt(s->lfd, SOL_SOCKET, SO_SNDBUF, &(int){ (int)snd }, sizeof(int));
+	if (rcv > 0)
+		setsockopt(s->lfd, SOL_SOCKET, SO_RCVBUF, &(int){ (int)rcv }, sizeof(int));
+	if (bind(s->lfd, (struct sockaddr *)&ss, len) < 0) {
+		int err = errno;
+		return ql_err_set(e, err, NULL, "bind TCP port %d: %s%s", port, strerror(err),
+				  err == EADDRINUSE ? " (another server runs there; pick another port)"
+						    : "");
+	}
+	if (listen(s->lfd, 128) < 0)
+		return ql_err_set(e, errno, NULL, "listen: %s", strerror(errno));
+	struct sockaddr_storage got;
+	socklen_t gl = sizeof got;
+	getsockname(s->lfd, (struct sockaddr *)&got, &gl);
+	s->port = ntohs(got.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&got)->sin6_port
+						  : ((struct sockaddr_in *)&got)->sin_port);
+	if (got.ss_family == AF_INET6)
+		((struct sockaddr_in6 *)&ss)->sin6_port = htons((uint16_t)s->port);
+	else
+		((struct sockaddr_in *)&ss)->sin_port = htons((uint16_t)s->port);
+	s->ufd = socket(s->family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (s->ufd < 0)
+		return ql_err_set(e, errno, NULL, "socket: %s", strerror(errno));
+	setsockopt(s->ufd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	if (s->family == AF_INET6)
+		setsockopt(s->ufd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
+	if (bind(s->ufd, (struct sockaddr *)&ss, len) < 0)
+		return ql_err_set(e, errno, NULL, "bind UDP port %d: %s", s->port, strerror(errno));
+	return 0;
+}
+
+int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
+{
+	*out = NULL;
+	if (o->port < -1 || o->port > 65535)
+		return ql_err_usage(e, "opts.port: expected 0..65535, got %d", o->port);
+	if (o->idle_timeout_s < 0 || o->idle_timeout_s > 86400)
+		return ql_err_usage(e, "opts.idle_timeout_s: expected 0..86400");
+	ql_server *s = calloc(1, sizeof *s);
+	if (!s)
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	s->o = *o;
+	copy_str(s->netns, sizeof s->netns, o->netns);
+	copy_str(s->bind_address, sizeof s->bind_address, o->bind_address);
+	s->o.netns = s->netns;
+	s->o.bind_address = s->bind_address;
+	if (s->o.port == 0)
+		s->o.port = QL_DEFAULT_PORT;
+	s->lfd = s->ufd = -1;
+	pthread_mutex_init(&s->mu, NULL);
+	pthread_cond_init(&s->cv, NULL);
+	int restore = -1;
+	int rc = ql_netns_enter(s->netns, &restore, e);
+	if (rc == 0) {
+		rc = server_sockets(s, e);
+		ql_err e2;
+		ql_netns_restore(restore, &e2);
+	}
+	if (rc == 0) {
+		int prc = pthread_create(&s->th, NULL, listener_main, s);
+		if (prc != 0)
+			rc = ql_err_set(e, prc, NULL, "cannot start the listener: %s", strerror(prc));
+		else
+			s->th_started = 1;
+	}
+	if (rc < 0) {
+		ql_server_free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+int ql_server_port(const ql_server *s)
+{
+	return s->port;
+}
+
+int ql_server_tests_running(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int n = s->running;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
+int ql_server_done(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int d = (atomic_load(&s->stop) && s->threads == 0) || s->done;
+	pthread_mutex_unlock(&s->mu);
+	return d;
+}
+
+int ql_server_results(ql_server *s, const ql_result ***out, int *n)
+{
+	pthread_mutex_lock(&s->mu);
+	*n = s->nres;
+	*out = NULL;
+	if (s->nres) {
+		*out = malloc((size_t)s->nres * sizeof **out);
+		if (*out)
+			memcpy(*out, s->results, (size_t)s->nres * sizeof **out);
+		else
+			*n = 0;
+	}
+	pthread_mutex_unlock(&s->mu);
+	return *out || !*n ? 0 : -ENOMEM;
+}
+
+uint64_t ql_server_rejected(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t r = s->rejected;
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+void ql_server_stop(ql_server *s)
+{
+	if (s)
+		atomic_store(&s->stop, 1);
+}
+
+void ql_server_free(ql_server *s)
+{
+	if (!s)
+		return;
+	atomic_store(&s->stop, 1);
+	pthread_mutex_lock(&s->mu);
+	for (ql_test *t = s->tests; t; t = t->next)
+		atomic_store(&t->stop_req, 1);
+	pthread_mutex_unlock(&s->mu);
+	if (s->th_started)
+		pthread_join(s->th, NULL);
+	pthread_mutex_lock(&s->mu);
+	while (s->threads > 0)
+		pthread_cond_wait(&s->cv, &s->mu);
+	pthread_mutex_unlock(&s->mu);
+	if (s->lfd >= 0)
+		close(s->lfd);
+	if (s->ufd >= 0)
+		close(s->ufd);
+	for (int i = 0; i < s->nres; i++)
+		ql_test_free(s->finished[i]);
+	free(s->finished);
+	free(s->results);
+	pthread_mutex_destroy(&s->mu);
+	pthread_cond_destroy(&s->cv);
+	free(s);
+}

@@ -1,0 +1,299 @@
+/*
+ * engine.h - the traffic engine: an iperf3-compatible client and server for
+ * TCP and UDP over IPv4/IPv6, one thread per stream (Lua-free).
+ *
+ * Threads. A client test has one control thread (it speaks the control
+ * protocol, enters the test's network namespace to create the sockets, and
+ * doubles as the reporter: it wakes on an absolute CLOCK_MONOTONIC grid,
+ * snapshots the per-stream counters and queues interval records) plus one
+ * worker thread per stream. A server has one listener thread (in its
+ * namespace), a short-lived thread per new connection that reads the
+ * cookie, and per test the same control + worker threads as the client.
+ * Workers only touch their own stream: counters are atomics, the UDP
+ * receive books are guarded by the stream's mutex.
+ *
+ * Termination rules (documented policy):
+ *  - duration: the client's deadline ends the test; senders stop, a TCP
+ *    sender waits (at most 2 s) until its send queue is acknowledged, then
+ *    half-closes; receivers read until end-of-file or until nothing arrived
+ *    for the drain time.
+ *  - byte / packet limit: "the sender emits exactly N" in both directions.
+ *    Senders of a test share one budget; the last block of a stream is cut
+ *    to what is left. A receiving client ends when every stream saw EOF
+ *    (TCP), when the qoslab server signals its senders are done (UDP), or
+ *    when N bytes have arrived.
+ *  - UDP receivers keep counting for udp_drain_s after the sender's end
+ *    (default max(0.25 s, 2 x the control connection's smoothed RTT)), then
+ *    close the books with the sender's final datagram count, so
+ *    lost + unique == sent holds exactly.
+ *
+ * UDP pacing: an absolute schedule (stats.h ql_pacer). A sender that fell
+ * behind by up to one report interval (at most 100 ms of datagrams, at
+ * least 8) catches up, so every interval reports the target rate; after a
+ * longer stall the schedule is re-based at "now" and the missed slots are
+ * dropped, so a long stall never becomes a long burst. TCP bitrate_bps
+ * pacing uses the same absolute schedule with a 10 ms slack.
+ *
+ * Socket buffers: setsockopt before connect() on the client and on the
+ * server's UDP sockets; for TCP the server sets them on the accepted socket
+ * before a byte of data flows (the listening socket is shared by concurrent
+ * tests). Linux picks the receive window scale from the sysctl maxima
+ * (tcp_rmem[2], rmem_max), not from the socket's buffer, so the window can
+ * still grow to the requested size; granted sizes are read back with
+ * getsockopt and reported with the sysctl that clamps them.
+ */
+#ifndef QL_ENGINE_H
+#define QL_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "err.h"
+#include "proto.h"
+
+enum { QL_PROTO_TCP = 0, QL_PROTO_UDP = 1 };
+enum { QL_DIR_FORWARD = 0, QL_DIR_REVERSE = 1 };  /* client->server, back */
+enum { QL_ROLE_SENDER = 0, QL_ROLE_RECEIVER = 1 };
+enum { QL_SIDE_CLIENT = 0, QL_SIDE_SERVER = 1 };
+enum { QL_PEER_IPERF3 = 0, QL_PEER_QOSLAB = 1 };
+
+#define QL_PARALLEL_MAX 128
+#define QL_DEFAULT_PORT 5201
+#define QL_TCP_DEFAULT_LEN 131072
+#define QL_UDP_DEFAULT_LEN 1460
+#define QL_UDP_DEFAULT_BPS 1000000ULL
+
+/* Socket buffer request and read-back (cases 011, 013). */
+typedef struct ql_bufinfo {
+	int present;
+	int64_t requested_bytes;   /* 0 = not requested (kernel default) */
+	int64_t granted_bytes;     /* getsockopt after setsockopt */
+	int clamped;               /* granted < 2 x requested: sysctl cap */
+	char sysctl[24];           /* "net.core.wmem_max" / "net.core.rmem_max" */
+} ql_bufinfo;
+
+/* Presence bits of ql_entry.valid. */
+#define QL_E_PACKETS   (1u << 0)   /* packets */
+#define QL_E_WRITES    (1u << 1)
+#define QL_E_RETRANS   (1u << 2)
+#define QL_E_RTT       (1u << 3)   /* rtt_us, rttvar_us */
+#define QL_E_CWND      (1u << 4)
+#define QL_E_PACING    (1u << 5)
+#define QL_E_DELIVERY  (1u << 6)
+#define QL_E_UDPRX     (1u << 7)   /* unique/lost/dup/ooo/late */
+#define QL_E_JITTER    (1u << 8)
+#define QL_E_RTTSUM    (1u << 9)   /* min/max/mean rtt, max cwnd (totals) */
+
+/*
+ * One side's numbers for one stream (or a sum): in an interval the deltas
+ * over the interval, in a result the totals after omit.
+ */
+typedef struct ql_entry {
+	int id;                     /* iperf3 stream id; 0 for sums */
+	int dir;                    /* QL_DIR_* */
+	int role;                   /* QL_ROLE_* */
+	int side;                   /* QL_SIDE_* that measured it */
+	unsigned valid;             /* QL_E_* */
+	uint64_t bytes;             /* sender: written; receiver: unique payload */
+	double seconds;
+	double bits_per_second;
+	uint64_t packets;           /* sender: datagrams sent; receiver: raw */
+	uint64_t writes;
+	uint64_t retransmits;
+	uint32_t rtt_us, rttvar_us;
+	uint64_t snd_cwnd_bytes;
+	uint64_t pacing_rate_bps, delivery_rate_bps;
+	uint64_t unique_packets, lost_packets, duplicate_packets;
+	uint64_t out_of_order_packets, late_packets;
+	double lost_pct;
+	double jitter_ms;
+	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
+	uint64_t max_snd_cwnd_bytes;
+	ql_bufinfo buf;             /* sender: SO_SNDBUF, receiver: SO_RCVBUF */
+} ql_entry;
+
+typedef struct ql_interval {
+	double start_s, end_s, seconds;   /* since the test start */
+	int omitted;
+	int nentries;
+	ql_entry *entries;                /* per stream and role */
+	/* sums per direction and role; valid when sum_present[d][r] */
+	int sum_present[2][2];
+	ql_entry sum[2][2];
+} ql_interval;
+
+typedef struct ql_stream_result {
+	int id, dir;
+	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
+	int has_sender, has_receiver;
+} ql_stream_result;
+
+typedef struct ql_cpu_result {
+	int present;
+	double total_pct, user_pct, system_pct, busiest_thread_pct;
+	int has_busiest;
+} ql_cpu_result;
+
+typedef struct ql_result {
+	int proto, reverse, bidir, parallel;
+	char host[256];
+	int port;
+	int local_role;              /* QL_SIDE_* */
+	double start_time_unix_s, duration_s, omit_s;
+	/* [dir][role] totals; present flags */
+	int tot_present[2][2];
+	ql_entry tot[2][2];
+	int nstreams;
+	ql_stream_result *streams;
+	int nintervals;
+	ql_interval *intervals;
+	ql_cpu_result cpu_client, cpu_server;
+	int cpu_limited;
+	int nwarnings;
+	char **warnings;
+	int peer;                    /* QL_PEER_* */
+	char title[128];
+} ql_result;
+
+void ql_result_free(ql_result *r);
+void ql_interval_clear(ql_interval *iv);
+
+/* ------------------------------------------------------------- client -- */
+
+typedef struct ql_client_opts {
+	const char *host;            /* required: name or address */
+	int port;                    /* 0 = 5201 */
+	int proto;                   /* QL_PROTO_* */
+	int parallel;                /* 1..128 */
+	double duration_s;           /* used when no byte/packet limit */
+	uint64_t bytes;              /* total byte limit over all streams, 0 = none */
+	uint64_t packets;            /* UDP datagram limit, 0 = none */
+	int reverse, bidir;
+	double omit_s;
+	double interval_s;           /* >= 0.1 */
+	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;   /* 0 = default */
+	uint64_t bitrate_bps;        /* UDP: 0 = default 1 Mbit/s unless
+	                                bitrate_set (then 0 = unlimited) */
+	int bitrate_set;
+	int length_bytes;            /* 0 = default */
+	const char *congestion;
+	int mss_bytes;
+	int tos;                     /* -1 = unset */
+	int nodelay;
+	uint64_t fq_rate_bps;
+	const char *bind_address, *bind_device, *netns;
+	double connect_timeout_s;    /* 0 = 10 s */
+	int udp_batch;               /* 1..1024, 0 = 32 */
+	int udp_gso;
+	double udp_drain_s;          /* < 0 = default rule */
+	const char *title;
+} ql_client_opts;
+
+void ql_client_opts_init(ql_client_opts *o);
+
+typedef struct ql_test ql_test;
+
+/*
+ * Check the options (usage errors name the field, e.g. "opts.parallel:
+ * expected 1..128") and start the test in background threads. The control
+ * handshake happens in the background: its failures show in ql_test_wait.
+ */
+int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
+
+/*
+ * Next interval record (caller frees with ql_interval_clear + free): what
+ * this end measured plus the qoslab server's entries received so far (a
+ * stock iperf3 server sends none during the test).
+ * Returns 1 with *out set, 0 on timeout (timeout_ns < 0 waits forever),
+ * -ENODATA when the test is over and every interval was delivered.
+ */
+int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out);
+
+/* Wait for the end; *res stays owned by the test (valid until free). */
+int ql_test_wait(ql_test *t, const ql_result **res, ql_err *e);
+
+/* End the test early (a result is still produced). Thread-safe. */
+void ql_test_stop(ql_test *t);
+
+/* Stop, join every thread, free. NULL is fine. */
+void ql_test_free(ql_test *t);
+
+/* ------------------------------------------------------------- server -- */
+
+typedef struct ql_server_opts {
+	int port;                    /* 0 = 5201; -1 = any free port */
+	const char *bind_address, *netns;
+	int one_off;
+	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;  /* defaults */
+	double idle_timeout_s;       /* control silence limit, 0 = 30 s */
+	int max_tests;               /* concurrent tests, 0 = 64 */
+} ql_server_opts;
+
+void ql_server_opts_init(ql_server_opts *o);
+
+typedef struct ql_server ql_server;
+
+int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e);
+int ql_server_port(const ql_server *s);
+int ql_server_tests_running(ql_server *s);
+/* 1 when the server has stopped (one_off test done, or ql_server_stop). */
+int ql_server_done(ql_server *s);
+/* Copy out the finished tests' results: *out is a malloc'd array of
+ * pointers owned by the server (valid until ql_server_free). */
+int ql_server_results(ql_server *s, const ql_result ***out, int *n);
+/* Number of control connections rejected (bad cookie, bad JSON, ...). */
+uint64_t ql_server_rejected(ql_server *s);
+void ql_server_stop(ql_server *s);
+void ql_server_free(ql_server *s);
+
+/* ------------------------------------------- internals exposed for tests */
+
+/* A peer's results JSON (iperf3 keys + optional "qoslab" extras). */
+typedef struct ql_peer_stream {
+	int id;
+	uint64_t bytes;
+	int64_t retransmits;          /* -1 = not reported */
+	double jitter_s;
+	int64_t errors;
+	uint64_t packets;
+	double start_time_s, end_time_s;
+} ql_peer_stream;
+
+typedef struct ql_peer_results {
+	double cpu_total_pct, cpu_user_pct, cpu_system_pct;
+	int sender_has_retransmits;
+	char congestion_used[32];
+	int nstreams;
+	ql_peer_stream *streams;
+	int qoslab;                   /* extras present */
+	double duration_s;
+	int has_busiest;
+	double busiest_thread_pct;
+	int nentries;                 /* per-stream totals of that side */
+	ql_entry *entries;
+	int nintervals;
+	ql_interval *intervals;
+	int nwarnings;
+	char **warnings;
+} ql_peer_results;
+
+/* Parse a results object; hostile input gives -EPROTO (code "EPROTO")
+ * naming the key, never a crash. Caps: 1024 streams, 100000 intervals. */
+int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
+		     ql_err *e);
+void ql_peer_results_free(ql_peer_results *pr);
+
+/* Interval grid: tick k of a test that started at start_ns, with omit
+ * boundary omit_ns (0 = none) and period period_ns. Ticks fall at
+ * start + j * period inside the omit period, at start + omit, then at
+ * start + omit + j * period. */
+int64_t ql_grid_tick_ns(int64_t start_ns, int64_t omit_ns, int64_t period_ns,
+			uint64_t k);
+
+/* Linux doubles SO_SNDBUF/SO_RCVBUF requests up to 2 x the sysctl maximum.
+ * Fill b from requested and the getsockopt value; max_bytes is the sysctl
+ * value (<= 0: unknown). */
+void ql_bufinfo_fill(ql_bufinfo *b, int64_t requested, int64_t granted,
+		     int64_t max_bytes, const char *sysctl);
+
+#endif

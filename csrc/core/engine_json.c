@@ -1,0 +1,485 @@
+/*
+ * engine_json.c - the results object of the iperf3 control protocol:
+ * iperf3's required keys plus the "qoslab" extras (per-stream totals with
+ * every counter, interval series, warnings), encoded and parsed with cJSON.
+ * The parser treats the peer as hostile: every key is type- and
+ * range-checked and array sizes are capped.
+ */
+#include <cjson/cJSON.h>
+#include <errno.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine.h"
+#include "engine_int.h"
+
+#define MAX_PEER_STREAMS 1024
+#define MAX_PEER_INTERVALS 100000
+#define MAX_PEER_ENTRIES 2048
+#define MAX_PEER_WARNINGS 64
+
+static int bad(ql_err *e, const char *key, const char *what)
+{
+	return ql_err_set(e, EPROTO, "EPROTO", "peer results: \"%s\": %s", key, what);
+}
+
+/* ------------------------------------------------------------ encode --- */
+
+static void add_u64(cJSON *o, const char *k, uint64_t v)
+{
+	cJSON_AddNumberToObject(o, k, (double)v);
+}
+
+cJSON *ql_entry_to_json(const ql_entry *x)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "id", x->id);
+	cJSON_AddNumberToObject(o, "dir", x->dir);
+	cJSON_AddNumberToObject(o, "role", x->role);
+	cJSON_AddNumberToObject(o, "side", x->side);
+	cJSON_AddNumberToObject(o, "valid", x->valid);
+	add_u64(o, "bytes", x->bytes);
+	cJSON_AddNumberToObject(o, "seconds", x->seconds);
+	if (x->valid & QL_E_PACKETS)
+		add_u64(o, "packets", x->packets);
+	if (x->valid & QL_E_WRITES)
+		add_u64(o, "writes", x->writes);
+	if (x->valid & QL_E_RETRANS)
+		add_u64(o, "retransmits", x->retransmits);
+	if (x->valid & QL_E_RTT) {
+		add_u64(o, "rtt_us", x->rtt_us);
+		add_u64(o, "rttvar_us", x->rttvar_us);
+	}
+	if (x->valid & QL_E_CWND)
+		add_u64(o, "snd_cwnd_bytes", x->snd_cwnd_bytes);
+	if (x->valid & QL_E_PACING)
+		add_u64(o, "pacing_rate_bps", x->pacing_rate_bps);
+	if (x->valid & QL_E_DELIVERY)
+		add_u64(o, "delivery_rate_bps", x->delivery_rate_bps);
+	if (x->valid & QL_E_UDPRX) {
+		add_u64(o, "unique_packets", x->unique_packets);
+		add_u64(o, "lost_packets", x->lost_packets);
+		add_u64(o, "duplicate_packets", x->duplicate_packets);
+		add_u64(o, "out_of_order_packets", x->out_of_order_packets);
+		add_u64(o, "late_packets", x->late_packets);
+	}
+	if (x->valid & QL_E_JITTER)
+		cJSON_AddNumberToObject(o, "jitter_ms", x->jitter_ms);
+	if (x->valid & QL_E_RTTSUM) {
+		add_u64(o, "min_rtt_us", x->min_rtt_us);
+		add_u64(o, "max_rtt_us", x->max_rtt_us);
+		add_u64(o, "mean_rtt_us", x->mean_rtt_us);
+		add_u64(o, "max_snd_cwnd_bytes", x->max_snd_cwnd_bytes);
+	}
+	if (x->buf.present) {
+		cJSON *b = cJSON_AddObjectToObject(o, "buf");
+		if (b) {
+			cJSON_AddNumberToObject(b, "requested_bytes", (double)x->buf.requested_bytes);
+			cJSON_AddNumberToObject(b, "granted_bytes", (double)x->buf.granted_bytes);
+			cJSON_AddBoolToObject(b, "clamped", x->buf.clamped);
+			cJSON_AddStringToObject(b, "sysctl", x->buf.sysctl);
+		}
+	}
+	return o;
+}
+
+static cJSON *interval_to_json(const ql_interval *iv)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "start_s", iv->start_s);
+	cJSON_AddNumberToObject(o, "end_s", iv->end_s);
+	cJSON_AddBoolToObject(o, "omitted", iv->omitted);
+	cJSON *a = cJSON_AddArrayToObject(o, "entries");
+	for (int i = 0; a && i < iv->nentries; i++)
+		cJSON_AddItemToArray(a, ql_entry_to_json(&iv->entries[i]));
+	return o;
+}
+
+char *ql_results_encode(const ql_peer_results *r, int extras)
+{
+	cJSON *o = cJSON_CreateObject();
+	if (!o)
+		return NULL;
+	cJSON_AddNumberToObject(o, "cpu_util_total", r->cpu_total_pct);
+	cJSON_AddNumberToObject(o, "cpu_util_user", r->cpu_user_pct);
+	cJSON_AddNumberToObject(o, "cpu_util_system", r->cpu_system_pct);
+	cJSON_AddNumberToObject(o, "sender_has_retransmits", r->sender_has_retransmits);
+	if (r->congestion_used[0])
+		cJSON_AddStringToObject(o, "congestion_used", r->congestion_used);
+	cJSON *a = cJSON_AddArrayToObject(o, "streams");
+	for (int i = 0; a && i < r->nstreams; i++) {
+		const ql_peer_stream *s = &r->streams[i];
+		cJSON *j = cJSON_CreateObject();
+		if (!j)
+			break;
+		cJSON_AddNumberToObject(j, "id", s->id);
+		add_u64(j, "bytes", s->bytes);
+		cJSON_AddNumberToObject(j, "retransmits", (double)s->retransmits);
+		cJSON_AddNumberToObject(j, "jitter", s->jitter_s);
+		cJSON_AddNumberToObject(j, "errors", (double)s->errors);
+		cJSON_AddNumberToObject(j, "omitted_errors", 0);
+		add_u64(j, "packets", s->packets);
+		cJSON_AddNumberToObject(j, "omitted_packets", 0);
+		cJSON_AddNumberToObject(j, "start_time", s->start_time_s);
+		cJSON_AddNumberToObject(j, "end_time", s->end_time_s);
+		cJSON_AddItemToArray(a, j);
+	}
+	if (extras) {
+		cJSON *q = cJSON_AddObjectToObject(o, "qoslab");
+		if (q) {
+			cJSON_AddStringToObject(q, "version", QL_ENGINE_VERSION);
+			cJSON_AddNumberToObject(q, "duration_s", r->duration_s);
+			if (r->has_busiest)
+				cJSON_AddNumberToObject(q, "busiest_thread_pct", r->busiest_thread_pct);
+			cJSON *t = cJSON_AddArrayToObject(q, "totals");
+			for (int i = 0; t && i < r->nentries; i++)
+				cJSON_AddItemToArray(t, ql_entry_to_json(&r->entries[i]));
+			cJSON *iv = cJSON_AddArrayToObject(q, "intervals");
+			for (int i = 0; iv && i < r->nintervals; i++)
+				cJSON_AddItemToArray(iv, interval_to_json(&r->intervals[i]));
+			cJSON *w = cJSON_AddArrayToObject(q, "warnings");
+			for (int i = 0; w && i < r->nwarnings; i++)
+				cJSON_AddItemToArray(w, cJSON_CreateString(r->warnings[i]));
+		}
+	}
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+/* ------------------------------------------------------------- parse --- */
+
+/* Fetch an optional number in [lo, hi]; 1 if present, 0 absent, <0 error. */
+static int getnum(const cJSON *o, const char *k, double lo, double hi,
+		  double *v, ql_err *e)
+{
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (cJSON_IsBool(it)) {
+		*v = cJSON_IsTrue(it);
+	} else if (cJSON_IsNumber(it)) {
+		*v = it->valuedouble;
+	} else {
+		return bad(e, k, "expected a number");
+	}
+	if (!isfinite(*v) || *v < lo || *v > hi)
+		return bad(e, k, "value out of range");
+	return 1;
+}
+
+#define U64MAX 1.85e19
+
+static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
+{
+	memset(x, 0, sizeof *x);
+	if (!cJSON_IsObject(o))
+		return bad(e, "entries", "expected objects");
+	double v;
+	int rc;
+#define G(key, lo, hi, stmt) do { \
+		rc = getnum(o, key, lo, hi, &v, e); \
+		if (rc < 0) \
+			return rc; \
+		if (rc) { \
+			stmt; \
+		} \
+	} while (0)
+#define GV(key, field, bit, hi) G(key, 0, hi, x->field = (typeof(x->field))v; x->valid |= (bit))
+	G("id", 0, 1e6, x->id = (int)v);
+	G("dir", 0, 1, x->dir = (int)v);
+	G("role", 0, 1, x->role = (int)v);
+	G("side", 0, 1, x->side = (int)v);
+	G("bytes", 0, U64MAX, x->bytes = (uint64_t)v);
+	G("seconds", 0, 1e9, x->seconds = v);
+	GV("packets", packets, QL_E_PACKETS, U64MAX);
+	GV("writes", writes, QL_E_WRITES, U64MAX);
+	GV("retransmits", retransmits, QL_E_RETRANS, U64MAX);
+	GV("rtt_us", rtt_us, QL_E_RTT, 4294967295.0);
+	GV("rttvar_us", rttvar_us, QL_E_RTT, 4294967295.0);
+	GV("snd_cwnd_bytes", snd_cwnd_bytes, QL_E_CWND, U64MAX);
+	GV("pacing_rate_bps", pacing_rate_bps, QL_E_PACING, U64MAX);
+	GV("delivery_rate_bps", delivery_rate_bps, QL_E_DELIVERY, U64MAX);
+	GV("unique_packets", unique_packets, QL_E_UDPRX, U64MAX);
+	GV("lost_packets", lost_packets, QL_E_UDPRX, U64MAX);
+	GV("duplicate_packets", duplicate_packets, QL_E_UDPRX, U64MAX);
+	GV("out_of_order_packets", out_of_order_packets, QL_E_UDPRX, U64MAX);
+	GV("late_packets", late_packets, QL_E_UDPRX, U64MAX);
+	GV("jitter_ms", jitter_ms, QL_E_JITTER, 1e9);
+	GV("min_rtt_us", min_rtt_us, QL_E_RTTSUM, 4294967295.0);
+	GV("max_rtt_us", max_rtt_us, QL_E_RTTSUM, 4294967295.0);
+	GV("mean_rtt_us", mean_rtt_us, QL_E_RTTSUM, 4294967295.0);
+	GV("max_snd_cwnd_bytes", max_snd_cwnd_bytes, QL_E_RTTSUM, U64MAX);
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "buf");
+	if (b && cJSON_IsObject(b)) {
+		const cJSON *save = o;
+		o = b;
+		G("requested_bytes", 0, 1e15, x->buf.requested_bytes = (int64_t)v);
+		G("granted_bytes", 0, 1e15, x->buf.granted_bytes = (int64_t)v);
+		G("clamped", 0, 1, x->buf.clamped = v != 0);
+		const cJSON *sy = cJSON_GetObjectItemCaseSensitive(b, "sysctl");
+		if (cJSON_IsString(sy) && sy->valuestring &&
+		    strlen(sy->valuestring) < sizeof x->buf.sysctl)
+			strcpy(x->buf.sysctl, sy->valuestring);
+		x->buf.present = 1;
+		o = save;
+	}
+#undef GV
+#undef G
+	x->bits_per_second = x->seconds > 0 ? (double)x->bytes * 8.0 / x->seconds : 0.0;
+	if ((x->valid & QL_E_UDPRX)) {
+		uint64_t sent = x->lost_packets + x->unique_packets;
+		x->lost_pct = sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0;
+	}
+	return 0;
+}
+
+static int entries_from_json(const cJSON *a, const char *key, int cap,
+			     ql_entry **out, int *n, ql_err *e)
+{
+	*out = NULL;
+	*n = 0;
+	if (!a)
+		return 0;
+	if (!cJSON_IsArray(a))
+		return bad(e, key, "expected an array");
+	int cnt = cJSON_GetArraySize(a);
+	if (cnt > cap)
+		return bad(e, key, "too many elements");
+	if (cnt == 0)
+		return 0;
+	ql_entry *v = calloc((size_t)cnt, sizeof *v);
+	if (!v)
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	int i = 0, rc;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		if ((rc = entry_from_json(it, &v[i], e)) < 0) {
+			free(v);
+			return rc;
+		}
+		i++;
+	}
+	*out = v;
+	*n = cnt;
+	return 0;
+}
+
+void ql_peer_results_free(ql_peer_results *pr)
+{
+	if (!pr)
+		return;
+	free(pr->streams);
+	free(pr->entries);
+	for (int i = 0; i < pr->nintervals; i++)
+		ql_interval_clear(&pr->intervals[i]);
+	free(pr->intervals);
+	for (int i = 0; i < pr->nwarnings; i++)
+		free(pr->warnings[i]);
+	free(pr->warnings);
+	memset(pr, 0, sizeof *pr);
+}
+
+static int interval_from_json(const cJSON *it, ql_interval *iv, ql_err *e)
+{
+	double v;
+	int rc;
+	if (!cJSON_IsObject(it))
+		return bad(e, "intervals", "expected objects");
+	if ((rc = getnum(it, "start_s", 0, 1e9, &v, e)) < 0)
+		return rc;
+	iv->start_s = rc ? v : 0;
+	if ((rc = getnum(it, "end_s", 0, 1e9, &v, e)) < 0)
+		return rc;
+	iv->end_s = rc ? v : iv->start_s;
+	if (iv->end_s < iv->start_s)
+		return bad(e, "intervals", "end_s before start_s");
+	iv->seconds = iv->end_s - iv->start_s;
+	if ((rc = getnum(it, "omitted", 0, 1, &v, e)) < 0)
+		return rc;
+	iv->omitted = rc ? v != 0 : 0;
+	return entries_from_json(cJSON_GetObjectItemCaseSensitive(it, "entries"), "entries",
+				 MAX_PEER_ENTRIES, &iv->entries, &iv->nentries, e);
+}
+
+char *ql_interval_encode(const ql_interval *iv)
+{
+	cJSON *o = interval_to_json(iv);
+	if (!o)
+		return NULL;
+	char *s = cJSON_PrintUnformatted(o);
+	cJSON_Delete(o);
+	return s;
+}
+
+int ql_interval_parse(const char *text, size_t len, ql_interval *iv, ql_err *e)
+{
+	memset(iv, 0, sizeof *iv);
+	cJSON *o = cJSON_ParseWithLength(text, len);
+	if (!o)
+		return ql_err_set(e, EPROTO, "EPROTO", "peer interval: malformed JSON");
+	int rc = interval_from_json(o, iv, e);
+	cJSON_Delete(o);
+	if (rc < 0)
+		ql_interval_clear(iv);
+	return rc;
+}
+
+static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
+{
+	double v;
+	int rc;
+	if (!cJSON_IsObject(q))
+		return bad(e, "qoslab", "expected an object");
+	pr->qoslab = 1;
+	if ((rc = getnum(q, "duration_s", 0, 1e9, &v, e)) < 0)
+		return rc;
+	if (rc)
+		pr->duration_s = v;
+	if ((rc = getnum(q, "busiest_thread_pct", 0, 1e6, &v, e)) < 0)
+		return rc;
+	if (rc) {
+		pr->has_busiest = 1;
+		pr->busiest_thread_pct = v;
+	}
+	rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(q, "totals"), "totals",
+			       MAX_PEER_ENTRIES, &pr->entries, &pr->nentries, e);
+	if (rc < 0)
+		return rc;
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "intervals");
+	if (a) {
+		if (!cJSON_IsArray(a))
+			return bad(e, "intervals", "expected an array");
+		int cnt = cJSON_GetArraySize(a);
+		if (cnt > MAX_PEER_INTERVALS)
+			return bad(e, "intervals", "too many elements");
+		if (cnt > 0) {
+			pr->intervals = calloc((size_t)cnt, sizeof *pr->intervals);
+			if (!pr->intervals)
+				return ql_err_set(e, ENOMEM, NULL, "out of memory");
+		}
+		const cJSON *it;
+		cJSON_ArrayForEach(it, a) {
+			ql_interval *iv = &pr->intervals[pr->nintervals];
+			pr->nintervals++;
+			if ((rc = interval_from_json(it, iv, e)) < 0)
+				return rc;
+		}
+	}
+	a = cJSON_GetObjectItemCaseSensitive(q, "warnings");
+	if (cJSON_IsArray(a)) {
+		int cnt = cJSON_GetArraySize(a);
+		if (cnt > MAX_PEER_WARNINGS)
+			cnt = MAX_PEER_WARNINGS;
+		pr->warnings = calloc((size_t)cnt + 1, sizeof *pr->warnings);
+		if (!pr->warnings)
+			return ql_err_set(e, ENOMEM, NULL, "out of memory");
+		const cJSON *it;
+		cJSON_ArrayForEach(it, a) {
+			if (pr->nwarnings >= cnt)
+				break;
+			if (cJSON_IsString(it) && it->valuestring &&
+			    strlen(it->valuestring) < 512)
+				pr->warnings[pr->nwarnings++] = strdup(it->valuestring);
+		}
+	}
+	return 0;
+}
+
+int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
+		     ql_err *e)
+{
+	memset(pr, 0, sizeof *pr);
+	cJSON *o = cJSON_ParseWithLength(text, len);
+	if (!o)
+		return ql_err_set(e, EPROTO, "EPROTO", "peer results: malformed JSON");
+	int rc = 0;
+	double v;
+	if (!cJSON_IsObject(o)) {
+		rc = bad(e, "(top)", "expected an object");
+		goto out;
+	}
+	static const char *const req[] = { "cpu_util_total", "cpu_util_user",
+		"cpu_util_system", "sender_has_retransmits" };
+	double *dst[] = { &pr->cpu_total_pct, &pr->cpu_user_pct, &pr->cpu_system_pct, NULL };
+	for (int i = 0; i < 4; i++) {
+		rc = getnum(o, req[i], -1, i == 3 ? U64MAX : 1e6, &v, e);
+		if (rc < 0)
+			goto out;
+		if (rc == 0) {
+			rc = bad(e, req[i], "missing");
+			goto out;
+		}
+		if (dst[i])
+			*dst[i] = v;
+		else
+			pr->sender_has_retransmits = v > 9.2e18 ? -1 : (int)v;
+	}
+	rc = 0;
+	const cJSON *cu = cJSON_GetObjectItemCaseSensitive(o, "congestion_used");
+	if (cJSON_IsString(cu) && cu->valuestring &&
+	    strlen(cu->valuestring) < sizeof pr->congestion_used)
+		strcpy(pr->congestion_used, cu->valuestring);
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "streams");
+	if (!cJSON_IsArray(a)) {
+		rc = bad(e, "streams", "missing or not an array");
+		goto out;
+	}
+	int cnt = cJSON_GetArraySize(a);
+	if (cnt > MAX_PEER_STREAMS) {
+		rc = bad(e, "streams", "too many elements");
+		goto out;
+	}
+	if (cnt > 0 && !(pr->streams = calloc((size_t)cnt, sizeof *pr->streams))) {
+		rc = ql_err_set(e, ENOMEM, NULL, "out of memory");
+		goto out;
+	}
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		ql_peer_stream *s = &pr->streams[pr->nstreams];
+		if (!cJSON_IsObject(it)) {
+			rc = bad(e, "streams", "expected objects");
+			goto out;
+		}
+		static const char *const sk[] = { "id", "bytes", "retransmits", "jitter",
+						  "errors", "packets" };
+		static const double lo[] = { 0, 0, -1, 0, -1e18, 0 };
+		static const double hi[] = { 1e6, U64MAX, U64MAX, 1e9, U64MAX, U64MAX };
+		double val[6];
+		for (int k = 0; k < 6; k++) {
+			rc = getnum(it, sk[k], lo[k], hi[k], &val[k], e);
+			if (rc < 0)
+				goto out;
+			if (rc == 0) {
+				rc = bad(e, sk[k], "missing in a stream");
+				goto out;
+			}
+		}
+		rc = 0;
+		s->id = (int)val[0];
+		s->bytes = (uint64_t)val[1];
+		/* iperf3 writes -1 as an unsigned 64-bit number. */
+		s->retransmits = val[2] > 9.2e18 ? -1 : (int64_t)val[2];
+		s->jitter_s = val[3];
+		s->errors = val[4] > 9.2e18 ? -1 : (int64_t)val[4];
+		s->packets = (uint64_t)val[5];
+		if (getnum(it, "start_time", 0, 1e9, &v, e) > 0)
+			s->start_time_s = v;
+		if (getnum(it, "end_time", 0, 1e9, &v, e) > 0)
+			s->end_time_s = v;
+		pr->nstreams++;
+	}
+	const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "qoslab");
+	if (q)
+		rc = parse_extras(q, pr, e);
+out:
+	cJSON_Delete(o);
+	if (rc < 0)
+		ql_peer_results_free(pr);
+	return rc;
+}

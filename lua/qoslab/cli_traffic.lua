@@ -1,0 +1,401 @@
+--- `qoslab server` and `qoslab client`: iperf3-like command lines over
+-- `qoslab.traffic`.
+--
+-- Flags follow iperf3 (3.12) where iperf3 has them, with the same unit
+-- suffixes: for rates (-b, --fq-rate) K/M/G/T multiply by 1000 (either
+-- case); for sizes (-l, -n, -w, --sndbuf, --rcvbuf) by 1024 (either case),
+-- as iperf3's own parser does (checked with `iperf3 -J`: `-b 2K` gives
+-- 2000 bit/s, `-l 1k` 1024 bytes). Unlike iperf3, an unknown suffix or a
+-- malformed number is an error (exit status 2), not silently truncated.
+-- @module qoslab.cli_traffic
+local cli = require 'qoslab.cli'
+
+local M = {}
+
+-- ---------------------------------------------------------- converters --
+
+local function parse_scaled(s, base, what)
+  if type(s) ~= 'string' then return nil, what .. ': expected a string' end
+  local num, suffix = s:match('^%s*([%d%.]+[eE]?[%+%-]?%d*)%s*([kKmMgGtT]?)%s*$')
+  local n = num and tonumber(num)
+  if not n or n ~= n or n == math.huge then
+    if s:find('/', 1, true) then
+      return nil, string.format("%s: '%s': burst mode (rate/count) is not supported", what, s)
+    end
+    return nil, string.format("%s: '%s' is not a number with an optional K, M, G or T suffix",
+      what, s)
+  end
+  local exp = ({ k = 1, m = 2, g = 3, t = 4 })[suffix:lower()] or 0
+  return n * base ^ exp
+end
+
+--- Parse an iperf3 rate ("10M", "1.5G", "2k", "100"): bits/s, 1000-based.
+-- @tparam string s
+-- @treturn number bits per second, or nil, message
+function M.parse_rate(s)
+  local v, err = parse_scaled(s, 1000, 'rate')
+  if not v then return nil, err end
+  return math.tointeger(v) or v
+end
+
+--- Parse an iperf3 size ("128K", "1M", "1.5k", "1000"): bytes, 1024-based,
+-- rounded down to whole bytes like iperf3.
+-- @tparam string s
+-- @treturn integer bytes, or nil, message
+function M.parse_size(s)
+  local v, err = parse_scaled(s, 1024, 'size')
+  if not v then return nil, err end
+  if v >= 2 ^ 63 then return nil, string.format("size: '%s' is too large", s) end
+  return math.floor(v)
+end
+
+-- argparse converters: return value, or nil and a message naming the flag.
+local function conv(flag, f)
+  return function(s)
+    local v, err = f(s)
+    if v == nil then return nil, flag .. ': ' .. (err or ('bad value ' .. s)) end
+    return v
+  end
+end
+
+local function int_in(min, max)
+  return function(s)
+    local n = tonumber(s)
+    if not n or math.type(n) ~= 'integer' then
+      return nil, string.format("'%s' is not an integer", s)
+    end
+    if n < min or n > max then
+      return nil, string.format('%d is out of range [%d, %d]', n, min, max)
+    end
+    return n
+  end
+end
+
+local function num_in(min, max)
+  return function(s)
+    local n = tonumber(s)
+    if not n or n ~= n or n == math.huge or n == -math.huge then
+      return nil, string.format("'%s' is not a number", s)
+    end
+    if n < min or n > max then
+      return nil, string.format('%s is out of range [%s, %s]', s, min, max)
+    end
+    return n
+  end
+end
+
+--- Parse an IP TOS value like iperf3: decimal, 0x hex or 0-prefixed octal.
+-- @tparam string s
+-- @treturn integer 0-255, or nil, message
+function M.parse_tos(s)
+  local n
+  if s:match('^0[xX]%x+$') then n = tonumber(s:sub(3), 16)
+  elseif s:match('^0[0-7]+$') then n = tonumber(s:sub(2), 8)
+  elseif s:match('^[1-9]%d*$') or s == '0' then n = tonumber(s) end
+  if not n then return nil, string.format("'%s' is not a decimal, 0x hex or 0 octal number", s) end
+  if n > 255 then return nil, string.format('%d is out of range [0, 255]', n) end
+  return n
+end
+
+-- ---------------------------------------------------------- describers --
+
+--- Add the `server` flags to an argparse command.
+function M.describe_server(cmd)
+  cmd:summary('Run an iperf3-compatible server (many tests at once).')
+  cmd:option('-p --port', 'Port to listen on (0 picks a free one).', '5201')
+    :convert(conv('-p', int_in(0, 65535)))
+  cmd:flag('-1 --one-off', 'Serve one test, then exit.')
+  cmd:option('-B --bind', 'Address to listen on.')
+  cmd:option('--netns', 'Named network namespace to listen in.')
+  cmd:option('-w --window', 'Default SO_SNDBUF/SO_RCVBUF for data sockets (K/M/G = 1024).')
+    :convert(conv('-w', M.parse_size))
+  cmd:option('--idle-timeout', 'Drop control connections silent this long (s).')
+    :convert(conv('--idle-timeout', num_in(0.001, 86400)))
+  cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
+end
+
+--- Add the `client` flags to an argparse command.
+function M.describe_client(cmd)
+  cmd:summary('Run a test against an iperf3 or qoslab server.')
+  cmd:argument('host', 'Server host name or address.')
+  cmd:option('-p --port', 'Server port.', '5201'):convert(conv('-p', int_in(1, 65535)))
+  cmd:flag('-u --udp', 'Use UDP instead of TCP.')
+  cmd:option('-b --bitrate', 'Target bitrate per stream, bits/s (K/M/G/T = 1000; 0 = unlimited).')
+    :convert(conv('-b', M.parse_rate))
+  cmd:option('-l --length', 'Write size (TCP) or datagram payload (UDP), bytes (K/M = 1024).')
+    :convert(conv('-l', M.parse_size))
+  cmd:option('-t --time', 'Test duration in seconds (default 10).')
+    :convert(conv('-t', num_in(0.001, 86400)))
+  cmd:option('-n --bytes', 'Bytes to send instead of a duration (K/M/G = 1024).')
+    :convert(conv('-n', M.parse_size))
+  cmd:option('-k --blockcount', 'UDP datagrams to send instead of a duration.')
+    :convert(conv('-k', M.parse_size))
+  cmd:option('-P --parallel', 'Parallel streams (1-128).'):convert(conv('-P', int_in(1, 128)))
+  cmd:flag('-R --reverse', 'Server sends, client receives.')
+  cmd:flag('--bidir', 'Both directions at once.')
+  cmd:option('-w --window', 'SO_SNDBUF and SO_RCVBUF on both ends, bytes (K/M/G = 1024).')
+    :convert(conv('-w', M.parse_size))
+  cmd:option('--sndbuf', 'SO_SNDBUF only, both ends, bytes (K/M/G = 1024).')
+    :convert(conv('--sndbuf', M.parse_size))
+  cmd:option('--rcvbuf', 'SO_RCVBUF only, both ends, bytes (K/M/G = 1024).')
+    :convert(conv('--rcvbuf', M.parse_size))
+  cmd:option('-i --interval', 'Seconds between interval reports (>= 0.1; 0 = none).', '1')
+    :convert(conv('-i', num_in(0, 3600)))
+  cmd:flag('-J --json', "Print the result as iperf3's JSON at the end.")
+  cmd:option('-O --omit', 'Seconds of warm-up left out of the totals.')
+    :convert(conv('-O', num_in(0, 3600)))
+  cmd:option('-C --congestion', 'TCP congestion control algorithm.')
+  cmd:option('-M --set-mss', 'TCP maximum segment size, bytes.')
+    :convert(conv('-M', int_in(88, 32767)))
+  cmd:option('-S --tos', 'IP type of service (decimal, 0x hex, 0 octal).')
+    :convert(conv('-S', M.parse_tos))
+  cmd:flag('-N --no-delay', 'Set TCP_NODELAY.')
+  cmd:option('-B --bind', 'Local address to bind.')
+  cmd:option('--bind-dev', 'Local device to bind (SO_BINDTODEVICE).')
+  cmd:option('-T --title', 'Prefix for every output line.')
+  cmd:option('--fq-rate', 'SO_MAX_PACING_RATE per stream, bits/s (K/M/G = 1000).')
+    :convert(conv('--fq-rate', M.parse_rate))
+  cmd:option('--connect-timeout', 'Control connection timeout, milliseconds (like iperf3).')
+    :convert(conv('--connect-timeout', num_in(1, 3600000)))
+  cmd:option('--netns', 'Named network namespace to run the client in.')
+  cmd:option('--udp-batch', 'UDP datagrams per sendmmsg call (1-1024).')
+    :convert(conv('--udp-batch', int_in(1, 1024)))
+  cmd:flag('--udp-gso', 'Send UDP with generic segmentation offload.')
+  cmd:option('--udp-drain', 'Seconds the UDP receiver keeps counting after the last datagram.')
+    :convert(conv('--udp-drain', num_in(0, 60)))
+end
+
+--- Options for `traffic.client` from parsed client flags.
+-- @tparam table a argparse result of a `client` command
+-- @treturn table traffic options
+function M.client_opts(a)
+  local udp = a.udp or nil
+  local o = {
+    host = a.host, port = a.port, proto = udp and 'udp' or 'tcp',
+    parallel = a.parallel, duration_s = a.time, bytes = not udp and a.bytes or nil,
+    reverse = a.reverse or nil, bidir = a.bidir or nil, omit_s = a.omit,
+    window_bytes = a.window, sndbuf_bytes = a.sndbuf, rcvbuf_bytes = a.rcvbuf,
+    bitrate_bps = a.bitrate, length_bytes = a.length, congestion = a.congestion,
+    mss_bytes = a.set_mss, tos = a.tos, nodelay = a.no_delay or nil,
+    fq_rate_bps = a.fq_rate, bind_address = a.bind, bind_device = a.bind_dev,
+    netns = a.netns, title = a.title, udp_batch = a.udp_batch, udp_gso = a.udp_gso or nil,
+    udp_drain_s = a.udp_drain,
+  }
+  if a.connect_timeout then o.connect_timeout_s = a.connect_timeout / 1000 end
+  if udp and a.bytes then
+    -- iperf3 -n with UDP: a byte budget; qoslab's UDP limit is in bytes too.
+    o.bytes = a.bytes
+  end
+  if a.blockcount then
+    if udp then o.packets = a.blockcount
+    else return nil, '-k: block counts are for UDP (-u); use -n for TCP' end
+  end
+  if a.interval and a.interval > 0 then
+    if a.interval < 0.1 then return nil, '-i: must be 0 (no reports) or at least 0.1 s' end
+    o.interval_s = a.interval
+  end
+  return o
+end
+
+--- Parse a client command line (without the leading "client").
+-- @tparam table argv list of strings
+-- @treturn table traffic options, table parsed flags; or nil, message
+-- @usage local opts = cli_traffic.parse_client{'127.0.0.1', '-u', '-b', '10M'}
+function M.parse_client(argv)
+  local argparse = require 'argparse'
+  local p = argparse('qoslab')
+  p:command_target('command')
+  M.describe_client(p:command('client'))
+  local ok, a = p:pparse({ 'client', table.unpack(argv) })
+  if not ok then return nil, a end
+  local o, err = M.client_opts(a)
+  if not o then return nil, err end
+  local traffic = require 'qoslab.traffic'
+  local good, e = pcall(traffic.client, o)
+  if not good then return nil, M.flag_message(e) end
+  return o, a
+end
+
+--- Parse a server command line (without the leading "server").
+-- @treturn table traffic server options, table parsed flags; or nil, message
+function M.parse_server(argv)
+  local argparse = require 'argparse'
+  local p = argparse('qoslab')
+  p:command_target('command')
+  M.describe_server(p:command('server'))
+  local ok, a = p:pparse({ 'server', table.unpack(argv) })
+  if not ok then return nil, a end
+  return M.server_opts(a), a
+end
+
+--- Options for `traffic.server` from parsed server flags.
+function M.server_opts(a)
+  return { port = a.port, one_off = a.one_off or nil, bind_address = a.bind,
+    netns = a.netns, window_bytes = a.window, idle_timeout_s = a.idle_timeout }
+end
+
+-- Option keys back to the flags that set them, for error messages.
+local FLAG_OF = {
+  host = 'HOST', port = '-p', proto = '-u', parallel = '-P', duration_s = '-t', bytes = '-n',
+  packets = '-k', reverse = '-R', bidir = '--bidir', omit_s = '-O', interval_s = '-i',
+  window_bytes = '-w', sndbuf_bytes = '--sndbuf', rcvbuf_bytes = '--rcvbuf',
+  bitrate_bps = '-b', length_bytes = '-l', congestion = '-C', mss_bytes = '-M', tos = '-S',
+  nodelay = '-N', fq_rate_bps = '--fq-rate', bind_address = '-B', bind_device = '--bind-dev',
+  netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
+  udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
+  one_off = '-1', idle_timeout_s = '--idle-timeout',
+}
+
+--- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...".
+-- @tparam string msg an error message from qoslab.traffic
+-- @treturn string
+function M.flag_message(msg)
+  msg = tostring(msg):gsub('^.-qoslab%.%a+: ', '')
+  return (msg:gsub('opts%.([%w_]+)', function(k)
+    return FLAG_OF[k] and (FLAG_OF[k] .. ' (' .. k .. ')') or k
+  end))
+end
+
+-- ------------------------------------------------------------- output ----
+
+local function out(title, line)
+  io.stdout:write(title and (title .. ':  ') or '', line, '\n')
+  io.stdout:flush()
+end
+
+local function json_text(t)
+  local dkjson = require 'dkjson'
+  return dkjson.encode(t, { indent = true })
+end
+
+local function run_client(a)
+  local traffic = require 'qoslab.traffic'
+  local core = require 'qoslab.core'
+  core.signals_install()
+  local opts, err = M.client_opts(a)
+  if not opts then
+    io.stderr:write('qoslab client: ', err, '\n')
+    return 2
+  end
+  local ok, t = pcall(traffic.client, opts)
+  if not ok then
+    io.stderr:write('qoslab client: ', M.flag_message(t), '\n')
+    return 2
+  end
+  local title = a.title
+  if not a.json then
+    out(title, string.format('Connecting to host %s, port %d%s', opts.host, opts.port,
+      opts.netns and (' from namespace ' .. opts.netns) or ''))
+  end
+  local h, msg, code = t:start()
+  if not h then
+    if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
+    else io.stderr:write('qoslab client: ', tostring(msg), ' (', tostring(code), ')\n') end
+    return 1
+  end
+  local show = not a.json and (a.interval or 1) > 0
+  local header = false
+  -- SIGINT/SIGTERM end the test early, like iperf3: the summary of what ran
+  -- is still printed.
+  local interrupted = false
+  local ok_loop, err_loop = pcall(function()
+    for iv in h:intervals() do
+      if show then
+        if not header then
+          out(title, '[ ID] dir   interval           transfer          bitrate')
+          header = true
+        end
+        for _, line in ipairs(traffic.interval_lines(iv)) do out(title, line) end
+      end
+      if core.signal_pending() then error('interrupted by ' .. core.signal_pending()) end
+    end
+  end)
+  if not ok_loop and not tostring(err_loop):find('interrupted by', 1, true) then
+    error(err_loop, 0)
+  end
+  if not ok_loop or core.signal_pending() then
+    interrupted = true
+    h:stop()
+    core.signal_reset()
+  end
+  local res
+  res, msg, code = h:wait()
+  if not res then
+    if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
+    else io.stderr:write('qoslab client: ', tostring(msg), ' (', tostring(code), ')\n') end
+    return 1
+  end
+  if a.json then
+    out(nil, json_text(traffic.to_iperf3_json(res)))
+  else
+    out(title, '- - - - - - - - - - - - - - - - - - - - - - - - -')
+    for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
+    out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
+  end
+  return interrupted and 130 or 0
+end
+
+local function run_server(a)
+  local traffic = require 'qoslab.traffic'
+  local timer = require 'qoslab.timer'
+  require('qoslab.core').signals_install()
+  local opts = M.server_opts(a)
+  local ok, srv, msg, code = pcall(traffic.server, opts)
+  if not ok then
+    io.stderr:write('qoslab server: ', M.flag_message(srv), '\n')
+    return 2
+  end
+  if not srv then
+    io.stderr:write('qoslab server: ', tostring(msg), ' (', tostring(code), ')\n')
+    return 1
+  end
+  local rule = '-----------------------------------------------------------'
+  out(nil, rule)
+  out(nil, string.format('Server listening on %d%s%s', srv:port(),
+    opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
+    opts.netns and (' in namespace ' .. opts.netns) or ''))
+  out(nil, rule)
+  local shown, running, status = 0, 0, 0
+  local function poll()
+    local now_running = srv:tests_running()
+    if now_running > running then
+      out(nil, string.format('test started (%d running)', now_running))
+    end
+    running = now_running
+    local results = srv:results()
+    for i = shown + 1, #results do
+      local r = results[i]
+      if a.json then
+        out(nil, json_text(traffic.to_iperf3_json(r)))
+      else
+        out(nil, string.format('test %d from %s finished', i, tostring(r.host)))
+        out(nil, traffic.summary(r))
+        out(nil, rule)
+      end
+    end
+    shown = #results
+  end
+  local ok_loop, err_loop = pcall(function()
+    while true do
+      poll()
+      if opts.one_off and srv:done() then poll() return end
+      local slept, _, scode = timer.sleep(0.1)
+      if not slept and scode == 'EINTR' then error('interrupted by signal') end
+    end
+  end)
+  if not ok_loop then
+    if not tostring(err_loop):find('interrupted by', 1, true) then
+      srv:stop()
+      error(err_loop, 0)
+    end
+    out(nil, 'interrupted: the server has stopped')
+    status = 130
+  end
+  srv:stop()
+  return status
+end
+
+cli.add('server', { describe = M.describe_server, run = run_server })
+cli.add('client', { describe = M.describe_client, run = run_client })
+
+return M

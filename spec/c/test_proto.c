@@ -1,0 +1,223 @@
+/* C tests of csrc/core/proto.c (cookies, UDP header, parameters JSON,
+ * framed I/O) and of the engine's pure arithmetic (interval grid, buffer
+ * read-back rule, results JSON parsing of hostile input). */
+#include "ctest.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "engine.h"
+#include "proto.h"
+#include "timer.h"
+
+TEST(cookie_shape)
+{
+	char c[QL_COOKIE_SIZE], d[QL_COOKIE_SIZE];
+	ql_cookie_make(c);
+	ql_cookie_make(d);
+	CHECK_EQ_INT(strlen(c), 36);
+	CHECK(ql_cookie_valid(c));
+	CHECK(memcmp(c, d, QL_COOKIE_SIZE) != 0);
+	c[5] = '1';   /* '1' is not in a-z2-7 */
+	CHECK(!ql_cookie_valid(c));
+	ql_cookie_make(c);
+	c[36] = 'a';
+	CHECK(!ql_cookie_valid(c));
+}
+
+TEST(udp_header_roundtrip_and_wire_bytes)
+{
+	unsigned char b[16];
+	ql_udp_hdr h = { .sec = 0x01020304, .usec = 999999, .seq = 0x0000000500000006ULL }, g;
+	CHECK_EQ_INT(ql_udp_hdr_encode(b, &h, 1), 16);
+	/* big-endian on the wire */
+	CHECK_EQ_INT(b[0], 1);
+	CHECK_EQ_INT(b[3], 4);
+	CHECK_EQ_INT(b[11], 5);
+	CHECK_EQ_INT(b[15], 6);
+	CHECK_EQ_INT(ql_udp_hdr_decode(b, 16, 1, &g), 0);
+	CHECK_EQ_U64(g.seq, h.seq);
+	CHECK_EQ_INT(g.sec, h.sec);
+	CHECK_EQ_INT(g.usec, h.usec);
+	CHECK_EQ_INT(ql_udp_hdr_encode(b, &h, 0), 12);
+	CHECK_EQ_INT(ql_udp_hdr_decode(b, 12, 0, &g), 0);
+	CHECK_EQ_U64(g.seq, 6);
+	CHECK_EQ_INT(ql_udp_hdr_decode(b, 11, 0, &g), -EINVAL);
+	CHECK_EQ_INT(ql_udp_hdr_decode(b, 15, 1, &g), -EINVAL);
+}
+
+TEST(udp_connect_magic_both_orders)
+{
+	/* iperf3 on x86 writes the host-order integer: bytes "9876". */
+	CHECK(ql_udp_connect_msg_ok("9876", 4));
+	CHECK(ql_udp_connect_msg_ok("6789", 4));
+	CHECK(ql_udp_connect_reply_ok("6789", 4));
+	uint32_t legacy = 987654321u;
+	CHECK(ql_udp_connect_reply_ok(&legacy, 4));
+	CHECK(!ql_udp_connect_msg_ok("9876", 3));
+	CHECK(!ql_udp_connect_msg_ok("abcd", 4));
+}
+
+TEST(params_roundtrip)
+{
+	ql_params p, q;
+	ql_err e;
+	ql_params_init(&p);
+	p.udp = 1;
+	p.parallel = 4;
+	p.bidir = 1;
+	p.window_bytes = 1048576;
+	p.len_bytes = 1400;
+	p.bandwidth_bps = 100000000;
+	p.tos = 0x28;
+	p.udp_counters_64bit = 1;
+	strcpy(p.congestion, "cubic");
+	strcpy(p.qoslab, "qoslab-1");
+	p.rcvbuf_bytes = 4194304;
+	p.udp_drain_s = 0.5;
+	p.interval_s = 0.25;
+	char *js = NULL;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK(strstr(js, "\"udp\":true") != NULL);
+	CHECK_EQ_INT(ql_params_from_json(js, strlen(js), &q, &e), 0);
+	free(js);
+	CHECK_EQ_INT(q.udp, 1);
+	CHECK_EQ_INT(q.parallel, 4);
+	CHECK_EQ_INT(q.bidir, 1);
+	CHECK_EQ_INT(q.window_bytes, 1048576);
+	CHECK_EQ_INT(q.len_bytes, 1400);
+	CHECK_EQ_U64(q.bandwidth_bps, 100000000);
+	CHECK_EQ_INT(q.tos, 0x28);
+	CHECK_STR(q.congestion, "cubic");
+	CHECK_STR(q.qoslab, "qoslab-1");
+	CHECK_EQ_INT(q.rcvbuf_bytes, 4194304);
+	CHECK_NEAR(q.udp_drain_s, 0.5, 1e-12);
+	CHECK_NEAR(q.interval_s, 0.25, 1e-12);
+}
+
+TEST(params_hostile_input_rejected)
+{
+	ql_params q;
+	ql_err e;
+	static const char *const bad[] = {
+		"", "{", "[]", "42", "{\"parallel\":0}", "{\"parallel\":129}",
+		"{\"parallel\":\"2\"}", "{\"time\":-1}", "{\"len\":1e300}",
+		"{\"udp\":true,\"len\":8}", "{\"congestion\":\"../x\"}",
+		"{\"title\":\"" "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"
+		"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx\"}",
+		"{\"sctp\":true}", "{\"window\":1e12}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		int rc = ql_params_from_json(bad[i], strlen(bad[i]), &q, &e);
+		if (rc >= 0)
+			fprintf(stderr, "  accepted: %s\n", bad[i]);
+		CHECK(rc < 0);
+	}
+	/* iperf3 3.12's own parameter object is accepted. */
+	const char *ok = "{\"tcp\":true,\"omit\":0,\"time\":10,\"num\":0,\"blockcount\":0,"
+			 "\"parallel\":1,\"len\":131072,\"pacing_timer\":1000,"
+			 "\"client_version\":\"3.12\"}";
+	CHECK_EQ_INT(ql_params_from_json(ok, strlen(ok), &q, &e), 0);
+	CHECK_NEAR(q.time_s, 10, 0);
+	CHECK_EQ_INT(q.udp, 0);
+}
+
+TEST(framed_json_caps_length)
+{
+	int sv[2];
+	CHECK_EQ_INT(socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+	CHECK_EQ_INT(ql_io_write_json(sv[0], "{\"a\":1}", 0, NULL), 0);
+	char *txt = NULL;
+	size_t n = 0;
+	CHECK_EQ_INT(ql_io_read_json(sv[1], 100, &txt, &n, ql_now_ns() + QL_NS_PER_S, NULL), 0);
+	CHECK_EQ_INT(n, 7);
+	CHECK_STR(txt, "{\"a\":1}");
+	free(txt);
+	uint32_t huge = htonl(1u << 30);
+	CHECK_EQ_INT(write(sv[0], &huge, 4), 4);
+	CHECK_EQ_INT(ql_io_read_json(sv[1], QL_PARAMS_MAX_BYTES, &txt, &n,
+				     ql_now_ns() + QL_NS_PER_S, NULL), -EMSGSIZE);
+	/* A silent peer times out instead of hanging. */
+	int64_t t0 = ql_now_ns();
+	CHECK_EQ_INT(ql_io_read_json(sv[1], 100, &txt, &n, t0 + 100000000, NULL), -ETIMEDOUT);
+	CHECK(ql_now_ns() - t0 < 1000000000);
+	close(sv[0]);
+	CHECK_EQ_INT(ql_io_read_json(sv[1], 100, &txt, &n, 0, NULL), -ECONNRESET);
+	close(sv[1]);
+}
+
+TEST(interval_grid_is_absolute)
+{
+	int64_t s = 1000, p = 100;
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 0, p, 0), 1100);
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 0, p, 9), 2000);
+	/* omit 250: ticks at 100, 200, then the omit boundary 250, then
+	 * 350, 450 ... (the grid restarts at the end of the warm-up) */
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 250, p, 0), 1100);
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 250, p, 1), 1200);
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 250, p, 2), 1250);
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 250, p, 3), 1350);
+	/* omit on the grid: no duplicate tick */
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 200, p, 1), 1200);
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 200, p, 2), 1300);
+	/* no drift after many ticks */
+	CHECK_EQ_INT(ql_grid_tick_ns(s, 0, 100000000, 99999), 1000 + 100000LL * 100000000);
+}
+
+TEST(buffer_clamp_rule)
+{
+	ql_bufinfo b;
+	ql_bufinfo_fill(&b, 1048576, 2097152, 67108864, "net.core.rmem_max");
+	CHECK(!b.clamped);
+	ql_bufinfo_fill(&b, 1048576, 425984, 212992, "net.core.rmem_max");
+	CHECK(b.clamped);
+	CHECK_STR(b.sysctl, "net.core.rmem_max");
+	ql_bufinfo_fill(&b, 0, 212992, 212992, "net.core.wmem_max");
+	CHECK(!b.clamped);
+}
+
+TEST(results_parse_iperf3_and_hostile)
+{
+	ql_peer_results pr;
+	ql_err e;
+	/* iperf3 3.12 writes -1 as 2^64 - 1. */
+	const char *ok = "{\"cpu_util_total\":1.5,\"cpu_util_user\":0.5,\"cpu_util_system\":1,"
+			 "\"sender_has_retransmits\":18446744073709551615,\"streams\":[{\"id\":1,"
+			 "\"bytes\":1000,\"retransmits\":18446744073709551615,\"jitter\":0,"
+			 "\"errors\":0,\"packets\":0,\"start_time\":0,\"end_time\":1.0}]}";
+	CHECK_EQ_INT(ql_results_parse(ok, strlen(ok), &pr, &e), 0);
+	CHECK_EQ_INT(pr.nstreams, 1);
+	CHECK_EQ_INT(pr.sender_has_retransmits, -1);
+	CHECK_EQ_INT(pr.streams[0].retransmits, -1);
+	CHECK_EQ_U64(pr.streams[0].bytes, 1000);
+	ql_peer_results_free(&pr);
+	static const char *const bad[] = {
+		"{}", "{\"cpu_util_total\":1}", "null",
+		"{\"cpu_util_total\":1,\"cpu_util_user\":1,\"cpu_util_system\":1,"
+		"\"sender_has_retransmits\":0,\"streams\":{}}",
+		"{\"cpu_util_total\":1,\"cpu_util_user\":1,\"cpu_util_system\":1,"
+		"\"sender_has_retransmits\":0,\"streams\":[{\"id\":1}]}",
+		"{\"cpu_util_total\":1,\"cpu_util_user\":1,\"cpu_util_system\":1,"
+		"\"sender_has_retransmits\":0,\"streams\":[],\"qoslab\":{\"intervals\":"
+		"[{\"start_s\":2,\"end_s\":1}]}}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+		CHECK(ql_results_parse(bad[i], strlen(bad[i]), &pr, &e) < 0);
+}
+
+int main(void)
+{
+	RUN(cookie_shape);
+	RUN(udp_header_roundtrip_and_wire_bytes);
+	RUN(udp_connect_magic_both_orders);
+	RUN(params_roundtrip);
+	RUN(params_hostile_input_rejected);
+	RUN(framed_json_caps_length);
+	RUN(interval_grid_is_absolute);
+	RUN(buffer_clamp_rule);
+	RUN(results_parse_iperf3_and_hostile);
+	return ctest_done();
+}

@@ -1,0 +1,103 @@
+-- bin/qoslab server and bin/qoslab client end to end on loopback: interval
+-- lines while the test runs, summary lines at the end, -J output in iperf3's
+-- schema, the server's per-test lines and its exit after -1.
+local core = require 'qoslab.core'
+local cjson = require 'cjson'
+local H = require 'integration.traffic_helper'
+
+if not core.traffic_client then
+  describe('qoslab server / client commands', function()
+    pending('core.traffic_client is not in this build (engine binding not merged yet)')
+  end)
+  return
+end
+
+local function lines(s)
+  local t = {}
+  for l in s:gmatch('[^\n]+') do t[#t + 1] = l end
+  return t
+end
+
+local function count(ls, pat)
+  local n = 0
+  for _, l in ipairs(ls) do if l:find(pat) then n = n + 1 end end
+  return n
+end
+
+describe('qoslab server / client commands', function()
+  local pids = {}
+  after_each(function()
+    for _, p in ipairs(pids) do H.kill(p) end
+    pids = {}
+  end)
+  teardown(function() H.cleanup_tmp() end)
+
+  local function server(args)
+    local port = H.port()
+    local out = H.tmp('server-' .. port)
+    local pid = H.spawn(string.format('exec lua5.4 bin/qoslab server -p %d %s', port, args or ''),
+      out, out .. '.err')
+    pids[#pids + 1] = pid
+    assert(H.wait_listen(port, nil, 5), 'qoslab server did not listen: '
+      .. (H.read(out .. '.err') or ''))
+    return port, pid, out
+  end
+
+  it('client -t 2 prints interval and summary lines; server -1 prints the test and exits 0',
+    function()
+      local port, spid, sout = server('-1')
+      local ok, out = H.sh(string.format('timeout 20 lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 2 -b 200M', port))
+      assert(ok, out)
+      local L = lines(out)
+      assert.equal(1, count(L, '^Connecting to host 127.0.0.1, port ' .. port))
+      -- 2 s at 1 s intervals: at least 2 interval lines of the sender
+      assert.is_true(count(L, '^%[  1%] fwd +%d+%.%d+%-%d+%.%d+ +s .*sender') >= 2)
+      assert.equal(1, count(L, '^%[  1%] fwd sender +client'))
+      assert.equal(1, count(L, '^%[  1%] fwd receiver server'))
+      assert.equal(1, count(L, '^cpu client: '))
+      assert.equal(1, count(L, '^qoslab Done%.'))
+      assert(H.wait_exit(spid, 5), 'server -1 did not exit after the test')
+      local s = H.read(sout)
+      assert.matches('Server listening on ' .. port, s, 1, true)
+      assert.matches('test 1 from 127.0.0.1', s, 1, true)
+      assert.matches('%[  1%] fwd receiver server', s)
+    end)
+
+  it('client -u -J prints iperf3-schema JSON only', function()
+    local port = server()
+    local ok, out = H.sh(string.format(
+      'timeout 20 lua5.4 bin/qoslab client 127.0.0.1 -p %d -u -b 5M -l 1000 -t 1 -J', port))
+    assert(ok, out)
+    local j = cjson.decode(out)
+    assert.equal('UDP', j.start.test_start.protocol)
+    assert.equal(1000, j.start.test_start.blksize)
+    assert.equal(5000000, j.start.test_start.target_bitrate)
+    assert.is_table(j.intervals[1].sum)
+    local e = j['end']
+    assert.equal(e.sum_sent.packets, e.sum_received.packets)
+    assert.is_number(e.streams[1].udp.jitter_ms)
+    assert.is_number(e.cpu_utilization_percent.host_total)
+  end)
+
+  it('client -P 2 -R --sndbuf/--rcvbuf prints SUM lines and buffer lines', function()
+    local port = server()
+    local ok, out = H.sh(string.format('timeout 20 lua5.4 bin/qoslab client 127.0.0.1 -p %d '
+      .. '-P 2 -R -t 1 -i 0.5 -b 100M --sndbuf 128K --rcvbuf 256K', port))
+    assert(ok, out)
+    local L = lines(out)
+    assert.is_true(count(L, '^%[SUM%] rev .*receiver') >= 2)
+    assert.equal(1, count(L, '^%[SUM%] rev sender +server'))
+    assert.equal(1, count(L, '^%[SUM%] rev receiver client'))
+    assert.is_true(count(L, 'SO_SNDBUF requested 131072 B') >= 1)
+    assert.is_true(count(L, 'SO_RCVBUF requested 262144 B') >= 1)
+  end)
+
+  it('a refused connection exits 1 with the code', function()
+    local port = H.port()
+    local ok, out, status = H.sh(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1',
+      port))
+    assert.is_false(ok)
+    assert.equal(1, status)
+    assert.matches('ECONNREFUSED', out)
+  end)
+end)

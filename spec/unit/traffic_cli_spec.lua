@@ -1,0 +1,169 @@
+-- `qoslab server` / `qoslab client` flag parsing: iperf3's flags and unit
+-- suffixes, mapping onto qoslab.traffic options, and clear errors with exit
+-- status 2 for bad command lines.
+local ct = require 'qoslab.cli_traffic'
+
+-- Run bin/qoslab with arguments; returns exit status, stdout, stderr.
+local function qoslab(args)
+  local errf = os.tmpname()
+  local p = io.popen('lua5.4 bin/qoslab ' .. args .. ' 2>' .. errf)
+  local out = p:read('a')
+  local _, _, status = p:close()
+  local f = io.open(errf)
+  local err = f:read('a')
+  f:close()
+  os.remove(errf)
+  return status, out, err
+end
+
+describe('qoslab.cli_traffic unit suffixes', function()
+  it('rates are 1000-based in either case, like iperf3 (-b 2K = 2000)', function()
+    assert.equal(2000, ct.parse_rate('2K'))
+    assert.equal(2000, ct.parse_rate('2k'))
+    assert.equal(1500000, ct.parse_rate('1.5M'))
+    assert.equal(10000000, ct.parse_rate('10m'))
+    assert.equal(1000000000, ct.parse_rate('1G'))
+    assert.equal(1000000000000, ct.parse_rate('1T'))
+    assert.equal(0, ct.parse_rate('0'))
+    assert.equal(1234, ct.parse_rate('1234'))
+  end)
+
+  it('sizes are 1024-based in either case, like iperf3 (-l 1k = 1024)', function()
+    assert.equal(1024, ct.parse_size('1k'))
+    assert.equal(1024, ct.parse_size('1K'))
+    assert.equal(1048576, ct.parse_size('1M'))
+    assert.equal(4194304, ct.parse_size('4m'))
+    assert.equal(1 << 30, ct.parse_size('1G'))
+    assert.equal(1536, ct.parse_size('1.5K'))
+    assert.equal(512, ct.parse_size('0.5k'))
+    assert.equal(1460, ct.parse_size('1460'))
+    assert.equal('integer', math.type(ct.parse_size('1.5K')))
+  end)
+
+  it('rejects what iperf3 would silently truncate', function()
+    for _, s in ipairs { '', 'M', '10X', '1.2.3', '-5', '10 M x', 'nan', 'inf', '0x10' } do
+      local v, err = ct.parse_rate(s)
+      assert.is_nil(v, s)
+      assert.matches("rate: '", err, 1, true)
+      v, err = ct.parse_size(s)
+      assert.is_nil(v, s)
+      assert.matches("size: '", err, 1, true)
+    end
+    assert.matches('burst mode', select(2, ct.parse_rate('10M/100')))
+    assert.matches('too large', select(2, ct.parse_size('9999999T')))
+  end)
+
+  it('-S takes decimal, 0x hex and 0 octal like iperf3 (52, 0x34, 064 are the same)', function()
+    assert.equal(52, ct.parse_tos('52'))
+    assert.equal(52, ct.parse_tos('0x34'))
+    assert.equal(52, ct.parse_tos('064'))
+    assert.is_nil(ct.parse_tos('256'))
+    assert.is_nil(ct.parse_tos('089'))
+    assert.is_nil(ct.parse_tos('x'))
+  end)
+end)
+
+describe('qoslab client flags', function()
+  it('maps every iperf3 flag onto the traffic options', function()
+    local o = assert(ct.parse_client { '10.0.0.2', '-p', '5999', '-u', '-b', '10M', '-l', '1K',
+      '-t', '2.5', '-P', '4', '-R', '-w', '256K', '-i', '0.5', '-O', '1', '-S', '0x10',
+      '-B', '10.0.0.1', '--bind-dev', 'veth0', '-T', 'run1', '--fq-rate', '1G',
+      '--connect-timeout', '1500', '--netns', 'ns1', '--udp-batch', '16', '--udp-gso',
+      '--udp-drain', '0.5' })
+    assert.same({ host = '10.0.0.2', port = 5999, proto = 'udp', bitrate_bps = 10000000,
+      length_bytes = 1024, duration_s = 2.5, parallel = 4, reverse = true,
+      window_bytes = 262144, interval_s = 0.5, omit_s = 1, tos = 16,
+      bind_address = '10.0.0.1', bind_device = 'veth0', title = 'run1',
+      fq_rate_bps = 1000000000, connect_timeout_s = 1.5, netns = 'ns1', udp_batch = 16,
+      udp_gso = true, udp_drain_s = 0.5 }, o)
+  end)
+
+  it('TCP flags, --bidir, -n, --sndbuf/--rcvbuf', function()
+    local o = assert(ct.parse_client { 'h', '--bidir', '-n', '1M', '--sndbuf', '1M',
+      '--rcvbuf', '2M', '-C', 'cubic', '-M', '1400', '-N' })
+    assert.same({ host = 'h', port = 5201, proto = 'tcp', bidir = true, bytes = 1048576,
+      sndbuf_bytes = 1048576, rcvbuf_bytes = 2097152, congestion = 'cubic',
+      mss_bytes = 1400, nodelay = true, interval_s = 1 }, o)
+  end)
+
+  it('-k is a UDP datagram count; -i 0 turns reports off', function()
+    local o, a = ct.parse_client { 'h', '-u', '-k', '2000', '-i', '0' }
+    assert.equal(2000, o.packets)
+    assert.is_nil(o.interval_s)
+    assert.equal(0, a.interval)
+    local _, err = ct.parse_client { 'h', '-k', '10' }
+    assert.matches('-k: block counts are for UDP', err, 1, true)
+  end)
+
+  it('bad command lines give a message naming the flag', function()
+    local bad = {
+      { { 'h', '--frobnicate' }, "unknown option '--frobnicate'" },
+      { { '-u' }, "missing argument 'host'" },
+      { { 'h', '-b', '10X' }, "-b: rate: '10X'" },
+      { { 'h', '-l', 'big' }, "-l: size: 'big'" },
+      { { 'h', '-P', '0' }, '-P: 0 is out of range [1, 128]' },
+      { { 'h', '-P', '1.5' }, "-P: '1.5' is not an integer" },
+      { { 'h', '-t', 'x' }, "-t: 'x' is not a number" },
+      { { 'h', '-p', '70000' }, '-p: 70000 is out of range' },
+      { { 'h', '-i', '0.01' }, '-i: must be 0 (no reports) or at least 0.1 s' },
+      { { 'h', '-M', '10' }, '-M: 10 is out of range [88, 32767]' },
+      { { 'h', '-S', '300' }, '-S: 300 is out of range [0, 255]' },
+      { { 'h', '-R', '--bidir' }, '--bidir (bidir): cannot be combined with -R (reverse)' },
+      { { 'h', '-t', '1', '-n', '1M' }, '-t (duration_s): cannot be combined with -n (bytes)' },
+      { { 'h', '-w', '1M', '--rcvbuf', '1M' }, '-w (window_bytes): sets both buffers' },
+      { { 'h', '-u', '-l', '8' }, '-l (length_bytes): expected an integer in [16, 65507] for UDP' },
+      { { 'h', '-u', '-C', 'cubic' }, '-C (congestion): a TCP option' },
+      { { 'h', '--udp-gso' }, '--udp-gso (udp_gso): a UDP option' },
+    }
+    for _, b in ipairs(bad) do
+      local o, err = ct.parse_client(b[1])
+      assert(not o, table.concat(b[1], ' ') .. ' was accepted')
+      assert.matches(b[2], err, 1, true)
+    end
+  end)
+end)
+
+describe('qoslab server flags', function()
+  it('maps -p, -1, -B, --netns, -w, --idle-timeout', function()
+    local o = assert(ct.parse_server { '-p', '0', '-1', '-B', '127.0.0.1', '--netns', 'B',
+      '-w', '4M', '--idle-timeout', '5' })
+    assert.same({ port = 0, one_off = true, bind_address = '127.0.0.1', netns = 'B',
+      window_bytes = 4194304, idle_timeout_s = 5 }, o)
+    assert.same({ port = 5201 }, (ct.parse_server {}))
+    assert.matches("unknown option '-u'", select(2, ct.parse_server { '-u' }), 1, true)
+    assert.matches('-p: 65536 is out of range', select(2, ct.parse_server { '-p', '65536' }), 1,
+      true)
+  end)
+end)
+
+describe('bin/qoslab exit status for bad command lines', function()
+  it('unknown flags and bad values exit 2 with a clear message', function()
+    for _, c in ipairs {
+      { 'client 127.0.0.1 --frobnicate', "unknown option '--frobnicate'" },
+      { 'client 127.0.0.1 -b 10X', "-b: rate: '10X'" },
+      { 'client 127.0.0.1 -R --bidir', '--bidir (bidir): cannot be combined' },
+      { 'client', "missing argument 'host'" },
+      { 'server -p nope', "-p: 'nope' is not an integer" },
+      { 'server --frobnicate', "unknown option '--frobnicate'" },
+    } do
+      local status, out, err = qoslab(c[1])
+      assert.equal(2, status, c[1])
+      assert.equal('', out, c[1])
+      assert.matches(c[2], err, 1, true)
+    end
+  end)
+
+  it('--help lists the iperf3 flags', function()
+    local status, out = qoslab('client --help')
+    assert.equal(0, status)
+    for _, f in ipairs { '-u', '-b', '-l', '-t', '-n', '-P', '-R', '--bidir', '-w', '-i', '-J',
+        '-O', '-C', '-M', '-S', '-p', '--sndbuf', '--rcvbuf', '--netns' } do
+      assert.matches('\n%s*' .. f:gsub('%-', '%%-') .. '[ ,]', out)
+    end
+    status, out = qoslab('server --help')
+    assert.equal(0, status)
+    for _, f in ipairs { '-p', '-1', '-B', '--netns', '-J' } do
+      assert.matches('\n%s*' .. f:gsub('%-', '%%-') .. '[ ,]', out)
+    end
+  end)
+end)
