@@ -1211,6 +1211,22 @@ static void streams_join(ql_test *t, int senders, int receivers)
 	}
 }
 
+/* Close a finished test's control and data sockets. The result outlives
+ * them (Test:wait(), Server:results()); the sockets must not, or a
+ * long-running server or a sweep of many tests piles up CLOSE-WAIT
+ * connections. Only called once every thread of the test has been joined. */
+static void test_close_sockets(ql_test *t)
+{
+	if (t->ctl_fd >= 0)
+		close(t->ctl_fd);
+	t->ctl_fd = -1;
+	for (int i = 0; i < t->nstreams; i++)
+		if (t->st[i].fd >= 0) {
+			close(t->st[i].fd);
+			t->st[i].fd = -1;
+		}
+}
+
 static void test_release(ql_test *t)
 {
 	for (int i = 0; i < t->nstreams; i++) {
@@ -2238,6 +2254,7 @@ static void *client_main(void *arg)
 	atomic_store(&t->recv_stop, 1);
 	streams_join(t, 1, 1);
 	test_finish(t, rc);
+	test_close_sockets(t);
 	return NULL;
 }
 
@@ -2736,11 +2753,8 @@ static void *server_test_main(ql_test *t)
 	if (!t->published)
 		s->running--;
 	int keep = t->published;
-	if (keep) {
-		if (t->ctl_fd >= 0)
-			close(t->ctl_fd);
-		t->ctl_fd = -1;
-	}
+	if (keep)
+		test_close_sockets(t);
 	if (s->o.one_off)
 		atomic_store(&s->stop, 1);
 	pthread_cond_broadcast(&s->cv);
