@@ -72,6 +72,15 @@ local function set_impair(tb, spec, direction)
   return true
 end
 
+-- Check an impairment spec before anything is built, naming the testbed's
+-- field (opts.impair.delay_ms), positioned at the caller of the caller.
+local function check_impair(ctx, field, spec)
+  local ok, err = pcall(netem().check, spec, ctx)
+  if not ok then
+    error((tostring(err):gsub('^' .. ctx:gsub('%p', '%%%0') .. ': spec', ctx .. ': ' .. field, 1)), 3)
+  end
+end
+
 --- Build a testbed.
 -- @tparam[opt] table opts
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
@@ -106,6 +115,8 @@ function M.testbed(opts)
   local prefix = check.string(CTX, 'opts.prefix', opts.prefix, 'qoslab')
   if opts.impair ~= nil then check.table(CTX, 'opts.impair', opts.impair) end
   if opts.reverse_impair ~= nil then check.table(CTX, 'opts.reverse_impair', opts.reverse_impair) end
+  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
+  if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
   if burst and not rate then
     error(CTX .. ': opts.burst_bytes: only with opts.rate_bps', 2)
   end
@@ -178,6 +189,7 @@ function TB:impair(spec, direction)
     { 'forward', 'reverse' }, 'forward')
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
   if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
+  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec) end
   local ok, err = pcall(set_impair, self, spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
