@@ -180,8 +180,18 @@ function M.run_here(o)
   _G.QOSLAB_RUN = { file = o.file, out = o.out, resume = o.resume and true or false,
                     quick = o.quick and true or false, backend = o.backend, args = o.args or {} }
   _G.arg = { [0] = o.file, table.unpack(o.args or {}) }
+  -- In the guest, stdout and stderr reach the host as two streams copied
+  -- separately, so their lines interleave out of order: progress then goes
+  -- to stdout, in order with the tables the plan prints.
+  local progress
+  if o.backend == 'guest' then
+    progress = function(info)
+      io.stdout:write(plan.progress_line(info), '\n')
+      io.stdout:flush()
+    end
+  end
   plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
-                      quick = o.quick and true or false }
+                      quick = o.quick and true or false, progress = progress }
   install_signals()
   local ok, res = xpcall(chunk, cli.error_handler(o.file), table.unpack(o.args or {}))
   -- Objects the plan did not close (no <close>) are finalised now, while

@@ -364,7 +364,11 @@ function M.format_rate(v)
   return string.format('%.4g bit/s', v)
 end
 
-local function default_progress(info)
+--- The progress line the default reporter prints for a point (without the
+-- newline): `[sweep i/n] label: mean ± ci95 (n=N)  elapsed T, ETA T`.
+-- @tparam table info as given to `opts.progress`
+-- @treturn string
+function M.progress_line(info)
   local last
   if info.skipped then
     last = 'skipped (' .. tostring(info.skip_reason) .. ')'
@@ -376,9 +380,13 @@ local function default_progress(info)
   else
     last = 'failed: ' .. tostring(info.error)
   end
-  io.stderr:write(string.format('[%s %d/%d] %s: %s%s  elapsed %s, ETA %s\n',
+  return string.format('[%s %d/%d] %s: %s%s  elapsed %s, ETA %s',
     info.sweep, info.done, info.total, info.label, last, info.resumed and ' (resumed)' or '',
-    fmt_duration(info.elapsed_s), fmt_duration(info.eta_s)))
+    fmt_duration(info.elapsed_s), fmt_duration(info.eta_s))
+end
+
+local function default_progress(info)
+  io.stderr:write(M.progress_line(info), '\n')
   io.stderr:flush()
 end
 

@@ -147,6 +147,17 @@ local tb = qoslab.testbed { impair = { delay_ms = -5 } }
       assert.is_truthy(io.open(dir .. '/old', 'r'))
     end)
 
+    it('inside the guest progress goes to stdout, in order with what the plan prints', function()
+      write(dir .. '/p.lua', [[
+qoslab.plan.sweep { name = 'g', params = { x = { 1, 2 } }, run = function(p) return p.x end }
+print('TABLE')
+]])
+      local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --in-guest --out ' .. q(dir .. '/o'))
+      assert.equal(0, rc, err)
+      assert.matches('^%[g 1/2%] x=1: 1 bit/s[^\n]*\n%[g 2/2%] x=2: 2 bit/s[^\n]*\nTABLE\n$', out)
+      assert.is_nil(err:find('[g ', 1, true), err)
+    end)
+
     it('--guest and --host together are refused', function()
       write(dir .. '/p.lua', 'return 0')
       local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --guest --host')
