@@ -51,6 +51,7 @@ io.write(report.series(summary, {
   title = 'TCP throughput vs one-way delay (1 Gbit/s, loss 0, one stream, default window)',
   extra = extra,
 }))
+if run.backend == 'guest' then print(demo.GUEST_NOTE) end
 report.write_csv(out .. '/delay_sweep.csv', summary)
 report.write_json(out .. '/delay_sweep.json', summary)
 local ref = {}

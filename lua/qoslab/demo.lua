@@ -103,6 +103,13 @@ function M.netem_drops(tb)
   return n
 end
 
+--- Printed under a delay table measured in the qemu guest.
+M.GUEST_NOTE = 'note: measured inside the qemu guest, whose CPU is emulated (TCG): TCP there loses '
+  .. 'packets outside netem (retransmits with 0 netem drops: the slow receiver, or a stalled '
+  .. 'timer firing a spurious timeout), and one early loss in slow start keeps cwnd small for a '
+  .. 'short run, so points spread from run to run and need not fall monotonically with delay. '
+  .. 'A kernel with sch_netem on real hardware gives the reference numbers.'
+
 --- The columns that explain a throughput point: the sender's cwnd bound,
 -- TCP retransmits, netem's drops during the run, and whether a CPU was the
 -- bottleneck (`res.cpu_limited`; in the guest the CPU is emulated).
@@ -222,6 +229,9 @@ function M.main(o)
   local limited = 0
   for _, e in ipairs(delay.points) do
     for _, r in ipairs(e.results or {}) do if r.cpu_limited then limited = limited + 1 break end end
+  end
+  if (run.backend or plan.get_defaults().backend) == 'guest' then
+    print(M.GUEST_NOTE)
   end
   if limited > 0 then
     print(string.format('note: %d of %d points were CPU-limited (a thread at >= 90 %% of a core): '

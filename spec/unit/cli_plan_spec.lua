@@ -220,6 +220,7 @@ mark('finished')
       assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | CPU-limited | reference Mbit/s\n', out, 1, true)
       assert.matches('\n%s+1 |%s+%d+ |%s+[%d.]+ |%s+0 |%s+1 |%s+no |%s+854\n', out)
       assert.is_nil(out:find('| window/RTT Mbit/s | reference', 1, true))
+      assert.is_nil(out:find('measured inside the qemu guest', 1, true))
       assert.matches("title 'max cwnd / RTT (sender TCP_INFO)'", slurp(o .. '/delay.gp'), 1, true)
       for _, f in ipairs { 'results.jsonl', 'delay.csv', 'delay.json', 'delay.png', 'delay.svg',
                            'matrix.csv', 'matrix-heatmap.png', 'matrix-surface.png',
@@ -227,6 +228,14 @@ mark('finished')
         assert.is_string(slurp(o .. '/' .. f), 'missing ' .. f)
       end
       assert.equal('\137PNG', slurp(o .. '/delay.png'):sub(1, 4))
+    end)
+
+    it('the demo measured in the guest says why its points spread', function()
+      local o = dir .. '/demo'
+      local rc, out, err = qoslab(dir, 'run lua/qoslab/demo.lua --in-guest --quick --out ' .. q(o),
+        'LUA_INIT_5_4=' .. q(FAKE_INIT))
+      assert.equal(0, rc, err)
+      assert.matches('note: measured inside the qemu guest, whose CPU is emulated (TCG)', out, 1, true)
     end)
 
     for _, ex in ipairs { 'delay_sweep', 'loss_delay_matrix', 'window_sweep', 'parallel_clients', 'udp_bitrate' } do
