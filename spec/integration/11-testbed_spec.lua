@@ -241,7 +241,9 @@ describe('qoslab.testbed after kill -9', function()
       os.execute('sleep 5')
     ]])
     f:close()
-    os.execute('QOSLAB_STATE_DIR=' .. dir .. ' lua5.4 bin/qoslab run ' .. script .. ' >/dev/null 2>&1')
+    -- --out inside dir: a killed run cannot remove its results folder.
+    os.execute('QOSLAB_STATE_DIR=' .. dir .. ' lua5.4 bin/qoslab run ' .. script .. ' --out ' .. dir
+      .. '/out >/dev/null 2>&1')
     local made = assert(io.open(dir .. '/made')):read('a')
     local cns = made:match('^(%S+)')
     assert.is_true(netns.exists(cns))   -- the kill really left it behind
