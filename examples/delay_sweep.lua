@@ -5,7 +5,8 @@
 -- throughput follows window / RTT. The table puts the measured throughput
 -- beside "max cwnd/RTT" (the bound set by the largest congestion window the
 -- sender reached, over its mean RTT, from TCP_INFO: not a configured window),
--- TCP retransmits, netem's own drop counter during the run, whether a CPU was
+-- TCP retransmits, netem's own drop counter and the CPU receive-backlog drops
+-- (/proc/net/softnet_stat) during the run, whether a CPU was
 -- the bottleneck (always check this in the qemu guest, whose CPU is
 -- emulated), and the published reference values (DESIGN.md §1).
 --
@@ -35,13 +36,12 @@ local summary = plan.sweep {
     assert(tb:impair { delay_ms = p.delay_ms, limit_packets = 'auto' })
     -- Slow start needs several RTTs: long delays get longer runs.
     local rtt_s = p.delay_ms / 1000
-    local before = demo.netem_drops(tb)
-    local res = assert(qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
-      duration_s = quick and 2 or math.max(10, math.ceil(6 * rtt_s)),
-      connect_timeout_s = math.max(10, math.ceil(4 * rtt_s)) })
-    local after = demo.netem_drops(tb)
-    if before and after then res.netem_drops = after - before end
-    return res
+    -- demo.counted adds netem's and the CPU backlog's drops during the run.
+    return demo.counted(tb, function()
+      return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+        duration_s = quick and 2 or math.max(10, math.ceil(6 * rtt_s)),
+        connect_timeout_s = math.max(10, math.ceil(4 * rtt_s)) }
+    end)
   end,
 }
 

@@ -105,10 +105,41 @@ end
 
 --- Printed under a delay table measured in the qemu guest.
 M.GUEST_NOTE = 'note: measured inside the qemu guest, whose CPU is emulated (TCG): TCP there loses '
-  .. 'packets outside netem (retransmits with 0 netem drops: the slow receiver, or a stalled '
-  .. 'timer firing a spurious timeout), and one early loss in slow start keeps cwnd small for a '
+  .. 'packets outside netem (retransmits with 0 netem drops: the CPU receive backlog overflows, '
+  .. 'see "backlog drops"), and one early loss in slow start keeps cwnd small for a '
   .. 'short run, so points spread from run to run and need not fall monotonically with delay. '
   .. 'A kernel with sch_netem on real hardware gives the reference numbers.'
+
+--- Packets the kernel dropped because a CPU's receive backlog was full
+-- (`/proc/net/softnet_stat`, 2nd column, summed over CPUs; the queue is
+-- net.core.netdev_max_backlog long). Machine-wide, so only a delta over a
+-- run says something. On the guest's emulated CPU this, not netem, is
+-- where TCP's losses happen.
+-- @treturn integer|nil
+function M.backlog_drops()
+  local f = io.open('/proc/net/softnet_stat', 'r')
+  if not f then return nil end
+  local n = 0
+  for line in f:lines() do
+    local d = line:match('^%x+%s+(%x+)')
+    if d then n = n + tonumber(d, 16) end
+  end
+  f:close()
+  return n
+end
+
+--- Run `fn` (returning a traffic result or nil, msg, code) and store the
+-- netem drops and receive-backlog drops it caused in the result
+-- (`netem_drops`, `backlog_drops`).
+function M.counted(tb, fn)
+  local n0, b0 = M.netem_drops(tb), M.backlog_drops()
+  local res, msg, code = fn()
+  if not res then return nil, msg, code end
+  local n1, b1 = M.netem_drops(tb), M.backlog_drops()
+  if n0 and n1 then res.netem_drops = n1 - n0 end
+  if b0 and b1 then res.backlog_drops = b1 - b0 end
+  return res
+end
 
 --- The columns that explain a throughput point: the sender's cwnd bound,
 -- TCP retransmits, netem's drops during the run, and whether a CPU was the
@@ -126,6 +157,9 @@ function M.explain_columns()
     { header = 'netem drops', value = function(e)
         local r = last(e)
         return r and r.netem_drops or '-' end },
+    { header = 'backlog drops', value = function(e)
+        local r = last(e)
+        return r and r.backlog_drops or '-' end },
     { header = 'CPU-limited', value = function(e)
         local r = last(e)
         return r and (r.cpu_limited and 'yes' or 'no') or '-' end },
@@ -180,12 +214,7 @@ function M.main(o)
     local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
                 duration_s = M.duration_s(cfg, p.delay_ms) }
     for k, v in pairs(extra or {}) do c[k] = v end
-    local before = M.netem_drops(tb)
-    local res, msg, code = qoslab.traffic.run(c)
-    if not res then return nil, msg, code end
-    local after = M.netem_drops(tb)
-    if before and after then res.netem_drops = after - before end
-    return res
+    return M.counted(tb, function() return qoslab.traffic.run(c) end)
   end
 
   local files = {}
@@ -224,7 +253,8 @@ function M.main(o)
     end)(),
   }))
   print('max cwnd/RTT: the bound set by the largest congestion window the sender reached '
-    .. '(TCP_INFO), not a configured window; netem drops: netem\'s own counter during the run.')
+    .. '(TCP_INFO), not a configured window; netem drops: netem\'s own counter during the run; '
+    .. 'backlog drops: packets a full CPU receive backlog dropped (/proc/net/softnet_stat).')
   save('delay', delay)
   local limited = 0
   for _, e in ipairs(delay.points) do

@@ -217,8 +217,8 @@ mark('finished')
       -- What explains each delay point: the cwnd bound (not a configured
       -- window), retransmits, netem's drops during the run (the fake's counter
       -- goes up by one per read, so 1), and the CPU flag.
-      assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | CPU-limited | reference Mbit/s\n', out, 1, true)
-      assert.matches('\n%s+1 |%s+%d+ |%s+[%d.]+ |%s+0 |%s+1 |%s+no |%s+854\n', out)
+      assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | backlog drops | CPU-limited | reference Mbit/s\n', out, 1, true)
+      assert.matches('\n%s+1 |%s+%d+ |%s+[%d.]+ |%s+0 |%s+1 |%s+%d+ |%s+no |%s+854\n', out)
       assert.is_nil(out:find('| window/RTT Mbit/s | reference', 1, true))
       assert.is_nil(out:find('measured inside the qemu guest', 1, true))
       assert.matches("title 'max cwnd / RTT (sender TCP_INFO)'", slurp(o .. '/delay.gp'), 1, true)
