@@ -3,13 +3,18 @@
 -- Shows: on a 1 Gbit/s link with no loss, one TCP stream with the kernel's
 -- default window reaches the link rate only at small delays; past the knee
 -- throughput follows window / RTT. The table puts the measured throughput
--- beside window / RTT (largest cwnd over mean RTT, from the sender's TCP_INFO)
--- and beside the published reference values (DESIGN.md §1).
+-- beside "max cwnd/RTT" (the bound set by the largest congestion window the
+-- sender reached, over its mean RTT, from TCP_INFO: not a configured window),
+-- TCP retransmits, netem's own drop counter and the CPU receive-backlog drops
+-- (/proc/net/softnet_stat) during the run, whether a CPU was
+-- the bottleneck (always check this in the qemu guest, whose CPU is
+-- emulated), and the published reference values (DESIGN.md §1).
 --
 -- Run:   bin/qoslab run examples/delay_sweep.lua [--out DIR] [--resume] [--quick]
 -- Needs: root (namespaces) and kernel netem (else qoslab runs it in the qemu guest).
 -- Files: DIR/results.jsonl, delay_sweep.csv/.json, delay_sweep.png/.svg
 local qoslab = require 'qoslab'
+local demo = require 'qoslab.demo'
 local plan, report, plot = qoslab.plan, qoslab.report, qoslab.plot
 local run = QOSLAB_RUN or {}
 local quick = run.quick or os.getenv('QOSLAB_QUICK') == '1'
@@ -31,24 +36,22 @@ local summary = plan.sweep {
     assert(tb:impair { delay_ms = p.delay_ms, limit_packets = 'auto' })
     -- Slow start needs several RTTs: long delays get longer runs.
     local rtt_s = p.delay_ms / 1000
-    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
-      duration_s = quick and 2 or math.max(10, math.ceil(6 * rtt_s)),
-      connect_timeout_s = math.max(10, math.ceil(4 * rtt_s)) }
+    -- demo.counted adds netem's and the CPU backlog's drops during the run.
+    return demo.counted(tb, function()
+      return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+        duration_s = quick and 2 or math.max(10, math.ceil(6 * rtt_s)),
+        connect_timeout_s = math.max(10, math.ceil(4 * rtt_s)) }
+    end)
   end,
 }
 
-local function window_over_rtt(e)
-  local res = e.results and e.results[#e.results]
-  local s = res and res.streams and res.streams[1] and res.streams[1].sender
-  if not (s and s.max_snd_cwnd_bytes and s.mean_rtt_us and s.mean_rtt_us > 0) then return '-' end
-  return string.format('%.3g', s.max_snd_cwnd_bytes * 8 / (s.mean_rtt_us / 1e6) / 1e6)
-end
-
+local extra = demo.explain_columns()
+extra[#extra + 1] = { header = 'reference Mbit/s', value = function(e) return reference_mbps[e.params.delay_ms] end }
 io.write(report.series(summary, {
   title = 'TCP throughput vs one-way delay (1 Gbit/s, loss 0, one stream, default window)',
-  extra = { { header = 'window/RTT Mbit/s', value = window_over_rtt },
-            { header = 'reference Mbit/s', value = function(e) return reference_mbps[e.params.delay_ms] end } },
+  extra = extra,
 }))
+if run.backend == 'guest' then print(demo.GUEST_NOTE) end
 report.write_csv(out .. '/delay_sweep.csv', summary)
 report.write_json(out .. '/delay_sweep.json', summary)
 local ref = {}
@@ -58,5 +61,5 @@ local files, err = plot.sweep_lines(summary, { out = out .. '/delay_sweep', x = 
   xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s, log)', logy = true,
   series_title = function() return 'measured (qoslab)' end,
   hlines = { { y = 1000, title = 'link rate' } },
-  extra_series = { { title = 'reference (iperf, two hosts)', points = ref } } })
+  extra_series = demo.cwnd_series(summary, { { title = 'reference (iperf, two hosts)', points = ref } }) })
 print(files and ('plot: ' .. files.png) or ('no plot: ' .. tostring(err)))

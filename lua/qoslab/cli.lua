@@ -15,13 +15,13 @@ M.commands.run = {
     cmd:argument('args', 'Arguments passed to the script as ... and arg.'):args('*')
   end,
   run = function(a)
-    local chunk, err = loadfile(a.file)
+    local chunk, err = M.loadfile(a.file)
     if not chunk then
       io.stderr:write('qoslab run: cannot load ', a.file, ': ', err, '\n')
       return 2
     end
     _G.arg = { [0] = a.file, table.unpack(a.args) }
-    local ok, e = xpcall(chunk, debug.traceback, table.unpack(a.args))
+    local ok, e = xpcall(chunk, M.error_handler(a.file), table.unpack(a.args))
     if not ok then
       io.stderr:write('qoslab run: ', a.file, ': ', tostring(e), '\n')
       return 1
@@ -29,6 +29,115 @@ M.commands.run = {
     return 0
   end,
 }
+
+--- `loadfile` that says why a path cannot be a script (a directory, not
+-- readable) instead of Lua's "cannot read ..." or nil.
+-- @tparam string path
+-- @treturn function|nil chunk, or nil, message
+function M.loadfile(path)
+  local f, oerr = io.open(path, 'r')
+  if not f then return nil, tostring(oerr):gsub('^' .. path:gsub('%p', '%%%0') .. ': ', '') end
+  local _, rerr, rcode = f:read(0)
+  f:close()
+  if rcode == 21 then return nil, 'is a directory, not a Lua file' end
+  if rerr then return nil, tostring(rerr) end
+  local chunk, lerr = loadfile(path)
+  if not chunk then return nil, tostring(lerr) end
+  return chunk
+end
+
+-- A message's leading position when it points into qoslab's own Lua files
+-- ("./lua/qoslab/netem.lua:253: "): of no use to the reader of a plan.
+local function strip_internal(msg)
+  return (msg:gsub('^[^\n:]-qoslab/[%w_]+%.lua:%d+: ', ''))
+end
+
+--- xpcall handler for a user script: the message alone, positioned at the
+-- script's own line (the innermost frame in `file`) when it does not name
+-- one already; with QOSLAB_DEBUG=1 the whole stack traceback too.
+-- @tparam string file the script's path, as loaded
+-- @treturn function handler
+function M.error_handler(file)
+  return function(e)
+    if type(e) ~= 'string' then
+      local mt = getmetatable(e)
+      e = (mt and mt.__tostring) and tostring(e) or ('error object ' .. tostring(e))
+    end
+    if os.getenv('QOSLAB_DEBUG') == '1' then return debug.traceback(e, 2) end
+    e = strip_internal(e)
+    if e:find('interrupted by SIG', 1, true) or e:sub(1, #file + 1) == file .. ':' then return e end
+    for level = 2, 250 do
+      local info = debug.getinfo(level, 'Sl')
+      if not info then break end
+      if info.source == '@' .. file and info.currentline and info.currentline > 0 then
+        return string.format('%s:%d: %s', file, info.currentline, e)
+      end
+    end
+    return e
+  end
+end
+
+--- Exit status for an interruption by a signal: 130 for SIGINT, 143 for
+-- SIGTERM (128 + the signal number, as shells report it), else nil.
+-- @param err an error (its text is searched) or nil
+-- @treturn integer|nil
+function M.signal_status(err)
+  local ok, core = pcall(require, 'qoslab.core')
+  local pending = ok and type(core) == 'table' and core.signal_pending and core.signal_pending()
+  local s = tostring(err or '')
+  if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return 143, 'SIGTERM' end
+  if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return 130, 'SIGINT' end
+  return nil
+end
+
+--- Join an option and a negative number after it ("-t", "-5" -> "-t-5";
+-- "--time", "-5" -> "--time=-5") so argparse takes the number as the
+-- option's value instead of as an unknown option "-5"; the converter then
+-- says what is wrong with it. Only for options of `cmd` that take a value,
+-- and not after "--".
+-- @tparam table argv list of strings
+-- @tparam table cmd argparse parser (or command) whose options count
+-- @treturn table new list
+function M.join_negatives(argv, cmd)
+  local valued = {}
+  for _, o in ipairs(cmd._options or {}) do
+    if (o._maxargs or 0) > 0 then
+      for _, alias in ipairs(o._aliases) do valued[alias] = true end
+    end
+  end
+  local out, i = {}, 1
+  while i <= #argv do
+    local a, nxt = argv[i], argv[i + 1]
+    if a == '--' then
+      for j = i, #argv do out[#out + 1] = argv[j] end
+      break
+    end
+    if valued[a] and type(nxt) == 'string' and nxt:match('^%-%.?%d') then
+      out[#out + 1] = a:sub(1, 2) == '--' and (a .. '=' .. nxt) or (a .. nxt)
+      i = i + 2
+    else
+      out[#out + 1] = a
+      i = i + 1
+    end
+  end
+  return out
+end
+
+--- Parse like argparse's `pparse`, but also return the (sub)command parser
+-- that failed, so its own usage line can be shown.
+-- @treturn boolean ok
+-- @treturn table|string the result, or the message
+-- @treturn table the parser that reported the error
+function M.pparse(parser, args)
+  local failed, msg
+  local ok, res = pcall(parser._parse, parser, args, function(p, m)
+    failed, msg = p, m
+    error(m, 0)
+  end)
+  if ok then return true, res end
+  if not msg then error(res, 0) end
+  return false, msg, failed or parser
+end
 
 local order = { 'run' }
 
@@ -57,17 +166,43 @@ function M.main(argv)
   end)
   parser:command_target('command')
   parser:require_command(true)
+  local cmds = {}
   for _, name in ipairs(order) do
     local cmd = parser:command(name)
     M.commands[name].describe(cmd)
+    cmds[name] = cmd
   end
   local args = { table.unpack(argv, 1) }
-  local ok, a = parser:pparse(args)
+  local cmdname
+  for _, v in ipairs(args) do
+    if v:sub(1, 1) ~= '-' then cmdname = v break end
+  end
+  if cmdname and cmds[cmdname] then
+    local at
+    for i, v in ipairs(args) do if v == cmdname then at = i break end end
+    local rest = M.join_negatives({ table.unpack(args, at + 1) }, cmds[cmdname])
+    args = { table.unpack(args, 1, at) }
+    for _, v in ipairs(rest) do args[#args + 1] = v end
+  end
+  local ok, a, failed = M.pparse(parser, args)
   if not ok then
-    io.stderr:write(parser:get_usage(), '\n', 'qoslab: error: ', a, '\n')
+    local name = failed ~= parser and failed._name or nil
+    io.stderr:write(failed:get_usage(), '\n', 'qoslab', name and (' ' .. name) or '', ': error: ', a, '\n')
     return 2
   end
-  return M.commands[a.command].run(a) or 0
+  local name = a.command
+  local good, status = xpcall(M.commands[name].run, function(e)
+    if M.signal_status(e) or os.getenv('QOSLAB_DEBUG') ~= '1' then return e end
+    return debug.traceback(e, 2)
+  end, a)
+  if good then return status or 0 end
+  local sig_status, sig = M.signal_status(status)
+  if sig_status then
+    io.stderr:write('qoslab ', name, ': interrupted by ', sig, '\n')
+    return sig_status
+  end
+  io.stderr:write('qoslab ', name, ': ', strip_internal(tostring(status)), '\n')
+  return 1
 end
 
 return M

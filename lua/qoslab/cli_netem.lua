@@ -74,6 +74,8 @@ local function run(a)
     for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do eprint('warning: ', w) end
     if a.json then print(cjson.encode(r1))
     else print(dev .. ': netem ' .. netem.format(r1.spec)) end
+  elseif r1 == false then
+    print('no netem on ' .. dev)
   else
     print(dev .. ': netem removed')
   end

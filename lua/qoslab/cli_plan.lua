@@ -21,7 +21,7 @@ local plan = require 'qoslab.plan'
 
 local M = {}
 
-local EXIT_SIGINT, EXIT_SIGTERM = 130, 143
+local EXIT_SIGINT = 130
 
 local function eprint(...)
   io.stderr:write(table.concat({ ... }), '\n')
@@ -46,12 +46,7 @@ end
 
 --- Exit status for an error: 130/143 when it came from SIGINT/SIGTERM, else `other`.
 function M.exit_status(err, other)
-  local c = core()
-  local pending = c and c.signal_pending and c.signal_pending()
-  local s = tostring(err)
-  if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return EXIT_SIGTERM end
-  if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return EXIT_SIGINT end
-  return other
+  return (cli.signal_status(err)) or other
 end
 
 local function install_signals()
@@ -86,6 +81,27 @@ local function host_has_netem()
   return os.execute("grep -q '^sch_netem ' /proc/modules 2>/dev/null") and true
     or os.execute('test -e /lib/modules/' .. rel .. '/kernel/net/sched/sch_netem.ko*') and true
     or false
+end
+
+local function shq(p) return "'" .. tostring(p):gsub("'", "'\\''") .. "'" end
+
+--- Create the results folder (and its parents).
+-- @treturn boolean|nil true if it was made now, false if it existed, nil if
+--   it cannot be made
+function M.make_out(dir)
+  if os.execute('test -d ' .. shq(dir)) then return false end
+  if not os.execute('mkdir -p ' .. shq(dir)) then return nil end
+  return true
+end
+
+--- Remove a folder if it is empty (a failed run that wrote nothing).
+-- @treturn boolean true if removed
+function M.remove_if_empty(dir)
+  local p = io.popen('ls -A ' .. shq(dir) .. ' 2>/dev/null')
+  local any = p and p:read('l')
+  if p then p:close() end
+  if any then return false end
+  return os.execute('rmdir ' .. shq(dir) .. ' 2>/dev/null') == true
 end
 
 local function exit_of(r)
@@ -127,8 +143,18 @@ function M.run_in_guest(o)
     for _, a in ipairs(o.args) do args[#args + 1] = a end
   end
   local t0 = now_s()
-  local r, msg, code = vm.run_script { script = o.file, args = args, rw_dir = out,
-                                       timeout_s = o.timeout_s or 3600 }
+  -- A signal stops the guest (vm.run_script forwards it to the harness) and
+  -- then raises "interrupted by SIG...".
+  local done, r, msg, code = pcall(vm.run_script, { script = o.file, args = args, rw_dir = out,
+                                                     timeout_s = o.timeout_s or 3600 })
+  if not done then
+    local st = M.exit_status(r, nil)
+    if not st then error(r, 0) end
+    eprint('qoslab run: interrupted by ', st == EXIT_SIGINT and 'SIGINT' or 'SIGTERM',
+      '; the guest was stopped; results so far in ', o.out,
+      ' (continue with --resume --out ', o.out, ')')
+    return st
+  end
   local took = now_s() - t0
   if r == nil then
     eprint('qoslab run: guest run failed: ', tostring(msg), code and (' (' .. code .. ')') or '')
@@ -144,7 +170,7 @@ end
 -- @tparam table o `{file, out, resume, quick, backend, args}`
 -- @treturn integer exit status (0; 1 plan raised; 2 cannot load; 130/143 signal)
 function M.run_here(o)
-  local chunk, err = loadfile(o.file)
+  local chunk, err = cli.loadfile(o.file)
   if not chunk then
     eprint('qoslab run: cannot load ', o.file, ': ', tostring(err))
     return 2
@@ -154,10 +180,20 @@ function M.run_here(o)
   _G.QOSLAB_RUN = { file = o.file, out = o.out, resume = o.resume and true or false,
                     quick = o.quick and true or false, backend = o.backend, args = o.args or {} }
   _G.arg = { [0] = o.file, table.unpack(o.args or {}) }
+  -- In the guest, stdout and stderr reach the host as two streams copied
+  -- separately, so their lines interleave out of order: progress then goes
+  -- to stdout, in order with the tables the plan prints.
+  local progress
+  if o.backend == 'guest' then
+    progress = function(info)
+      io.stdout:write(plan.progress_line(info), '\n')
+      io.stdout:flush()
+    end
+  end
   plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
-                      quick = o.quick and true or false }
+                      quick = o.quick and true or false, progress = progress }
   install_signals()
-  local ok, res = xpcall(chunk, debug.traceback, table.unpack(o.args or {}))
+  local ok, res = xpcall(chunk, cli.error_handler(o.file), table.unpack(o.args or {}))
   -- Objects the plan did not close (no <close>) are finalised now, while
   -- their netns/links/qdiscs can still be removed by their __gc.
   collectgarbage('collect')
@@ -165,8 +201,9 @@ function M.run_here(o)
   if not ok then
     local status = M.exit_status(res, 1)
     if status ~= 1 then
-      eprint('qoslab run: ', status == EXIT_SIGINT and 'interrupted by SIGINT' or 'terminated by SIGTERM',
-        o.out and ('; results so far in ' .. o.out .. ' (continue with --resume)') or '')
+      eprint('qoslab run: interrupted by ', status == EXIT_SIGINT and 'SIGINT' or 'SIGTERM',
+        o.out and ('; results so far in ' .. o.out .. ' (continue with --resume --out '
+          .. o.out .. ')') or '')
     else
       eprint('qoslab run: ', o.file, ': ', tostring(res))
     end
@@ -202,16 +239,16 @@ local function run_cmd(a)
     eprint('qoslab run: --guest and --host exclude each other')
     return 2
   end
-  local source, err = read_all(a.file)
-  if not source then
+  if a.resume and not a.out then
+    eprint('qoslab run: --resume needs --out DIR: the results folder to continue')
+    return 2
+  end
+  local chunk, err = cli.loadfile(a.file)
+  if not chunk then
     eprint('qoslab run: cannot load ', a.file, ': ', tostring(err))
     return 2
   end
-  local _, perr = load(source, '@' .. a.file)
-  if perr then
-    eprint('qoslab run: cannot load ', a.file, ': ', tostring(perr))
-    return 2
-  end
+  local source = read_all(a.file)
   local out = a.out or M.default_out(a.file)
   local o = { file = a.file, out = out, resume = a.resume, quick = quick_flag(a),
               args = a.args, timeout_s = a.timeout, backend = 'host' }
@@ -219,19 +256,26 @@ local function run_cmd(a)
     o.backend = 'guest'
     return M.run_here(o)
   end
-  if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
+  local made = M.make_out(out)
+  if made == nil then
     eprint('qoslab run: cannot create ', out)
     return 1
   end
   eprint('qoslab run: results in ', out)
   local to_guest = a.guest or (not a.host and M.needs_netem(source) and not host_has_netem())
+  local status
   if to_guest then
     eprint('qoslab run: ', a.guest and '--guest given' or 'this kernel has no sch_netem',
       ': running the plan inside the qemu guest')
     install_signals()
-    return M.run_in_guest(o)
+    status = M.run_in_guest(o)
+  else
+    status = M.run_here(o)
   end
-  return M.run_here(o)
+  if status ~= 0 and made and M.remove_if_empty(out) then
+    eprint('qoslab run: nothing was written; removed the empty ', out)
+  end
+  return status
 end
 
 ---------------------------------------------------------------------------
@@ -253,10 +297,23 @@ local function demo_cmd(a)
     eprint('qoslab demo: qoslab/demo.lua not found on package.path')
     return 1
   end
+  if a.resume and not a.out then
+    eprint('qoslab demo: --resume needs --out DIR: the results folder to continue')
+    return 2
+  end
   local out = a.out or ('results/demo-' .. os.date('!%Y%m%d-%H%M%S'))
-  if not os.execute("mkdir -p '" .. out:gsub("'", "'\\''") .. "'") then
+  local made = M.make_out(out)
+  if made == nil then
     eprint('qoslab demo: cannot create ', out)
     return 1
+  end
+  local function finish(status)
+    if status ~= 0 and made and M.remove_if_empty(out) then
+      eprint('qoslab demo: nothing was written; removed the empty ', out)
+    else
+      print('qoslab demo: results folder ' .. out)
+    end
+    return status
   end
   local o = { file = file, out = out, resume = a.resume, quick = quick_flag(a), args = {},
               timeout_s = a.timeout, backend = 'host' }
@@ -270,16 +327,14 @@ local function demo_cmd(a)
     local status = M.run_in_guest(o)
     print(string.format('qoslab demo: backend guest (qemu, kernel netem inside), took %s, exit %d',
       plan.format_duration(now_s() - t0), status))
-    print('qoslab demo: results folder ' .. out)
-    return status
+    return finish(status)
   end
   print('qoslab demo: backend host (this kernel\'s netem)')
   local t0 = now_s()
   local status = M.run_here(o)
   print(string.format('qoslab demo: backend host, took %s, exit %d',
     plan.format_duration(now_s() - t0), status))
-  print('qoslab demo: results folder ' .. out)
-  return status
+  return finish(status)
 end
 
 local function describe_demo(cmd)

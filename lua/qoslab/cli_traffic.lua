@@ -16,6 +16,10 @@ local M = {}
 
 local function parse_scaled(s, base, what)
   if type(s) ~= 'string' then return nil, what .. ': expected a string' end
+  if s:match('^%s*%-') then
+    return nil, string.format("%s: '%s' is negative: expected %s >= 0 (K/M/G/T = %d)",
+      what, s, what == 'rate' and 'bits/s' or 'bytes', base)
+  end
   local num, suffix = s:match('^%s*([%d%.]+[eE]?[%+%-]?%d*)%s*([kKmMgGtT]?)%s*$')
   local n = num and tonumber(num)
   if not n or n ~= n or n == math.huge then
@@ -71,14 +75,16 @@ local function int_in(min, max)
   end
 end
 
-local function num_in(min, max)
+-- `what` names the unit for the range message, e.g. "a positive number of
+-- seconds (at most 86400)".
+local function num_in(min, max, what)
   return function(s)
     local n = tonumber(s)
     if not n or n ~= n or n == math.huge or n == -math.huge then
       return nil, string.format("'%s' is not a number", s)
     end
     if n < min or n > max then
-      return nil, string.format('%s is out of range [%s, %s]', s, min, max)
+      return nil, string.format('expected %s, got %s', what, s)
     end
     return n
   end
@@ -110,7 +116,7 @@ function M.describe_server(cmd)
   cmd:option('-w --window', 'Default SO_SNDBUF/SO_RCVBUF for data sockets (K/M/G = 1024).')
     :convert(conv('-w', M.parse_size))
   cmd:option('--idle-timeout', 'Drop control connections silent this long (s).')
-    :convert(conv('--idle-timeout', num_in(0.001, 86400)))
+    :convert(conv('--idle-timeout', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
   cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
 end
 
@@ -125,7 +131,7 @@ function M.describe_client(cmd)
   cmd:option('-l --length', 'Write size (TCP) or datagram payload (UDP), bytes (K/M = 1024).')
     :convert(conv('-l', M.parse_size))
   cmd:option('-t --time', 'Test duration in seconds (default 10).')
-    :convert(conv('-t', num_in(0.001, 86400)))
+    :convert(conv('-t', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
   cmd:option('-n --bytes', 'Bytes to send instead of a duration (K/M/G = 1024).')
     :convert(conv('-n', M.parse_size))
   cmd:option('-k --blockcount', 'UDP datagrams to send instead of a duration.')
@@ -140,10 +146,10 @@ function M.describe_client(cmd)
   cmd:option('--rcvbuf', 'SO_RCVBUF only, both ends, bytes (K/M/G = 1024).')
     :convert(conv('--rcvbuf', M.parse_size))
   cmd:option('-i --interval', 'Seconds between interval reports (>= 0.1; 0 = none).', '1')
-    :convert(conv('-i', num_in(0, 3600)))
+    :convert(conv('-i', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:flag('-J --json', "Print the result as iperf3's JSON at the end.")
   cmd:option('-O --omit', 'Seconds of warm-up left out of the totals.')
-    :convert(conv('-O', num_in(0, 3600)))
+    :convert(conv('-O', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:option('-C --congestion', 'TCP congestion control algorithm.')
   cmd:option('-M --set-mss', 'TCP maximum segment size, bytes.')
     :convert(conv('-M', int_in(88, 32767)))
@@ -156,13 +162,13 @@ function M.describe_client(cmd)
   cmd:option('--fq-rate', 'SO_MAX_PACING_RATE per stream, bits/s (K/M/G = 1000).')
     :convert(conv('--fq-rate', M.parse_rate))
   cmd:option('--connect-timeout', 'Control connection timeout, milliseconds (like iperf3).')
-    :convert(conv('--connect-timeout', num_in(1, 3600000)))
+    :convert(conv('--connect-timeout', num_in(1, 3600000, 'a number of milliseconds in [1, 3600000]')))
   cmd:option('--netns', 'Named network namespace to run the client in.')
   cmd:option('--udp-batch', 'UDP datagrams per sendmmsg call (1-1024).')
     :convert(conv('--udp-batch', int_in(1, 1024)))
   cmd:flag('--udp-gso', 'Send UDP with generic segmentation offload.')
   cmd:option('--udp-drain', 'Seconds the UDP receiver keeps counting after the last datagram.')
-    :convert(conv('--udp-drain', num_in(0, 60)))
+    :convert(conv('--udp-drain', num_in(0, 60, 'a number of seconds in [0, 60]')))
 end
 
 --- Options for `traffic.client` from parsed client flags.
@@ -205,8 +211,9 @@ function M.parse_client(argv)
   local argparse = require 'argparse'
   local p = argparse('qoslab')
   p:command_target('command')
-  M.describe_client(p:command('client'))
-  local ok, a = p:pparse({ 'client', table.unpack(argv) })
+  local cmd = p:command('client')
+  M.describe_client(cmd)
+  local ok, a = p:pparse({ 'client', table.unpack(cli.join_negatives(argv, cmd)) })
   if not ok then return nil, a end
   local o, err = M.client_opts(a)
   if not o then return nil, err end
@@ -222,8 +229,9 @@ function M.parse_server(argv)
   local argparse = require 'argparse'
   local p = argparse('qoslab')
   p:command_target('command')
-  M.describe_server(p:command('server'))
-  local ok, a = p:pparse({ 'server', table.unpack(argv) })
+  local cmd = p:command('server')
+  M.describe_server(cmd)
+  local ok, a = p:pparse({ 'server', table.unpack(cli.join_negatives(argv, cmd)) })
   if not ok then return nil, a end
   return M.server_opts(a), a
 end
@@ -314,7 +322,8 @@ local function run_client(a)
     error(err_loop, 0)
   end
   if not ok_loop or core.signal_pending() then
-    interrupted = true
+    -- 130 for SIGINT, 143 for SIGTERM, as a shell reports them.
+    interrupted = cli.signal_status(err_loop) or 130
     h:stop()
     core.signal_reset()
   end
@@ -332,7 +341,7 @@ local function run_client(a)
     for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
     out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
   end
-  return interrupted and 130 or 0
+  return interrupted or 0
 end
 
 local function run_server(a)
@@ -380,7 +389,9 @@ local function run_server(a)
       poll()
       if opts.one_off and srv:done() then poll() return end
       local slept, _, scode = timer.sleep(0.1)
-      if not slept and scode == 'EINTR' then error('interrupted by signal') end
+      if not slept and scode == 'EINTR' then
+        error('interrupted by ' .. (require('qoslab.core').signal_pending() or 'signal'))
+      end
     end
   end)
   if not ok_loop then
@@ -388,8 +399,8 @@ local function run_server(a)
       srv:stop()
       error(err_loop, 0)
     end
+    status = cli.signal_status(err_loop) or 130
     out(nil, 'interrupted: the server has stopped')
-    status = 130
   end
   srv:stop()
   return status

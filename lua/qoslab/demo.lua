@@ -79,13 +79,92 @@ local function must(v, msg, code)
   return v
 end
 
--- window / RTT from the sender's TCP_INFO (largest cwnd over mean RTT), in Mbit/s.
+-- The bound the sender's own congestion window sets: largest cwnd over mean
+-- RTT (both from TCP_INFO), in Mbit/s. Not a configured window: with the
+-- default buffers the cwnd is what slow start and congestion avoidance
+-- reached in the run.
 local function window_over_rtt_mbps(res)
   local s = res and res.streams and res.streams[1] and res.streams[1].sender
   if not s or not s.max_snd_cwnd_bytes or not s.mean_rtt_us or s.mean_rtt_us <= 0 then return nil end
   return s.max_snd_cwnd_bytes * 8 / (s.mean_rtt_us / 1e6) / 1e6
 end
 M.window_over_rtt_mbps = window_over_rtt_mbps
+
+--- netem's drop counter on the testbed's client egress (queue-limit drops
+-- and configured loss alike; DESIGN.md §4: reported next to the result).
+-- @treturn integer|nil drops, nil when the counters cannot be read
+function M.netem_drops(tb)
+  local st = tb:stats()
+  if not st then return nil end
+  local n
+  for _, q in ipairs(st.client or {}) do
+    if q.kind == 'netem' then n = (n or 0) + (q.drops or 0) end
+  end
+  return n
+end
+
+--- Printed under a delay table measured in the qemu guest.
+M.GUEST_NOTE = 'note: measured inside the qemu guest, whose CPU is emulated (TCG): TCP there loses '
+  .. 'packets outside netem (retransmits with 0 netem drops: the CPU receive backlog overflows, '
+  .. 'see "backlog drops"), and one early loss in slow start keeps cwnd small for a '
+  .. 'short run, so points spread from run to run and need not fall monotonically with delay. '
+  .. 'A kernel with sch_netem on real hardware gives the reference numbers.'
+
+--- Packets the kernel dropped because a CPU's receive backlog was full
+-- (`/proc/net/softnet_stat`, 2nd column, summed over CPUs; the queue is
+-- net.core.netdev_max_backlog long). Machine-wide, so only a delta over a
+-- run says something. On the guest's emulated CPU this, not netem, is
+-- where TCP's losses happen.
+-- @treturn integer|nil
+function M.backlog_drops()
+  local f = io.open('/proc/net/softnet_stat', 'r')
+  if not f then return nil end
+  local n = 0
+  for line in f:lines() do
+    local d = line:match('^%x+%s+(%x+)')
+    if d then n = n + tonumber(d, 16) end
+  end
+  f:close()
+  return n
+end
+
+--- Run `fn` (returning a traffic result or nil, msg, code) and store the
+-- netem drops and receive-backlog drops it caused in the result
+-- (`netem_drops`, `backlog_drops`).
+function M.counted(tb, fn)
+  local n0, b0 = M.netem_drops(tb), M.backlog_drops()
+  local res, msg, code = fn()
+  if not res then return nil, msg, code end
+  local n1, b1 = M.netem_drops(tb), M.backlog_drops()
+  if n0 and n1 then res.netem_drops = n1 - n0 end
+  if b0 and b1 then res.backlog_drops = b1 - b0 end
+  return res
+end
+
+--- The columns that explain a throughput point: the sender's cwnd bound,
+-- TCP retransmits, netem's drops during the run, and whether a CPU was the
+-- bottleneck (`res.cpu_limited`; in the guest the CPU is emulated).
+-- @treturn table report.series `extra` entries
+function M.explain_columns()
+  local function last(e) return e.results and e.results[#e.results] end
+  return {
+    { header = 'max cwnd/RTT Mbit/s', value = function(e)
+        local v = last(e) and window_over_rtt_mbps(last(e))
+        return v and string.format('%.3g', v) or '-' end },
+    { header = 'retransmits', value = function(e)
+        local r = last(e)
+        return r and r.sent and r.sent.retransmits or '-' end },
+    { header = 'netem drops', value = function(e)
+        local r = last(e)
+        return r and r.netem_drops or '-' end },
+    { header = 'backlog drops', value = function(e)
+        local r = last(e)
+        return r and r.backlog_drops or '-' end },
+    { header = 'CPU-limited', value = function(e)
+        local r = last(e)
+        return r and (r.cpu_limited and 'yes' or 'no') or '-' end },
+  }
+end
 
 -- What the kernel granted for a buffer (getsockopt), "(clamped)" when capped.
 local function granted(e, side, key)
@@ -94,6 +173,19 @@ local function granted(e, side, key)
   local b = s and s[key]
   if not b or not b.granted_bytes then return '-' end
   return require('qoslab.plot').bytes_label(b.granted_bytes) .. (b.clamped and ' (clamped)' or '')
+end
+
+--- The "max cwnd / RTT" series of a delay sweep for plot.sweep_lines'
+-- `extra_series`, appended to `list` when any point has it.
+-- @treturn table list
+function M.cwnd_series(summary, list)
+  local pts = {}
+  for _, e in ipairs(summary.points) do
+    local v = e.results and e.results[#e.results] and window_over_rtt_mbps(e.results[#e.results])
+    if v then pts[#pts + 1] = { e.params.delay_ms, v } end
+  end
+  if #pts > 0 then list[#list + 1] = { title = 'max cwnd / RTT (sender TCP_INFO)', points = pts } end
+  return list
 end
 
 --- Run the demo.
@@ -122,7 +214,7 @@ function M.main(o)
     local c = { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
                 duration_s = M.duration_s(cfg, p.delay_ms) }
     for k, v in pairs(extra or {}) do c[k] = v end
-    return qoslab.traffic.run(c)
+    return M.counted(tb, function() return qoslab.traffic.run(c) end)
   end
 
   local files = {}
@@ -154,17 +246,22 @@ function M.main(o)
   print()
   io.write(report.series(delay, {
     title = 'TCP throughput vs one-way delay (loss 0, 1 Gbit/s, one stream, default window)',
-    extra = {
-      { header = 'window/RTT Mbit/s', value = function(e)
-          local v = e.results and window_over_rtt_mbps(e.results[#e.results])
-          return v and string.format('%.3g', v) or '-' end },
-      { header = 'reference Mbit/s', value = function(e) return M.reference_mbps[e.params.delay_ms] end },
-    },
+    extra = (function()
+      local cols = M.explain_columns()
+      cols[#cols + 1] = { header = 'reference Mbit/s', value = function(e) return M.reference_mbps[e.params.delay_ms] end }
+      return cols
+    end)(),
   }))
+  print('max cwnd/RTT: the bound set by the largest congestion window the sender reached '
+    .. '(TCP_INFO), not a configured window; netem drops: netem\'s own counter during the run; '
+    .. 'backlog drops: packets a full CPU receive backlog dropped (/proc/net/softnet_stat).')
   save('delay', delay)
   local limited = 0
   for _, e in ipairs(delay.points) do
     for _, r in ipairs(e.results or {}) do if r.cpu_limited then limited = limited + 1 break end end
+  end
+  if (run.backend or plan.get_defaults().backend) == 'guest' then
+    print(M.GUEST_NOTE)
   end
   if limited > 0 then
     print(string.format('note: %d of %d points were CPU-limited (a thread at >= 90 %% of a core): '
@@ -176,7 +273,8 @@ function M.main(o)
     xlabel = 'one-way delay (ms)', ylabel = 'throughput (Mbit/s, log)', logy = true,
     series_title = function() return 'measured' end,
     hlines = { { y = 1000, title = 'link rate 1 Gbit/s' } },
-    extra_series = { { title = 'reference experiment (iperf, 2 hosts)', points = reference_points } } }))
+    extra_series = M.cwnd_series(delay, { { title = 'reference experiment (iperf, 2 hosts)',
+                                           points = reference_points } }) }))
 
   -- 2. Loss × delay matrix with the stop rule.
   local matrix = plan.sweep {

@@ -72,8 +72,8 @@
 --
 -- Failures return `nil, message, CODE`: `ENODEV` (no such device),
 -- `ENOENT` (no such namespace, or no such parent class), `EPERM` (needs
--- CAP_NET_ADMIN), `ENOTSUP` (kernel without sch_netem: "modprobe sch_netem",
--- or run inside the qoslab VM harness). Bad arguments raise
+-- CAP_NET_ADMIN), `ENOTSUP` (kernel without sch_netem: the message says
+-- "modprobe sch_netem" or `qoslab run FILE --guest`). Bad arguments raise
 -- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`.
 --
 -- Everything created is recorded with `qoslab.state` so `qoslab cleanup`
@@ -136,6 +136,71 @@ local function read_opts(ctx, opts, for_apply)
     check.fail(ctx, 'opts.ingress_src', 'nil unless direction = "ingress"', o.ingress_src, 2)
   end
   return o
+end
+
+-- The failure messages as the user should read them. The binding's advice
+-- for a missing parent class can arrive with its kernel text lost, and its
+-- advice for a missing sch_netem names no way out; both are rebuilt here
+-- from the code.
+local function advise(msg, code, ifname, o)
+  msg = tostring(msg)
+  if code == 'ENOTSUP' and msg:find('sch_netem', 1, true) then
+    return 'kernel has no sch_netem: load it with modprobe sch_netem, or run the script with '
+      .. '`qoslab run FILE --guest` (a qemu guest with real netem)', code
+  end
+  if code == 'ENOENT' and o and o.parent ~= 'root' and msg:find('is there a class', 1, true) then
+    return string.format('no class %s on %s%s: opts.parent must name an existing class '
+      .. '(e.g. a testbed shaper\'s netem_parent; see `tc class show dev %s`)', o.parent, ifname,
+      o.netns and (' in netns ' .. o.netns) or '', ifname), code
+  end
+  return msg, code
+end
+
+-- NaN anywhere in a spec, as "<field>" (the binding would print it as
+-- "-nan"), or nil.
+local function find_nan(t, prefix)
+  for k, v in pairs(t) do
+    local f = prefix .. '.' .. tostring(k)
+    if type(v) == 'number' and v ~= v then return f end
+    if type(v) == 'table' then
+      local g = find_nan(v, f)
+      if g then return g end
+    end
+  end
+  return nil
+end
+
+-- core.netem_normalize, raising at `level` (1 = the function calling this)
+-- without the binding's position inside this file.
+local function normalize(spec, ctx, level)
+  local nan = find_nan(spec, 'spec')
+  if nan then error(string.format('%s: %s: expected a finite number, got nan', ctx, nan), level + 1) end
+  local ok, r = pcall(core.netem_normalize, spec, ctx)
+  if not ok then error((tostring(r):gsub('^[^\n:]-%.lua:%d+: ', '')), level + 1) end
+  return r
+end
+
+--- Check a spec as `apply` would, without touching the kernel: returns the
+-- canonical spec (`limit_packets = "auto"` is kept as "auto").
+-- @tparam table spec see the module doc
+-- @tparam[opt] string ctx prefix of error messages (default "qoslab.netem.check")
+-- @treturn table canonical spec
+-- @raise "<ctx>: spec.<field>: expected ..., got ..." like `apply`
+-- @usage netem.check{delay_ms = 50, loss_pct = 1}
+function M.check(spec, ctx)
+  ctx = ctx or 'qoslab.netem.check'
+  check.table(ctx, 'spec', spec)
+  local s, auto = spec, false
+  if spec.limit_packets == 'auto' then
+    auto, s = true, {}
+    for k, v in pairs(spec) do s[k] = v end
+    s.limit_packets = nil
+  elseif type(spec.limit_packets) == 'string' then
+    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
+  end
+  local canon = normalize(s, ctx, 2)
+  if auto then canon.limit_packets = 'auto' end
+  return canon
 end
 
 local function check_ifname(ctx, ifname)
@@ -250,7 +315,7 @@ function M.apply(ifname, spec, opts)
   elseif type(spec.limit_packets) == 'string' then
     check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
   end
-  local canon = core.netem_normalize(s, ctx)
+  local canon = normalize(s, ctx, 2)
   local warnings = {}
   local need, rate_bps, source = M.needed_limit(ifname, canon, o)
   if auto then
@@ -288,7 +353,7 @@ function M.apply(ifname, spec, opts)
   -- One call reads what was there, replaces it and reads the result back.
   local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
   if not ok then
-    local msg, code = before, other_kind
+    local msg, code = advise(before, other_kind, dev, o)
     if ifb_created then
       core.ifb_detach(ifname, dev, o.netns)
       netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
@@ -377,7 +442,7 @@ function M.get(ifname, opts)
     if not exists then return nil end
   end
   local spec, msg, c3 = core.netem_get(dev, o.netns, parent)
-  if spec == nil then return nil, msg, c3 end
+  if spec == nil then return nil, advise(msg, c3, dev, o) end
   if spec == false then return nil end
   local rec = record_of(rec_key(ifname, o))
   if rec then
@@ -412,7 +477,7 @@ function M.stats(ifname, opts)
     if not exists then return nil end
   end
   local spec, st, c3 = core.netem_get(dev, o.netns, parent)
-  if spec == nil then return nil, st, c3 end
+  if spec == nil then return nil, advise(st, c3, dev, o) end
   if spec == false then return nil end
   return st
 end
@@ -438,7 +503,7 @@ function M.clear(ifname, opts)
   else
     removed, msg, code = core.netem_clear(ifname, o.netns, o.parent)
   end
-  if removed == nil then return nil, msg, code end
+  if removed == nil then return nil, advise(msg, code, ifname, o) end
   if rec then
     if rec.qdisc_id then netns._forget(rec.qdisc_id) end
     if rec.link_id then netns._forget(rec.link_id) end
@@ -680,7 +745,7 @@ function M.parse(text)
     end
   end
   -- tc sets gap 1 for reorder only when gap is missing; so does normalize.
-  return core.netem_normalize(spec, ctx)
+  return normalize(spec, ctx, 2)
 end
 
 local function fmt_num(v)
@@ -720,7 +785,7 @@ local function pct_s(v) return fmt_num(v) .. '%' end
 function M.format(spec)
   local ctx = 'qoslab.netem.format'
   check.table(ctx, 'spec', spec)
-  local s = core.netem_normalize(spec, ctx)
+  local s = normalize(spec, ctx, 2)
   local out = { 'limit ' .. s.limit_packets }
   local function add(...) for _, v in ipairs { ... } do out[#out + 1] = v end end
   if s.delay_ms or s.jitter_ms then

@@ -364,7 +364,11 @@ function M.format_rate(v)
   return string.format('%.4g bit/s', v)
 end
 
-local function default_progress(info)
+--- The progress line the default reporter prints for a point (without the
+-- newline): `[sweep i/n] label: mean ± ci95 (n=N)  elapsed T, ETA T`.
+-- @tparam table info as given to `opts.progress`
+-- @treturn string
+function M.progress_line(info)
   local last
   if info.skipped then
     last = 'skipped (' .. tostring(info.skip_reason) .. ')'
@@ -376,9 +380,13 @@ local function default_progress(info)
   else
     last = 'failed: ' .. tostring(info.error)
   end
-  io.stderr:write(string.format('[%s %d/%d] %s: %s%s  elapsed %s, ETA %s\n',
+  return string.format('[%s %d/%d] %s: %s%s  elapsed %s, ETA %s',
     info.sweep, info.done, info.total, info.label, last, info.resumed and ' (resumed)' or '',
-    fmt_duration(info.elapsed_s), fmt_duration(info.eta_s)))
+    fmt_duration(info.elapsed_s), fmt_duration(info.eta_s))
+end
+
+local function default_progress(info)
+  io.stderr:write(M.progress_line(info), '\n')
   io.stderr:flush()
 end
 
@@ -392,6 +400,16 @@ local function default_metric(res)
     return res.received.bits_per_second
   end
   return nil
+end
+
+-- xpcall handler: the message alone, so a plan's error reads as one line; the
+-- stack only with QOSLAB_DEBUG=1 (and only once, at the innermost level).
+local function keep_message(e)
+  if os.getenv('QOSLAB_DEBUG') == '1' and type(e) == 'string'
+      and not e:find('\nstack traceback:', 1, true) then
+    return debug.traceback(e, 2)
+  end
+  return e
 end
 
 local function now_s()
@@ -624,6 +642,11 @@ function M.sweep(opts)
           error(string.format('%s: %s: run failed: %s%s', CTX, entry.label, tostring(msg),
             code and (' (' .. tostring(code) .. ')') or ''), 0)
         end
+        if opts.metric == nil and type(res) ~= 'table' and type(res) ~= 'number' then
+          error(string.format('%s: %s: run returned %s; expected a result table or a number',
+            CTX, entry.label, type(res) == 'string' and string.format('string %q', res)
+              or tostring(res)), 0)
+        end
         local v = metric(res)
         if type(v) ~= 'number' or v ~= v then
           error(string.format('%s: %s: metric returned %s, expected a number', CTX,
@@ -632,7 +655,7 @@ function M.sweep(opts)
         values[#values + 1] = v
         results[#results + 1] = res
       end
-    end, debug.traceback)
+    end, keep_message)
     if not ok then perr = err end
     local tok, terr = pcall(call_hook, opts.teardown_point, point, ctx, perr)
     if not tok and not perr then perr = terr end
@@ -682,7 +705,7 @@ function M.sweep(opts)
       summary.points[i] = entry
       report_progress(entry, i)
     end
-  end, debug.traceback)
+  end, keep_message)
   if not ok then sweep_err = err end
   local tok, terr = pcall(call_hook, opts.teardown, ctx, sweep_err)
   summary.elapsed_s = now_s() - t0

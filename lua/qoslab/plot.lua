@@ -257,9 +257,12 @@ local function grid_check(ctx, opts)
   end
 end
 
--- Cells the stop rule skipped are nil in z. For contour lines and the surface
--- they take the last measured value to their left in the row: throughput falls
--- with delay, so that is an upper bound and the contour never claims more.
+-- Cells the stop rule skipped are nil in z. The surface leaves them out
+-- (NaN, missing to gnuplot) and marks them. The heat map's contour lines are
+-- traced on a grid where a skipped cell takes the last measured value to its
+-- left in the row (throughput falls with delay, so an upper bound), which
+-- keeps them continuous between measured cells, and are then clipped: no
+-- part of a line is drawn inside a skipped (grey) cell.
 local function filled(opts)
   local out = {}
   for j = 1, #opts.ys do
@@ -273,7 +276,6 @@ local function filled(opts)
   end
   return out
 end
-
 local function zrange(opts)
   local lo, hi
   for j = 1, #opts.ys do
@@ -332,13 +334,14 @@ function M.heatmap(opts)
   grid_check(ctx, opts)
   local digits = check.integer(ctx, 'opts.digits', opts.digits, 1, 10, 3)
   local fill = filled(opts)
-  local cells, stops, grid = {}, {}, {}
+  local cells, stops, grid, inside = {}, {}, {}, {}
   cells[1] = '# i j z label  (i, j: column and row index; z NaN = skipped)'
   for j, y in ipairs(opts.ys) do
     for i = 1, #opts.xs do
       local v = opts.z[j] and opts.z[j][i]
       if v == nil then
         stops[#stops + 1] = string.format('%d %d', i - 1, j - 1)
+        inside[#inside + 1] = string.format('(abs(x-%d)<=0.5 && abs(y-%d)<=0.5)', i - 1, j - 1)
         cells[#cells + 1] = string.format('%d %d NaN "stop"', i - 1, j - 1)
       else
         cells[#cells + 1] = string.format('%d %d %s "%.' .. digits .. 'g"', i - 1, j - 1, num(v), v)
@@ -391,6 +394,10 @@ function M.heatmap(opts)
   pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
   if #stops > 0 then
     pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. ' (grey: skipped by the stop rule)') .. " font ',14'"
+    -- Contour points inside a skipped cell become undefined: the line breaks there.
+    pre[#pre + 1] = 'skipped(x, y) = ' .. table.concat(inside, ' || ')
+  else
+    pre[#pre + 1] = 'skipped(x, y) = 0'
   end
   for k, level in ipairs(opts.contours or {}) do
     local cf = string.format('%s.contour%d.dat', base, k)
@@ -402,7 +409,7 @@ function M.heatmap(opts)
       string.format('splot %s using 1:2:3 with lines notitle', gq(gridfile)),
       'unset table', 'unset contour', 'set surface',
     }, '\n')
-    plots[#plots + 1] = string.format("%s using 1:2 with lines lw 3 lc rgb %s title %s",
+    plots[#plots + 1] = string.format("%s using 1:(skipped($1, $2) ? NaN : $2) with lines lw 3 lc rgb %s title %s",
       gq(cf), CONTOUR_COLOURS[(k - 1) % #CONTOUR_COLOURS + 1],
       gq(string.format('%g %s', level, opts.contour_unit or '')))
     ::next_level::
@@ -416,7 +423,8 @@ end
 
 --- 3-D surface of z(x, y) over real x/y coordinates (log x), with contour lines
 -- on the surface and on the base at chosen levels.
--- @tparam table opts as `heatmap` (skipped cells take the row's last value)
+-- @tparam table opts as `heatmap` (skipped cells are left out of the surface
+--   and its contours, and marked with a grey cross on the base plane)
 -- @treturn table files or nil, message, CODE as in `lines`
 function M.surface(opts)
   local ctx = 'qoslab.plot.surface'
@@ -425,17 +433,21 @@ function M.surface(opts)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
   grid_check(ctx, opts)
-  local fill = filled(opts)
-  local rows = { '# x y z  (one block per y; skipped cells: last measured value of the row)' }
+  local rows = { '# x y z  (one block per y; NaN = skipped by the stop rule)' }
+  local stops = { '# x y  (skipped by the stop rule)' }
   for j, y in ipairs(opts.ys) do
     for i, x in ipairs(opts.xs) do
-      rows[#rows + 1] = num(x) .. ' ' .. num(y) .. ' ' .. num(fill[j][i])
+      local v = opts.z[j] and opts.z[j][i]
+      rows[#rows + 1] = num(x) .. ' ' .. num(y) .. ' ' .. num(v)
+      if v == nil then stops[#stops + 1] = num(x) .. ' ' .. num(y) end
     end
     rows[#rows + 1] = ''
   end
-  local datfile = base .. '.dat'
-  local ok, err = write_file(datfile, table.concat(rows, '\n') .. '\n')
-  if not ok then return nil, err, 'EACCES' end
+  local datfile, stopfile = base .. '.dat', base .. '.stop.dat'
+  for _, w in ipairs { { datfile, rows }, { stopfile, stops } } do
+    local ok, err = write_file(w[1], table.concat(w[2], '\n') .. '\n')
+    if not ok then return nil, err, 'EACCES' end
+  end
   local lo, hi = zrange(opts)
   local logz = opts.logz
   if logz == nil then logz = lo ~= nil and hi / lo > 50 end
@@ -466,6 +478,11 @@ function M.surface(opts)
   if not (logz and lo) then pre[#pre + 1] = 'set zrange [0:*]' end
   local plots = { string.format("%s using 1:2:3 with lines lc rgb '#666666' lw 0.5 title 'measured surface'",
     gq(datfile)) }
+  if #stops > 1 then
+    plots[#plots + 1] = string.format(
+      "%s using 1:2:(%.10g) with points pt 2 ps 1.5 lw 2 lc rgb '#808080' title 'skipped (stop rule)'",
+      gq(stopfile), zbase)
+  end
   pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
   for k, level in ipairs(opts.contours or {}) do
     if not crossed(level, lo, hi) then goto next_level end

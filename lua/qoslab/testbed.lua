@@ -72,12 +72,23 @@ local function set_impair(tb, spec, direction)
   return true
 end
 
+-- Check an impairment spec before anything is built, naming the testbed's
+-- field (opts.impair.delay_ms), positioned at the caller of the caller.
+local function check_impair(ctx, field, spec)
+  local ok, err = pcall(netem().check, spec, ctx)
+  if not ok then
+    error((tostring(err):gsub('^' .. ctx:gsub('%p', '%%%0') .. ': spec', ctx .. ': ' .. field, 1)), 3)
+  end
+end
+
 --- Build a testbed.
 -- @tparam[opt] table opts
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
 --   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
---   qoslab.shape), impair = netem spec on the client's egress (default none),
---   reverse_impair = netem spec on the server's egress, offloads = bool (default
+--   qoslab.shape), impair = netem spec on the client's egress (default none;
+--   one-way: `delay_ms = 100` gives RTT ≈ 100 ms, the ACKs come back
+--   undelayed), reverse_impair = netem spec on the server's egress (for
+--   symmetric delay split it: impair and reverse_impair `delay_ms = RTT/2`), offloads = bool (default
 --   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
 --   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
 --   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
@@ -106,6 +117,8 @@ function M.testbed(opts)
   local prefix = check.string(CTX, 'opts.prefix', opts.prefix, 'qoslab')
   if opts.impair ~= nil then check.table(CTX, 'opts.impair', opts.impair) end
   if opts.reverse_impair ~= nil then check.table(CTX, 'opts.reverse_impair', opts.reverse_impair) end
+  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
+  if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
   if burst and not rate then
     error(CTX .. ': opts.burst_bytes: only with opts.rate_bps', 2)
   end
@@ -178,6 +191,7 @@ function TB:impair(spec, direction)
     { 'forward', 'reverse' }, 'forward')
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
   if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
+  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec) end
   local ok, err = pcall(set_impair, self, spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end

@@ -191,18 +191,70 @@ local function common(ctx, o)
   return a
 end
 
+local function signal_pending()
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.signal_pending then return core.signal_pending() end
+  return nil
+end
+
+local function send(sig, pid)
+  local p = io.popen('kill -s ' .. sig .. ' ' .. string.format('%d', pid) .. ' 2>/dev/null')
+  if p then p:close() end
+end
+
 local function boot(args, cmd)
   local ok, msg, code = M.available()
   if not ok then return nil, msg, code end
   -- exec + pdeathsig: if this process dies, the harness gets SIGTERM and
-  -- stops its guest instead of running on unattended.
-  local line = { 'exec setpriv --pdeathsig TERM -- bash', shq(harness()) }
+  -- stops its guest instead of running on unattended. The shell prints its
+  -- pid first (exec keeps it), so a signal can be passed on to the harness.
+  local line = { 'echo $$; exec setpriv --pdeathsig TERM -- bash', shq(harness()) }
   for _, a in ipairs(args) do line[#line + 1] = shq(a) end
   line[#line + 1] = '--'
   line[#line + 1] = shq(cmd)
   io.stdout:flush()
   io.stderr:flush()
-  local _, how, n = os.execute(table.concat(line, ' '))
+  -- io.popen, not os.execute: system(3) ignores SIGINT in the caller while it
+  -- waits, so `kill -INT` to this process alone would be lost. The guest's
+  -- stdout is copied through line by line.
+  local p = io.popen(table.concat(line, ' '), 'r')
+  if not p then return nil, 'qoslab.vm: cannot start the harness', 'EIO' end
+  local pid, interrupted
+  local function pump()
+    while true do
+      local l, _, errno = p:read('L')
+      if l then
+        if not pid then
+          pid = tonumber(l)
+          if interrupted and pid then send(interrupted, pid) end
+        else
+          io.stdout:write(l)
+          io.stdout:flush()
+        end
+      elseif errno == 4 then
+        -- EINTR: a signal arrived (qoslab's handler is installed).
+        local sig = signal_pending()
+        if sig then error('interrupted by ' .. sig, 0) end
+      else
+        return
+      end
+    end
+  end
+  while true do
+    local done, e = pcall(pump)
+    if done then break end
+    local sig = tostring(e):match('interrupted by (SIG%u+)')
+    if not sig then
+      if pid then send('TERM', pid) end
+      pcall(p.close, p)
+      error(e, 0)
+    end
+    -- Pass it on: the harness stops qemu and exits; keep reading until then.
+    interrupted = sig
+    if pid then send(sig:sub(4), pid) end
+  end
+  local _, how, n = p:close()
+  if interrupted then error('interrupted by ' .. interrupted, 0) end
   if how == 'signal' then return 128 + n end
   return n
 end
@@ -228,7 +280,11 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `available`, or ENOENT for a missing
 --   `rw_dir`/`cwd`
--- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input
+-- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input;
+--   "interrupted by SIGINT" / "interrupted by SIGTERM" when such a signal
+--   reached this process while qoslab's handlers are installed
+--   (`qoslab run`): the signal is passed on to the harness, which stops the
+--   guest, and the error is raised once it has
 -- @usage local st = vm.run{cmd = 'tc qdisc add dev lo root netem delay 10ms'}
 function M.run(opts)
   local ctx = 'qoslab.vm.run'

@@ -100,4 +100,20 @@ describe('qoslab server / client commands', function()
     assert.equal(1, status)
     assert.matches('ECONNREFUSED', out)
   end)
+  -- 128 + the signal number, as the README says: 130 for SIGINT, 143 for SIGTERM.
+  for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 } } do
+    it('server and client exit ' .. sig[2] .. ' on SIG' .. sig[1], function()
+      local port = H.port()
+      local out = H.tmp('sig-' .. port)
+      local ok, log = H.sh(string.format(
+        'lua5.4 bin/qoslab server -p %d >%s 2>&1 & s=$!; sleep 1; '
+          .. 'lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 30 >%s.c 2>&1 & c=$!; sleep 2; '
+          .. 'kill -%s $c; wait $c; echo client=$?; kill -%s $s; wait $s; echo server=$?',
+        port, H.q(out), port, H.q(out), sig[1], sig[1]))
+      assert.is_true(ok, log)
+      assert.matches('client=' .. sig[2] .. '\n', log, 1, true)
+      assert.matches('server=' .. sig[2] .. '\n', log, 1, true)
+      assert.matches('qoslab: interrupted, test stopped early', H.read(out .. '.c') or '', 1, true)
+    end)
+  end
 end)

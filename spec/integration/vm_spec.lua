@@ -174,6 +174,43 @@ r:close()
       assert.are.equal(require('qoslab')._VERSION .. ' true x y 2\n', read(dir .. '/result.txt'))
     end)
 
+    -- system(3) ignores SIGINT in its caller, so this once went unnoticed:
+    -- the signal must reach the harness, the guest stop, and the exit be
+    -- 130 with one line (no traceback).
+    boot_it('qoslab run --guest: SIGINT to the qoslab process alone stops the guest, exit 130', function()
+      local dir = mktemp_dir()
+      finally(function() sh('rm -rf ' .. dir) end)
+      local f = assert(io.open(dir .. '/slow.lua', 'w'))
+      f:write([[
+local w = assert(io.open(QOSLAB_RUN.out .. '/started', 'w')) w:write('x') w:close()
+qoslab.timer.sleep(120)
+local d = assert(io.open(QOSLAB_RUN.out .. '/finished', 'w')) d:write('x') d:close()
+]])
+      f:close()
+      local out = dir .. '/o'
+      assert(sh('mkdir ' .. out))
+      -- TMPDIR: the harness's run dir goes into our dir; it is removed once
+      -- the harness has stopped qemu.
+      os.execute(string.format("sh -c 'TMPDIR=%s lua5.4 bin/qoslab run %s --guest --out %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s' &",
+        dir, dir .. '/slow.lua', out, dir .. '/log', dir .. '/pid', dir .. '/rc'))
+      local t0 = os.time()
+      while read(out .. '/started') ~= 'x' and os.time() - t0 < 120 do sh('sleep 0.2') end
+      assert.are.equal('x', read(out .. '/started'), read(dir .. '/log'))
+      local qpid = assert(tonumber(read(dir .. '/pid')))
+      sh('kill -INT ' .. qpid)
+      while not read(dir .. '/rc') and os.time() - t0 < 150 do sh('sleep 0.2') end
+      local log = read(dir .. '/log') or ''
+      assert.are.equal('130\n', read(dir .. '/rc'), log)
+      assert.is_truthy(log:find('qoslab run: interrupted by SIGINT; the guest was stopped; results so far in '
+        .. out, 1, true), log)
+      assert.is_nil(log:find('traceback', 1, true), log)
+      assert.is_nil(read(out .. '/finished'))
+      local _, left = sh('ls -A ' .. dir)
+      assert.is_nil(left:find('qoslab-vm-run', 1, true), left)
+      local _, q = sh("pgrep -f '[q]emu-system.*" .. dir .. "/qoslab-vm-run'")
+      assert.are.equal('', q)
+    end)
+
     boot_it('kills a guest that runs past timeout_s and returns 124', function()
       local t0 = os.time()
       local st = vm.run { cmd = 'sleep 600', timeout_s = 8 }

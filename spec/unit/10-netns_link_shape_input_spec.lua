@@ -163,4 +163,20 @@ describe('qoslab.testbed bad input', function()
     raises('qoslab.testbed: opts.burst_bytes: expected an integer in [1, 4294967295], got 0', testbed.testbed,
       { rate_bps = 1e6, burst_bytes = 0 })
   end)
+
+  it('checks the impairment specs up front, naming the testbed field at the caller', function()
+    raises('qoslab.testbed: opts.impair.delay_ms: expected a finite number', testbed.testbed,
+      { impair = { delay_ms = -5 } })
+    raises('qoslab.testbed: opts.reverse_impair.loss_pct: expected a finite number, got nan',
+      testbed.testbed, { reverse_impair = { loss_pct = 0 / 0 } })
+    raises('qoslab.testbed: opts.impair.bogus: unknown key', testbed.testbed,
+      { impair = { delay_ms = 5, limit_packets = 'auto', bogus = 1 } })
+    -- Positioned at the caller's line, not inside qoslab's files.
+    local line = debug.getinfo(1, 'l').currentline + 1
+    local ok, err = pcall(function() return (testbed { impair = { delay_ms = -5 } }) end)
+    assert.is_false(ok)
+    assert.matches('^[^\n]*10%-netns_link_shape_input_spec%.lua:' .. line .. ': qoslab%.testbed: opts%.impair%.delay_ms', err)
+    local _, e2 = pcall(function() return (testbed.testbed { burst_bytes = 1 }) end)
+    assert.is_nil(e2:find('lua/qoslab/', 1, true), e2)
+  end)
 end)

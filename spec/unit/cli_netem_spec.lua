@@ -16,7 +16,7 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     end,
     get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end,
     stats = function(dev) return { packets = 10, bytes = 15140, drops = 1, overlimits = 0, requeues = 0, backlog_packets = 0, backlog_bytes = 0 } end,
-    clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return true end,
+    clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return dev ~= 'empty' end,
   }
 
   local function netem(argv)
@@ -60,6 +60,9 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     assert.equal(0, rc)
     assert.equal('veth0: netem removed\n', out)
     assert.same({ dev = 'veth0', opts = { netns = 'ns1' } }, fake.cleared)
+    rc, out = netem { 'clear', 'empty' }
+    assert.equal(0, rc)
+    assert.equal('no netem on empty\n', out)
   end)
 
   it('a failure of the world: message and code, exit 1; bad input: exit 2', function()

@@ -102,6 +102,62 @@ qoslab.plan.sweep { name = 'e', params = { x = { 1 } }, run = function() error('
       assert.matches('qoslab run: ' .. dir .. '/raise.lua: ' .. dir .. '/raise.lua:1: no route to host', err, 1, true)
     end)
 
+    it('a directory, a non-result return, internal positions: one clear line, no traceback', function()
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir))
+      assert.equal(2, rc)
+      assert.equal('qoslab run: cannot load ' .. dir .. ': is a directory, not a Lua file\n', err)
+      write(dir .. '/abc.lua', [[
+
+qoslab.plan.sweep { name = 'a', params = { x = { 1 } }, run = function() return 'abc' end }
+]])
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/abc.lua') .. ' --out ' .. q(dir .. '/o'))
+      assert.equal(1, rc)
+      assert.matches('qoslab run: ' .. dir .. '/abc.lua: ' .. dir .. '/abc.lua:2: qoslab.plan.sweep: x=1: '
+        .. 'run returned string "abc"; expected a result table or a number\n', err, 1, true)
+      assert.is_nil(err:find('stack traceback', 1, true), err)
+      -- An error raised inside qoslab: the plan's line, not qoslab's.
+      write(dir .. '/inner.lua', [[
+local tb = qoslab.testbed { impair = { delay_ms = -5 } }
+]])
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/inner.lua') .. ' --host --out ' .. q(dir .. '/o2'))
+      assert.equal(1, rc)
+      assert.matches(dir .. '/inner.lua:1: qoslab.testbed: opts.impair.delay_ms: expected', err, 1, true)
+      assert.is_nil(err:find('lua/qoslab/', 1, true), err)
+      assert.is_nil(err:find('stack traceback', 1, true), err)
+      -- QOSLAB_DEBUG=1 shows the stack.
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/abc.lua') .. ' --out ' .. q(dir .. '/o'), 'QOSLAB_DEBUG=1')
+      assert.equal(1, rc)
+      assert.matches('stack traceback:', err, 1, true)
+    end)
+
+    it('--resume without --out is refused; a failed run leaves no empty folder', function()
+      write(dir .. '/p.lua', 'return 0')
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --resume')
+      assert.equal(2, rc)
+      assert.equal('qoslab run: --resume needs --out DIR: the results folder to continue\n', err)
+      write(dir .. '/fail.lua', 'error("boom")')
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/fail.lua') .. ' --out ' .. q(dir .. '/new/o'))
+      assert.equal(1, rc)
+      assert.matches('removed the empty ' .. dir .. '/new/o', err, 1, true)
+      assert.is_nil(io.open(dir .. '/new/o', 'r'))
+      -- A folder that existed before is left alone.
+      os.execute('mkdir ' .. q(dir .. '/old'))
+      rc = qoslab(dir, 'run ' .. q(dir .. '/fail.lua') .. ' --out ' .. q(dir .. '/old'))
+      assert.equal(1, rc)
+      assert.is_truthy(io.open(dir .. '/old', 'r'))
+    end)
+
+    it('inside the guest progress goes to stdout, in order with what the plan prints', function()
+      write(dir .. '/p.lua', [[
+qoslab.plan.sweep { name = 'g', params = { x = { 1, 2 } }, run = function(p) return p.x end }
+print('TABLE')
+]])
+      local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --in-guest --out ' .. q(dir .. '/o'))
+      assert.equal(0, rc, err)
+      assert.matches('^%[g 1/2%] x=1: 1 bit/s[^\n]*\n%[g 2/2%] x=2: 2 bit/s[^\n]*\nTABLE\n$', out)
+      assert.is_nil(err:find('[g ', 1, true), err)
+    end)
+
     it('--guest and --host together are refused', function()
       write(dir .. '/p.lua', 'return 0')
       local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --guest --host')
@@ -140,8 +196,9 @@ mark('finished')
         assert.equal('x', slurp(o .. '/teardown_err'))
         assert.equal('x', slurp(o .. '/teardown_point_err'), slurp(dir .. '/log'))
         assert.is_nil(slurp(o .. '/finished'))
-        assert.matches(sig[1] == 'INT' and 'interrupted by SIGINT' or 'terminated by SIGTERM',
+        assert.matches('qoslab run: interrupted by SIG' .. sig[1] .. '; results so far in ' .. o,
           slurp(dir .. '/log'), 1, true)
+        assert.is_nil(slurp(dir .. '/log'):find('stack traceback', 1, true), slurp(dir .. '/log'))
         assert.matches('continue with --resume', slurp(dir .. '/log'), 1, true)
       end)
     end
@@ -157,12 +214,28 @@ mark('finished')
       assert.matches('qoslab demo: backend host', out, 1, true)
       assert.matches('loss % \\ delay ms', out, 1, true)
       assert.matches('TCP throughput vs one-way delay', out, 1, true)
+      -- What explains each delay point: the cwnd bound (not a configured
+      -- window), retransmits, netem's drops during the run (the fake's counter
+      -- goes up by one per read, so 1), and the CPU flag.
+      assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | backlog drops | CPU-limited | reference Mbit/s\n', out, 1, true)
+      assert.matches('\n%s+1 |%s+%d+ |%s+[%d.]+ |%s+0 |%s+1 |%s+%d+ |%s+no |%s+854\n', out)
+      assert.is_nil(out:find('| window/RTT Mbit/s | reference', 1, true))
+      assert.is_nil(out:find('measured inside the qemu guest', 1, true))
+      assert.matches("title 'max cwnd / RTT (sender TCP_INFO)'", slurp(o .. '/delay.gp'), 1, true)
       for _, f in ipairs { 'results.jsonl', 'delay.csv', 'delay.json', 'delay.png', 'delay.svg',
                            'matrix.csv', 'matrix-heatmap.png', 'matrix-surface.png',
                            'window.csv', 'window.png' } do
         assert.is_string(slurp(o .. '/' .. f), 'missing ' .. f)
       end
       assert.equal('\137PNG', slurp(o .. '/delay.png'):sub(1, 4))
+    end)
+
+    it('the demo measured in the guest says why its points spread', function()
+      local o = dir .. '/demo'
+      local rc, out, err = qoslab(dir, 'run lua/qoslab/demo.lua --in-guest --quick --out ' .. q(o),
+        'LUA_INIT_5_4=' .. q(FAKE_INIT))
+      assert.equal(0, rc, err)
+      assert.matches('note: measured inside the qemu guest, whose CPU is emulated (TCG)', out, 1, true)
     end)
 
     for _, ex in ipairs { 'delay_sweep', 'loss_delay_matrix', 'window_sweep', 'parallel_clients', 'udp_bitrate' } do

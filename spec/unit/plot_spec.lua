@@ -85,6 +85,32 @@ describe('qoslab.plot', function()
     assert.matches('"stop"', assert(slurp(dir .. '/m-heatmap.dat')))
   end)
 
+  it('skipped cells: no surface and no contour line there, and they are marked', function()
+    -- Row y=5 was stopped after x=50; the value there (1.01) is close to the
+    -- 1.0 contour, so a line traced through a filled-in cell would cross into it.
+    local xs, ys = { 1, 10, 50, 100, 300 }, { 1, 5 }
+    local z = { { 70, 7, 1.4, 0.97, 0.6 }, { 31, 3.2, 1.01, nil, nil } }
+    local s = assert(plot.surface { out = dir .. '/s', xs = xs, ys = ys, z = z, contours = { 1 }, formats = { 'png' } })
+    assert_png(s.png)
+    local dat = assert(slurp(s.dat))
+    assert.matches('\n100 5 NaN\n300 5 NaN\n', dat, 1, true)
+    assert.equal('# x y  (skipped by the stop rule)\n100 5\n300 5\n', slurp(dir .. '/s.stop.dat'))
+    assert.matches("s.stop.dat' using 1:2:(", assert(slurp(s.gp)), 1, true)
+    assert.matches("title 'skipped (stop rule)'", slurp(s.gp), 1, true)
+    local h = assert(plot.heatmap { out = dir .. '/h', xs = xs, ys = ys, z = z, contours = { 1 }, formats = { 'png' } })
+    assert_png(h.png)
+    local gp = assert(slurp(h.gp))
+    assert.matches('skipped(x, y) = (abs(x-3)<=0.5 && abs(y-1)<=0.5) || (abs(x-4)<=0.5 && abs(y-1)<=0.5)', gp, 1, true)
+    assert.matches("h.contour1.dat' using 1:(skipped($1, $2) ? NaN : $2) with lines", gp, 1, true)
+    -- The traced line does enter the skipped cell (x index 3, y index 1), so
+    -- the clipping above is what keeps it out of the grey.
+    local entered = false
+    for x, y in assert(slurp(dir .. '/h.contour1.dat')):gmatch('\n%s*([%d.e+-]+)%s+([%d.e+-]+)%s+[%d.e+-]+') do
+      if math.abs(tonumber(x) - 3) <= 0.5 and math.abs(tonumber(y) - 1) <= 0.5 then entered = true end
+    end
+    assert.is_true(entered)
+  end)
+
   it('sweep_lines: one series per value of a parameter', function()
     local s = plan.sweep { name = 'w', progress = false,
       params = { window_bytes = { 65536, 1048576 }, delay_ms = { 10, 100 } },

@@ -153,6 +153,39 @@ describe('bin/qoslab exit status for bad command lines', function()
     end
   end)
 
+  it('negative numbers are values of their flag, with the unit in the message', function()
+    for _, c in ipairs {
+      { 'client 127.0.0.1 -t -5', '-t: expected a positive number of seconds (at most 86400), got -5' },
+      { 'client 127.0.0.1 --time -5', '-t: expected a positive number of seconds (at most 86400), got -5' },
+      { 'client 127.0.0.1 -n -1', "-n: size: '-1' is negative: expected bytes >= 0" },
+      { 'client 127.0.0.1 -O -1', '-O: expected a number of seconds in [0, 3600], got -1' },
+      { 'client 127.0.0.1 -i -1', '-i: expected a number of seconds in [0, 3600], got -1' },
+      { 'client 127.0.0.1 -b -5', "-b: rate: '-5' is negative: expected bits/s >= 0" },
+      { 'client 127.0.0.1 --connect-timeout 0',
+        '--connect-timeout: expected a number of milliseconds in [1, 3600000], got 0' },
+      { 'server -p -1', '-p: -1 is out of range [0, 65535]' },
+    } do
+      local status, out, err = qoslab(c[1])
+      assert.equal(2, status, c[1])
+      assert.equal('', out, c[1])
+      assert.matches(c[2], err, 1, true)
+      assert.is_nil(err:find('unknown option', 1, true), err)
+    end
+    local o = assert(ct.parse_client { 'h', '-t', '2' })
+    assert.equal(2, o.duration_s)
+    assert.matches('-t: expected a positive number of seconds', select(2, ct.parse_client { 'h', '-t', '-5' }), 1, true)
+  end)
+
+  it("errors show the subcommand's usage, not the top-level one", function()
+    local _, _, err = qoslab('client 127.0.0.1 -t -5')
+    assert.matches('^Usage: qoslab client ', err)
+    assert.matches('\nqoslab client: error: %-t: ', err)
+    _, _, err = qoslab('server --frobnicate')
+    assert.matches('^Usage: qoslab server ', err)
+    _, _, err = qoslab('frobnicate')
+    assert.matches('^Usage: qoslab %[%-h%]', err)
+  end)
+
   it('--help lists the iperf3 flags', function()
     local status, out = qoslab('client --help')
     assert.equal(0, status)
