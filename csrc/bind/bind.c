@@ -29,6 +29,14 @@ static const char *describe(lua_State *L, int idx)
 	idx = lua_absindex(L, idx);
 	switch (lua_type(L, idx)) {
 	case LUA_TNUMBER:
+		if (lua_isinteger(L, idx))
+			return lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, idx));
+		else {
+			double v = lua_tonumber(L, idx);
+			if (v != v)
+				return lua_pushliteral(L, "nan");
+			return lua_pushfstring(L, "%s", luaL_tolstring(L, idx, NULL));
+		}
 	case LUA_TBOOLEAN:
 		return lua_pushfstring(L, "%s", luaL_tolstring(L, idx, NULL));
 	case LUA_TSTRING:
@@ -142,10 +150,9 @@ int qlb_opt_number(lua_State *L, int idx, const char *ctx, const char *prefix,
 	if (lua_type(L, -1) != LUA_TNUMBER || !isfinite(v) || v < min ||
 	    v > max) {
 		const char *f = fieldname(L, prefix, key);
-		const char *exp = lua_pushfstring(L, "a finite number in [%f, %f]",
-						  (LUAI_UACNUMBER)min,
-						  (LUAI_UACNUMBER)max);
-		qlb_field_error(L, ctx, f, exp, -3);
+		char exp[96];
+		snprintf(exp, sizeof exp, "a finite number in [%.15g, %.15g]", min, max);
+		qlb_field_error(L, ctx, f, exp, -2);
 	}
 	*out = v;
 	lua_pop(L, 1);

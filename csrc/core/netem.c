@@ -511,11 +511,15 @@ static int kernel_advice(int rc, const ql_qdisc_target *t, ql_err *e)
 {
 	if (rc == -ENOENT && strstr(e->msg, "kind is unknown"))
 		return ql_err_set(e, EOPNOTSUPP, "ENOTSUP",
-				  "kernel has no sch_netem: load it with modprobe sch_netem (or run inside the qoslab VM harness)");
-	if (rc == -ENOENT && t->parent != TC_H_ROOT)
+				  "kernel has no sch_netem: load it with modprobe sch_netem (or run the script with bin/qoslab run FILE --guest: a qemu guest with real netem)");
+	if (rc == -ENOENT && t->parent != TC_H_ROOT) {
+		/* Copy first: the message is formatted into the same record. */
+		char kernel[QL_ERR_MSG_MAX];
+		snprintf(kernel, sizeof kernel, "%s", e->msg);
 		return ql_err_set(e, ENOENT, "ENOENT",
 				  "%s (is there a class %x:%x on \"%s\"? opts.parent must name an existing class)",
-				  e->msg, TC_H_MAJ(t->parent) >> 16, TC_H_MIN(t->parent), t->ifname);
+				  kernel, TC_H_MAJ(t->parent) >> 16, TC_H_MIN(t->parent), t->ifname);
+	}
 	return rc;
 }
 

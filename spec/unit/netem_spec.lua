@@ -55,7 +55,7 @@ describe('qoslab.netem spec checks', function()
 
   it('rejects values out of range, naming the field', function()
     for _, k in ipairs(pct_keys) do
-      bad({ delay_ms = 1, [k] = 100.5 }, 'spec.' .. k .. ': expected a finite number in [0.0, 100.0], got 100.5')
+      bad({ delay_ms = 1, [k] = 100.5 }, 'spec.' .. k .. ': expected a finite number in [0, 100], got 100.5')
       bad({ delay_ms = 1, [k] = -1 }, 'spec.' .. k .. ': expected')
     end
     bad({ delay_ms = -1 }, 'spec.delay_ms: expected')
