@@ -10,6 +10,17 @@
 -- @module qoslab.cli_traffic
 local cli = require 'qoslab.cli'
 
+-- An interval record with only the entries measured by `side`.
+local function side_only(iv, side)
+  local c = {}
+  for k, v in pairs(iv) do c[k] = v end
+  c.streams = {}
+  for _, e in ipairs(iv.streams or {}) do
+    if e.side == side then c.streams[#c.streams + 1] = e end
+  end
+  return c
+end
+
 local M = {}
 
 -- ---------------------------------------------------------- converters --
@@ -313,7 +324,11 @@ local function run_client(a)
           out(title, '[ ID] dir   interval           transfer          bitrate')
           header = true
         end
-        for _, line in ipairs(traffic.interval_lines(iv)) do out(title, line) end
+        -- Live lines show what this end measured. The peer's entries arrive
+        -- a little after the local interval closes, so they would land in
+        -- the wrong live record; they are printed from the final result,
+        -- where they sit in their own grid slot.
+        for _, line in ipairs(traffic.interval_lines(side_only(iv, 'client'))) do out(title, line) end
       end
       if core.signal_pending() then error('interrupted by ' .. core.signal_pending()) end
     end
@@ -337,6 +352,16 @@ local function run_client(a)
   if a.json then
     out(nil, json_text(traffic.to_iperf3_json(res)))
   else
+    if show and res.peer == 'qoslab' then
+      local first = true
+      for _, iv in ipairs(res.intervals or {}) do
+        local peer = side_only(iv, 'server')
+        if #peer.streams > 0 then
+          if first then out(title, 'server side (sent with the results):'); first = false end
+          for _, line in ipairs(traffic.interval_lines(peer)) do out(title, line) end
+        end
+      end
+    end
     out(title, '- - - - - - - - - - - - - - - - - - - - - - - - -')
     for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
     out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
