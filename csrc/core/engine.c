@@ -311,12 +311,45 @@ static int set_buffers(ql_test *t, int fd, ql_stream *s, ql_err *e)
 	return 0;
 }
 
-/* Options that must be set before connect (client) or right after accept. */
+/*
+ * Where each option goes (issue 3 point 2, case 013):
+ *
+ * - Client: every option is set on the stream socket before connect(), so
+ *   the SYN already carries the MSS and a window scale derived from the
+ *   requested buffer.
+ * - Server: the listening socket is shared by all concurrent tests and
+ *   never carries a buffer option. The kernel copies the listener's
+ *   buffers into every accepted socket, and SO_RCVBUF/SO_SNDBUF also set
+ *   locks that cannot be cleared again. A listener that carried one test's
+ *   buffers would turn off autotuning for every later test. Without that
+ *   lock the SYN-ACK's window scale is chosen from max(net.core.rmem_max,
+ *   net.ipv4.tcp_rmem[2]) (tcp_select_initial_window), so it can express
+ *   any buffer the kernel grants later. Each accepted data socket gets its
+ *   test's options before the client may send data (before TEST_START).
+ *   The handshake has already fixed tp->window_clamp from the default
+ *   buffer (tcp_init_buffer_space), and the late SO_RCVBUF turns off the
+ *   autotuning that would have raised it. So the receive window would stay
+ *   near tcp_rmem[1]/2 (about 64 KiB) whatever was asked. TCP_WINDOW_CLAMP
+ *   lifts that cap to the granted buffer. The window then follows the
+ *   kernel's own buffer-derived limit, as if the buffer had been set before
+ *   the SYN. SO_SNDBUF has no handshake-time effect: it only has to be in
+ *   place before the first write.
+ *   TCP_MAXSEG on an accepted socket only records user_mss. The MSS in both
+ *   directions is still bounded by the client's SYN, which carries the
+ *   option.
+ */
 static int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e)
 {
 	int rc = set_buffers(t, fd, s, e);
 	if (rc < 0)
 		return rc;
+	if (t->proto == QL_PROTO_TCP && t->side == QL_SIDE_SERVER && s->rcvbuf.requested_bytes > 0 &&
+	    s->rcvbuf.granted_bytes > 0) {
+		int v = (int)s->rcvbuf.granted_bytes;
+		if (setsockopt(fd, IPPROTO_TCP, TCP_WINDOW_CLAMP, &v, sizeof v) < 0)
+			return ql_err_set(e, errno, NULL, "setsockopt(TCP_WINDOW_CLAMP, %d): %s", v,
+					  strerror(errno));
+	}
 	if (t->proto == QL_PROTO_TCP) {
 		int one = 1;
 		if (t->prm.nodelay &&
@@ -2924,14 +2957,8 @@ static int server_sockets(ql_server *s, ql_err *e)
 	setsockopt(s->lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
 	if (s->family == AF_INET6)
 		setsockopt(s->lfd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
-	/* Server-wide buffer defaults go on the listener so accepted sockets
-	 * inherit them from the SYN on. */
-	int64_t snd = s->o.sndbuf_bytes ? s->o.sndbuf_bytes : s->o.window_bytes;
-	int64_t rcv = s->o.rcvbuf_bytes ? s->o.rcvbuf_bytes : s->o.window_bytes;
-	if (snd > 0)
-		setsockopt(s->lfd, SOL_SOCKET, SO_SNDBUF, &(int){ (int)snd }, sizeof(int));
-	if (rcv > 0)
-		setsockopt(s->lfd, SOL_SOCKET, SO_RCVBUF, &(int){ (int)rcv }, sizeof(int));
+	/* No buffer option on the listener, not even the server-wide
+	 * defaults: see apply_opts for why and where they go instead. */
 	if (bind(s->lfd, (struct sockaddr *)&ss, len) < 0) {
 		int err = errno;
 		return ql_err_set(e, err, NULL, "bind TCP port %d: %s%s", port, strerror(err),

@@ -352,7 +352,13 @@ methods.close = Test.__close
 --   `omit_s` (warm-up excluded from totals, 0-3600, default 0),
 --   `interval_s` (report period, 0.1-3600, default 1),
 --   `window_bytes` (SO_SNDBUF and SO_RCVBUF on both ends; Linux doubles it,
---   socket(7)) or `sndbuf_bytes` / `rcvbuf_bytes` separately,
+--   socket(7)) or `sndbuf_bytes` / `rcvbuf_bytes` separately. The client
+--   sets them, like every socket option, before connect. A qoslab server
+--   sets them on each accepted data socket before the test starts, and it
+--   lifts TCP_WINDOW_CLAMP to the granted receive buffer, because the
+--   handshake had fixed the clamp from the default buffer (case 013). Its
+--   listener carries no buffer option, so the SYN-ACK window scale covers
+--   net.core.rmem_max,
 --   `bitrate_bps` (integer bits/s per stream, 0-2^50; UDP default 1e6, TCP
 --   default unlimited; 0 = unlimited), `length_bytes` (TCP write size, up to
 --   16 MiB, default 131072; UDP payload
@@ -473,7 +479,8 @@ end
 --   port, read it with `:port()`), `bind_address`, `netns` (named
 --   namespace the server threads enter), `one_off` (serve one test, then
 --   stop), `window_bytes` / `sndbuf_bytes` / `rcvbuf_bytes` (defaults for the
---   data sockets when the client requests none), `idle_timeout_s` (drop a
+--   data sockets when the client requests none; set on each accepted data
+--   socket, never on the shared listener, see `client`), `idle_timeout_s` (drop a
 --   control connection silent for this long, default 30), `max_tests`
 --   (concurrent tests, 1-4096, default 64).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
