@@ -29,7 +29,10 @@ local describe_netem = (core.traffic_client and netem_available()) and describe
 describe_netem('regress 001: server window after accept', function()
   it('a 4 MiB window over 300 ms RTT opens on the server (forward: server receives)', function()
     local saved = { H.sysctl('net.core.rmem_max'), H.sysctl('net.core.wmem_max') }
+    local tcp_mem = H.read('/proc/sys/net/ipv4/tcp_mem'):gsub('%s+', ' ')
     H.must('sysctl -qw net.core.rmem_max=67108864 net.core.wmem_max=67108864')
+    -- above the 1 GiB guest's memory-pressure mark, which shrinks windows
+    H.must("sysctl -qw net.ipv4.tcp_mem='65536 98304 131072'")
     local pair = H.netns_pair {}
     local srv
     local ok, err = pcall(function()
@@ -43,13 +46,21 @@ describe_netem('regress 001: server window after accept', function()
       H.identities(res, 'regress 001')
       local bps = res.received.bits_per_second
       -- 4 MiB / 0.3 s = 112 Mbit/s; the bug gave 64 KiB / 0.3 s = 1.7 Mbit/s
+      local per = {}
+      for _, iv in ipairs(res.intervals) do
+        local x = iv.sum.receiver or iv.sum.sender
+        per[#per + 1] = x and string.format('%.0f', x.bits_per_second / 1e6) or '-'
+      end
       assert(bps >= 0.5 * 4194304 * 8 / 0.3,
-        string.format('%.1f Mbit/s: the server window did not open', bps / 1e6))
+        string.format('%.1f Mbit/s: the server window did not open (intervals %s Mbit/s, '
+          .. '%s retransmits, max cwnd %s B)', bps / 1e6, table.concat(per, ' '),
+          tostring(res.sent.retransmits), tostring(res.streams[1].sender.max_snd_cwnd_bytes)))
       assert.equal(8388608, res.streams[1].receiver.rcvbuf.granted_bytes)
     end)
     if srv then srv:stop() end
     pair.close()
     H.must(string.format('sysctl -qw net.core.rmem_max=%d net.core.wmem_max=%d', saved[1], saved[2]))
+    H.must(string.format("sysctl -qw net.ipv4.tcp_mem='%s'", tcp_mem))
     assert(ok, err)
   end)
 end)
