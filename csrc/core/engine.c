@@ -1174,6 +1174,18 @@ static int64_t next_tick(ql_test *t)
 	return tick_due(t, NULL);
 }
 
+/* When a control loop must look again: the next tick, or the planned end
+ * of a timed test (the tick there waits a slack; the senders' stop does
+ * not). */
+static int64_t wake_at(ql_test *t)
+{
+	int64_t w = next_tick(t);
+	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
+	if (!t->limited && planned > ql_now_ns() && planned < w)
+		w = planned;
+	return w;
+}
+
 /* ------------------------------------------------------- test objects --- */
 
 static ql_test *test_new(int side)
@@ -2125,7 +2137,7 @@ static int client_run(ql_test *t)
 		maybe_tick(t);
 		if (client_done_cond(t, sender_done_signal))
 			break;
-		int64_t now = ql_now_ns(), w = next_tick(t);
+		int64_t now = ql_now_ns(), w = wake_at(t);
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
@@ -2643,7 +2655,7 @@ static int server_run(ql_test *t)
 					  NULL);
 			signalled = 1;
 		}
-		int64_t now = ql_now_ns(), w = next_tick(t);
+		int64_t now = ql_now_ns(), w = wake_at(t);
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
