@@ -62,6 +62,9 @@ typedef struct ql_stream {
 	_Atomic uint64_t bytes, packets, writes;
 	_Atomic int done;                /* sender finished / receiver EOF */
 	_Atomic int64_t last_rx_ns;
+	/* sender: when its last write returned (its span's end) and when it
+	 * finished (data acknowledged); set by the worker before `done` */
+	int64_t last_tx_ns, done_ns;
 	pthread_mutex_t mu;              /* guards rx */
 	ql_udp_rx rx;
 	int rx_init;
@@ -577,6 +580,7 @@ static void tcp_send_loop(ql_stream *s)
 				off += (size_t)r;
 				atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
 				atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
+				s->last_tx_ns = ql_now_ns();
 			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
 				wait_io(s->fd, POLLOUT, 50);
 			} else if (r < 0) {
@@ -593,7 +597,7 @@ out:
 	/* A stock iperf3 client stops reading when it sends TEST_END, so a
 	 * server waiting for its acks would only stall. */
 	if (!atomic_load(&t->stop_req) && (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
-		tcp_wait_acked(s, t->limited ? 10 * QL_NS_PER_S : 2 * QL_NS_PER_S);
+		tcp_wait_acked(s, t->limited ? 10 * QL_NS_PER_S : TCP_DRAIN_CAP_NS);
 	shutdown(s->fd, SHUT_WR);
 }
 
@@ -636,6 +640,7 @@ static void udp_stamp(char *p, uint64_t seq, int seq64, int64_t now)
 
 static void udp_send_loop(ql_stream *s)
 {
+	int64_t wrote_at = 0;   /* the pacer's clock read before the last send */
 	ql_test *t = s->t;
 	size_t len = (size_t)t->prm.len_bytes;
 	int batch = t->udp_batch > 0 ? t->udp_batch : UDP_TX_BATCH;
@@ -739,6 +744,7 @@ static void udp_send_loop(ql_stream *s)
 			}
 			seq += (uint64_t)sent;
 			due -= (uint64_t)sent;
+			wrote_at = now;
 			atomic_fetch_add_explicit(&s->packets, (uint64_t)sent, memory_order_relaxed);
 			atomic_fetch_add_explicit(&s->bytes, (uint64_t)sent * len, memory_order_relaxed);
 			atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
@@ -749,6 +755,7 @@ static void udp_send_loop(ql_stream *s)
 		}
 	}
 out:
+	s->last_tx_ns = wrote_at;
 	free(buf);
 	free(mm);
 	free(iov);
@@ -867,6 +874,7 @@ static void *stream_main(void *arg)
 	thread_cpu(&u1, &s1);
 	s->cpu_user_ns = u1 - u0;
 	s->cpu_sys_ns = s1 - s0;
+	s->done_ns = ql_now_ns();
 	atomic_store(&s->done, 1);
 	return NULL;
 }
@@ -1113,8 +1121,11 @@ static void final_snapshot(ql_test *t, int64_t send_end_ns)
 {
 	int64_t end = send_end_ns;
 	for (int i = 0; i < t->nstreams; i++) {
-		int64_t l = atomic_load(&t->st[i].last_rx_ns);
-		if (!t->st[i].sender && l > end)
+		ql_stream *s = &t->st[i];
+		/* a sender's TCP_INFO keeps meaning something until its data
+		 * is acknowledged (done_ns, after the join) */
+		int64_t l = s->sender ? s->done_ns : atomic_load(&s->last_rx_ns);
+		if (l > end)
 			end = l;
 	}
 	int64_t now = ql_now_ns();
@@ -1128,20 +1139,29 @@ static void final_snapshot(ql_test *t, int64_t send_end_ns)
 	take_snapshot_at(t, 0, end, end);
 }
 
+/* When the next grid tick is due. A tick at the planned end of a timed test
+ * would leave a sliver of an interval after it, so it waits one slack: the
+ * final snapshot closes that interval if the test ends by then; a test that
+ * goes on (a receiver draining, a sender waiting for its acknowledgements)
+ * gets it a little late instead of one double-length interval. */
+static int64_t tick_due(ql_test *t, int64_t *nominal)
+{
+	int64_t next = ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
+	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
+	int64_t slack = t->period_ns / 20 > 20 * MS ? t->period_ns / 20 : 20 * MS;
+	if (nominal)
+		*nominal = next;
+	if (!t->limited && next > planned - slack && next < planned + slack)
+		return next + slack;
+	return next;
+}
+
 static void maybe_tick(ql_test *t)
 {
 	int64_t now = ql_now_ns();
-	int64_t next = ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
-	if (now < next)
+	int64_t next;
+	if (now < tick_due(t, &next))
 		return;
-	/* A tick at the planned end of a timed test would leave a sliver of
-	 * an interval after it: let the final snapshot close that interval. */
-	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
-	int64_t slack = t->period_ns / 20 > 20 * MS ? t->period_ns / 20 : 20 * MS;
-	if (!t->limited && next > planned - slack && next < planned + slack) {
-		t->tick_k++;
-		return;
-	}
 	take_snapshot_at(t, 1, now, next);
 	/* Skip grid points that passed while we were busy (stay on the grid). */
 	while (ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k) <= now)
@@ -1150,7 +1170,19 @@ static void maybe_tick(ql_test *t)
 
 static int64_t next_tick(ql_test *t)
 {
-	return ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
+	return tick_due(t, NULL);
+}
+
+/* When a control loop must look again: the next tick, or the planned end
+ * of a timed test (the tick there waits a slack; the senders' stop does
+ * not). */
+static int64_t wake_at(ql_test *t)
+{
+	int64_t w = next_tick(t);
+	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
+	if (!t->limited && planned > ql_now_ns() && planned < w)
+		w = planned;
+	return w;
 }
 
 /* ------------------------------------------------------- test objects --- */
@@ -1333,6 +1365,20 @@ static int receivers_eof(ql_test *t)
 	return all_done(t, 0);
 }
 
+static int senders_done(ql_test *t)
+{
+	return all_done(t, 1);
+}
+
+/* Stopped senders wait (bounded) until their data is acknowledged; the
+ * grid keeps ticking meanwhile, so the sending socket's TCP_INFO covers
+ * every interval in which the receiver still gets data (case 008). */
+static void wait_senders(ql_test *t)
+{
+	wait_ticking(t, INT64_MAX, senders_done);
+	streams_join(t, 1, 0);
+}
+
 /* TCP receivers: until every stream saw EOF or nothing came for the drain
  * time; UDP: the drain time after the sender's end. */
 static void drain_receivers(ql_test *t)
@@ -1390,13 +1436,15 @@ static void local_totals(ql_test *t, ql_entry *out)
 		x->role = s->sender ? QL_ROLE_SENDER : QL_ROLE_RECEIVER;
 		x->side = t->side;
 		int nret = 0, nint = 0;
-		double jit = 0;
+		double jit = 0, from_s = -1;
 		int has_jit = 0;
 		for (int k = 0; k < t->niv; k++) {
 			ql_interval *iv = &t->iv[k];
 			if (iv->omitted || i >= iv->nentries)
 				continue;
 			ql_entry *y = &iv->entries[i];
+			if (from_s < 0)
+				from_s = iv->start_s;
 			nint++;
 			x->valid |= y->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
 			x->bytes += y->bytes;
@@ -1417,6 +1465,19 @@ static void local_totals(ql_test *t, ql_entry *out)
 				has_jit = 1;
 			}
 		}
+		/* The span over which the bytes were counted, on this side's
+		 * clock from the end of the warm-up: a sender's ends when its
+		 * last write returned (not when the acks came), a receiver's
+		 * when it read its last byte (the tail included). The receiver
+		 * reads the last byte after that write returned and, forward,
+		 * started its clock first; in reverse it started one control
+		 * message later, which the last byte's trip over the same
+		 * path (behind the queued data) outlasts. So receiver seconds
+		 * >= sender seconds (case 019). */
+		int64_t last = s->sender ? s->last_tx_ns : atomic_load(&s->last_rx_ns);
+		double span = (double)(last - t->start_ns) / 1e9 - from_s;
+		if (from_s >= 0 && last > t->start_ns && span > 0 && x->bytes > 0)
+			x->seconds = span;
 		if (nret && nret == nint)
 			x->valid |= QL_E_RETRANS;
 		if (has_jit) {
@@ -1650,10 +1711,29 @@ static void entry_accumulate(ql_entry *x, const ql_entry *y)
 	entry_finish(x);
 }
 
+/* Grid slot of an interval that starts start_s after its side's start: the
+ * number of grid ticks at or before that moment. Both ends tick the same
+ * grid from their own start, so equal slots are the same stretch of the
+ * test, whatever the offset between the two clocks' starts. */
+static int64_t grid_slot(const ql_test *t, double start_s)
+{
+	int64_t at = (int64_t)llround(start_s * 1e9) + 1000, p = t->period_ns;
+	if (p <= 0 || at < 0)
+		return 0;
+	if (t->omit_ns <= 0 || at < t->omit_ns)
+		return at / p;
+	int64_t m = (t->omit_ns + p - 1) / p - 1;
+	return m + 1 + (at - t->omit_ns) / p;
+}
+
 /*
  * The result's interval list is the local timeline; each of the peer's
- * intervals is folded into the local interval that contains its end (the
- * last one for a peer that measured longer, e.g. a draining receiver).
+ * intervals is folded into the local interval of the same grid slot (the
+ * last one for a peer that measured longer, e.g. a draining receiver or a
+ * sender waiting for its acknowledgements). Matching slots, not end times:
+ * the peer's clock started earlier or later by a control message's trip,
+ * and an end near a tick would land one interval off, leaving one local
+ * interval without the peer's entries and another with two (case 008).
  * Peer entries keep their own seconds and bits_per_second, and every peer
  * entry lands exactly once, so each side's Σ intervals == its totals.
  */
@@ -1682,10 +1762,11 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 		}
 	}
 	r->nintervals = n;
+	int k = 0;
 	for (int j = 0; local && j < pr->nintervals; j++) {
 		const ql_interval *b = &pr->intervals[j];
-		int k = 0;
-		while (k < n - 1 && r->intervals[k].end_s + 1e-6 < b->end_s)
+		int64_t g = grid_slot(t, b->start_s);
+		while (k < n - 1 && grid_slot(t, r->intervals[k].start_s) < g)
 			k++;
 		/* Omitted peer intervals only go where omitted local ones are. */
 		if (b->omitted)
@@ -1716,8 +1797,8 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 				iv->entries[iv->nentries++] = y;
 		}
 	}
-	for (int k = 0; k < n; k++)
-		interval_sums(&r->intervals[k]);
+	for (int q = 0; q < n; q++)
+		interval_sums(&r->intervals[q]);
 }
 
 static const char *side_label(int side)
@@ -1912,6 +1993,21 @@ static int fail_io(ql_test *t, int rc, const char *what)
 	return ql_err_set(&t->err, -rc, NULL, "%s: %s", what, strerror(-rc));
 }
 
+/* Retransmission timer of the UDP connect message: the first wait is the
+ * control connection's RTO-like max(200 ms, 2 x srtt), doubling up to 2 s,
+ * so a lost message or reply is repeated well inside the connect timeout
+ * (iperf3 sends once and fails, esnet/iperf #351) while a slow path does
+ * not draw early duplicates. */
+static int64_t udp_connect_rto(ql_test *t)
+{
+	int64_t rto = 200 * MS;
+	ql_tcp_sample ts;
+	if (t->ctl_fd >= 0 && ql_tcp_sample_read(t->ctl_fd, &ts, 0, NULL) == 0 &&
+	    (ts.valid & QL_TCPS_RTT) && 2LL * ts.rtt_us * 1000 > rto)
+		rto = 2LL * ts.rtt_us * 1000;
+	return rto;
+}
+
 static int client_udp_handshake(ql_test *t, ql_stream *s)
 {
 	/* The 4-byte magic, then our cookie: a qoslab server uses it to give
@@ -1922,7 +2018,7 @@ static int client_udp_handshake(ql_test *t, ql_stream *s)
 	memcpy(msg, &magic, 4);
 	memcpy(msg + 4, t->cookie, QL_COOKIE_SIZE);
 	int64_t deadline = ql_now_ns() + t->connect_timeout_ns;
-	int64_t resend = 0;
+	int64_t rto = udp_connect_rto(t), resend = 0;
 	for (;;) {
 		int64_t now = ql_now_ns();
 		if (now >= deadline)
@@ -1932,19 +2028,33 @@ static int client_udp_handshake(ql_test *t, ql_stream *s)
 		if (atomic_load(&t->stop_req))
 			return ql_err_set(&t->err, EINTR, "EINTR", "test stopped");
 		if (now >= resend) {
-			/* iperf3 sends once; repeating after 1 s of silence
-			 * survives a lost datagram (a receiver ignores runts). */
 			if (send(s->fd, msg, sizeof msg, 0) < 0 && errno != ECONNREFUSED)
 				return ql_err_set(&t->err, errno, NULL, "UDP connect message: %s",
 						  strerror(errno));
-			resend = now + QL_NS_PER_S;
+			resend = now + rto;
+			rto = rto * 2 > 2 * QL_NS_PER_S ? 2 * QL_NS_PER_S : rto * 2;
 		}
-		if (wait_io(s->fd, POLLIN, 50) <= 0)
+		int ms = (int)((resend - now + MS - 1) / MS);
+		struct pollfd pf[2] = { { .fd = s->fd, .events = POLLIN },
+					{ .fd = t->ctl_fd, .events = POLLIN } };
+		if (poll(pf, 2, ms > 50 ? 50 : ms) <= 0)
 			continue;
-		char buf[64];
-		ssize_t r = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
-		if (r == 4 && ql_udp_connect_reply_ok(buf, 4))
+		/* The server has every stream once it speaks on the control
+		 * connection again (TEST_START, or an error the protocol loop
+		 * reports): the reply to our last stream was lost, and the
+		 * server, already running, no longer answers repeats. */
+		if (pf[1].revents)
 			return 0;
+		char buf[64];
+		ssize_t r = recv(s->fd, buf, sizeof buf, MSG_DONTWAIT | MSG_PEEK);
+		if (r == 4 && ql_udp_connect_reply_ok(buf, 4)) {
+			recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
+			return 0;
+		}
+		if (r > 4)
+			return 0;   /* reverse data: the server is running; keep it */
+		if (r >= 0)
+			recv(s->fd, buf, sizeof buf, MSG_DONTWAIT);
 	}
 }
 
@@ -2042,7 +2152,7 @@ static int client_run(ql_test *t)
 		maybe_tick(t);
 		if (client_done_cond(t, sender_done_signal))
 			break;
-		int64_t now = ql_now_ns(), w = next_tick(t);
+		int64_t now = ql_now_ns(), w = wake_at(t);
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
@@ -2063,7 +2173,7 @@ static int client_run(ql_test *t)
 	}
 	int64_t send_end = ql_now_ns();
 	atomic_store(&t->send_stop, 1);
-	streams_join(t, 1, 0);
+	wait_senders(t);
 	int rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_END, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
 	if (rc < 0)
 		return fail_io(t, rc, "TEST_END");
@@ -2561,7 +2671,7 @@ static int server_run(ql_test *t)
 					  NULL);
 			signalled = 1;
 		}
-		int64_t now = ql_now_ns(), w = next_tick(t);
+		int64_t now = ql_now_ns(), w = wake_at(t);
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
@@ -2578,7 +2688,7 @@ static int server_run(ql_test *t)
 	}
 	int64_t send_end = t->send_end_ns ? t->send_end_ns : ql_now_ns();
 	atomic_store(&t->send_stop, 1);
-	streams_join(t, 1, 0);
+	wait_senders(t);
 	drain_receivers(t);
 	final_snapshot(t, send_end);
 	return 0;
@@ -2844,9 +2954,67 @@ static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_stora
 		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
 }
 
+static int same_endpoint(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	if (!same_ip(a, b))
+		return 0;
+	if (a->ss_family == AF_INET)
+		return ((const struct sockaddr_in *)a)->sin_port ==
+		       ((const struct sockaddr_in *)b)->sin_port;
+	return ((const struct sockaddr_in6 *)a)->sin6_port ==
+	       ((const struct sockaddr_in6 *)b)->sin6_port;
+}
+
+static void udp_connect_reply(int fd)
+{
+	uint32_t reply = QL_UDP_CONNECT_REPLY;
+	send(fd, &reply, 4, MSG_DONTWAIT);
+}
+
+/* The stream of an accepting UDP test already connected to `peer`, or -1.
+ * Caller holds s->mu. */
+static int udp_stream_of(ql_server *s, const struct sockaddr_storage *peer)
+{
+	for (ql_test *t = s->tests; t; t = t->next) {
+		if (t->state != T_ACCEPTING || t->proto != QL_PROTO_UDP)
+			continue;
+		for (int i = 0; i < t->npending; i++) {
+			struct sockaddr_storage pa;
+			socklen_t l = sizeof pa;
+			if (getpeername(t->pending_fds[i], (struct sockaddr *)&pa, &l) == 0 &&
+			    same_endpoint(&pa, peer))
+				return t->pending_fds[i];
+		}
+	}
+	return -1;
+}
+
+/* Repeated connect messages (the client lost our reply) arrive on the
+ * stream's connected socket, which nobody reads until the test runs:
+ * answer each again. Idempotent: the stream stays the one it is. */
+static void server_udp_repeats(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	for (ql_test *t = s->tests; t; t = t->next) {
+		if (t->state != T_ACCEPTING || t->proto != QL_PROTO_UDP)
+			continue;
+		for (int i = 0; i < t->npending; i++) {
+			char buf[64];
+			ssize_t r;
+			while ((r = recv(t->pending_fds[i], buf, sizeof buf, MSG_DONTWAIT)) >= 0)
+				if ((r == 4 || r == 4 + QL_COOKIE_SIZE) &&
+				    ql_udp_connect_msg_ok(buf, 4))
+					udp_connect_reply(t->pending_fds[i]);
+		}
+	}
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* A 4-byte UDP connect message arrived on the shared UDP socket: give the
  * stream its own socket connected to the client (it wins the kernel's
- * lookup over the unconnected one) and reply from it. */
+ * lookup over the unconnected one) and reply from it. A copy queued on the
+ * shared socket before that (a repeat racing the first) is answered from
+ * the existing stream instead of opening a second one. */
 static void server_udp_accept(ql_server *s)
 {
 	char buf[64];
@@ -2857,6 +3025,12 @@ static void server_udp_accept(ql_server *s)
 		return;
 	int by_cookie = r == 4 + QL_COOKIE_SIZE;
 	pthread_mutex_lock(&s->mu);
+	int known = udp_stream_of(s, &peer);
+	if (known >= 0) {
+		udp_connect_reply(known);
+		pthread_mutex_unlock(&s->mu);
+		return;
+	}
 	ql_test *t, *pick = NULL;
 	for (t = s->tests; t; t = t->next)
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_UDP &&
@@ -2909,6 +3083,7 @@ static void *listener_main(void *arg)
 		struct pollfd pf[2] = { { .fd = s->lfd, .events = POLLIN },
 					{ .fd = s->ufd, .events = POLLIN } };
 		int n = poll(pf, 2, 50);
+		server_udp_repeats(s);
 		if (n <= 0)
 			continue;
 		if (pf[1].revents & POLLIN)

@@ -95,6 +95,8 @@ typedef struct ql_entry {
 	int side;                   /* QL_SIDE_* that measured it */
 	unsigned valid;             /* QL_E_* */
 	uint64_t bytes;             /* sender: written; receiver: unique payload */
+	/* an interval's span; in totals, from the warm-up's end until the
+	 * sender's last write returned / the receiver's last byte was read */
 	double seconds;
 	double bits_per_second;
 	uint64_t packets;           /* sender: datagrams sent; receiver: raw */

@@ -85,6 +85,36 @@ local function run(pair, o, label)
   return res
 end
 
+-- The guest's own path noise beside a run: ping from namespace ns to addr at
+-- 16 packets/s for seconds s (started in the background; path_noise_ms reads
+-- it after the run). Returns what that noise can add to a jitter estimate
+-- (ms): the larger of the running RFC 3550 jitter of the round-trip times
+-- and the largest single step |D| / 8 (one datagram held up by a stall of
+-- the emulated guest adds |D| twice, each weighted 1/16; the guest's noise
+-- comes in such bursts, so the largest step is what another stream beside
+-- it may have caught). The first three replies (ARP) are left out. A round
+-- trip crosses the path twice, so this errs towards more noise.
+local function path_noise_start(ns, addr, s)
+  local out = H.tmp('ping-' .. tostring(math.random(1 << 30)))
+  local pid = H.spawn(string.format('ip netns exec %s ping -n -c %d -i 0.0625 %s', ns,
+    math.floor(s * 16), addr), out)
+  return { pid = pid, out = out, s = s }
+end
+
+local function path_noise_ms(p)
+  assert(H.wait_exit(p.pid, p.s + 5), 'ping did not finish')
+  local rtt = {}
+  for v in (H.read(p.out) or ''):gmatch('time=([%d.]+) ms') do rtt[#rtt + 1] = tonumber(v) end
+  assert(#rtt >= 8, 'ping got ' .. #rtt .. ' replies:\n' .. tostring(H.read(p.out)))
+  local j, m = 0, 0
+  for i = 5, #rtt do
+    local d = math.abs(rtt[i] - rtt[i - 1])
+    j = j + (d - j) / 16
+    m = math.max(m, j, d / 8)
+  end
+  return m
+end
+
 local describe_netem = netem_available() and describe or function(name)
   describe(name, function() pending('this kernel has no sch_netem (run in the guest)') end)
 end
@@ -147,21 +177,26 @@ describe_netem('traffic cases under netem', function()
 
   -- 005: iperf3 seeded the jitter estimator with the whole transit time, so
   -- jitter started at |delay|/16 and decayed slowly.
-  -- The bound is the case's 0.5 ms plus the jitter this guest shows for the
-  -- same stream without netem (its own timer noise), measured first.
+  -- The bound is the case's 0.5 ms plus the path noise of this guest itself,
+  -- measured during the same run: ping at the same 16 packets/s through the
+  -- same netem, its round trips' RFC 3550 jitter (path_noise_ms). How that
+  -- noise was found to be the guest's, not qoslab's (engine3): a per-datagram
+  -- dump of this case showed every send call returning within 0.3 ms (one
+  -- datagram per call, stamped just before it) while single datagrams
+  -- arrived 2-8 ms late by their kernel receive timestamps (SO_TIMESTAMPNS,
+  -- CLOCK_REALTIME like the sender's stamp, so no clock mixing); a plain C
+  -- probe with kernel timestamps and no qoslab code over the same netem
+  -- showed 0.15 ms on an idle guest and 0.4-1.7 ms (single |D| up to 10 ms)
+  -- beside a qoslab run. The buggy seed (4.75 ms at the end of interval 1)
+  -- stays far above the bound unless the guest itself is that noisy, which
+  -- the ping then shows.
   it('005 jitter starts right: every interval < 0.5 ms over a constant 200 ms delay', function()
     with_bed(function(pair)
-      local base = run(pair, { proto = 'udp', length_bytes = 1000, bitrate_bps = 128000,
-        duration_s = 2 }, '005 baseline')
-      local floor = 0
-      for _, iv in ipairs(base.intervals) do
-        for _, e in ipairs(iv.streams) do
-          if e.role == 'receiver' and e.jitter_ms then floor = math.max(floor, e.jitter_ms) end
-        end
-      end
       netem(pair.a, pair.va, 'delay 200ms limit 10000')
+      local ping = path_noise_start(pair.a, pair.b_addr, 4.5)
       local res = run(pair, { proto = 'udp', length_bytes = 1000, bitrate_bps = 128000,
         duration_s = 4 }, '005')
+      local floor = path_noise_ms(ping)
       local jit = {}
       for _, iv in ipairs(res.intervals) do
         for _, e in ipairs(iv.streams) do
@@ -171,22 +206,44 @@ describe_netem('traffic cases under netem', function()
       assert(#jit >= 3, string.format('%d receiver intervals with jitter in %d intervals', #jit,
         #res.intervals))
       for i, j in ipairs(jit) do
-        assert(j < 0.5 + floor, string.format('interval %d jitter %.3f ms (guest floor %.3f ms)',
+        assert(j < 0.5 + floor, string.format('interval %d jitter %.3f ms (guest path noise %.3f ms)',
           i, j, floor))
       end
-      assert(jit[1] <= jit[2] + 0.5, string.format('first %.3f vs second %.3f', jit[1], jit[2]))
+      assert(jit[1] <= jit[2] + 0.5 + floor, string.format('first %.3f vs second %.3f (noise %.3f)',
+        jit[1], jit[2], floor))
       assert.equal(0, res.received.lost_packets)
     end)
   end)
 
   -- 007: in reverse mode iperf3 printed the sender's offered load as the
   -- receiver's summary and took jitter from the side that never measured it.
+  -- Jitter forward vs reverse: the case's 30 % plus the guest's own path
+  -- noise during each run (ping through a netem delay on a second, unloaded
+  -- pair; see 005 for how the noise was found to be the guest's). Measured
+  -- in the guest (engine3): the same forward run gave 0.25 to 1.17 ms with
+  -- one datagram per send call and 0.94 to 1.20 ms with batches, reverse
+  -- 0.55 to 1.07 ms, so neither direction nor batching sets the value.
   it('007 UDP reverse: receiver numbers from the receiver, labelled', function()
     local rev_jitter, fwd_jitter
+    local noise = 0
+    local function beside(f)
+      local quiet = H.netns_pair {}
+      local ok, err = pcall(function()
+        netem(quiet.a, quiet.va, 'delay 1ms limit 10000')
+        local p = path_noise_start(quiet.a, quiet.b_addr, 3.5)
+        f()
+        noise = math.max(noise, path_noise_ms(p))
+      end)
+      quiet.close()
+      if not ok then error(err, 0) end
+    end
     with_bed(function(pair)
       netem(pair.b, pair.vb, 'rate 10mbit limit 100')
-      local res = run(pair, { proto = 'udp', reverse = true, length_bytes = 1400,
-        bitrate_bps = 50e6, duration_s = 3 }, '007 reverse')
+      local res
+      beside(function()
+        res = run(pair, { proto = 'udp', reverse = true, length_bytes = 1400,
+          bitrate_bps = 50e6, duration_s = 3 }, '007 reverse')
+      end)
       assert.equal('server', res.sent.side)
       assert.equal('client', res.received.side)
       H.close_to(res.received.bits_per_second, 9.71e6, 0.03, 'receiver goodput')
@@ -205,12 +262,18 @@ describe_netem('traffic cases under netem', function()
     end)
     with_bed(function(pair)
       netem(pair.a, pair.va, 'rate 10mbit limit 100')
-      local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 50e6,
-        duration_s = 3 }, '007 forward')
+      local res
+      beside(function()
+        res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 50e6,
+          duration_s = 3 }, '007 forward')
+      end)
       H.close_to(res.received.bits_per_second, 9.71e6, 0.03, 'receiver goodput forward')
       fwd_jitter = res.received.jitter_ms
     end)
-    H.close_to(rev_jitter, fwd_jitter, 0.3, 'jitter reverse vs forward')
+    local diff = math.abs(rev_jitter - fwd_jitter)
+    assert(diff <= 0.3 * math.max(rev_jitter, fwd_jitter) + noise, string.format(
+      'jitter reverse %.3f vs forward %.3f ms (guest path noise %.3f ms)', rev_jitter,
+      fwd_jitter, noise))
   end)
 
   -- 008: iperf3 read TCP_INFO from the client's socket in reverse mode, where
@@ -341,13 +404,19 @@ describe_netem('traffic cases under netem', function()
   it('015 limits: the sender emits exactly N in both directions', function()
     for _, rev in ipairs { false, true } do
       with_bed(function(pair)
-        if rev then netem(pair.b, pair.vb, 'delay 100ms loss 20% limit 10000')
-        else netem(pair.a, pair.va, 'delay 100ms loss 20% limit 10000') end
+        local sns, sdev, rns = pair.a, pair.va, pair.b
+        if rev then sns, sdev, rns = pair.b, pair.vb, pair.a end
+        netem(sns, sdev, 'delay 100ms loss 20% limit 10000')
+        local err0 = rcvbuf_errors(rns)
         local res = run(pair, { proto = 'udp', packets = 2000, length_bytes = 1000,
           bitrate_bps = 8e6, reverse = rev }, '015 udp')
         assert.equal(2000, res.sent.packets)
         local got = res.received.unique_packets
-        assert(math.abs(got - 1600) <= 90, 'received ' .. got .. ' of 2000 at 20% loss')
+        -- where the loss happened, for a failure: netem's drops (the 20 %,
+        -- plus a few control segments) and the receiving socket's overflows
+        assert(math.abs(got - 1600) <= 90, string.format(
+          '%s received %d of 2000 at 20%% loss (netem drops %d, receiver RcvbufErrors %d)',
+          rev and 'reverse' or 'forward', got, qdisc_drops(sns, sdev), rcvbuf_errors(rns) - err0))
         assert.equal(2000 - got, res.received.lost_packets)
       end)
       with_bed(function(pair)
