@@ -368,13 +368,13 @@ describe_netem('traffic cases under netem', function()
         with_bed(function(pair)
           -- The case expects at least half of 4 MiB / 90 ms = 373 Mbit/s on
           -- real hardware. Under emulation the guest's CPU caps one TCP
-          -- stream lower (measured 55-250 Mbit/s depending on host load), so
-          -- the floor is half of the smaller of 373 Mbit/s and what this
-          -- guest carries on the same pair and window without netem,
-          -- measured right before.
+          -- stream through netem lower (measured 113-134 Mbit/s with 481
+          -- Mbit/s on the same pair without netem), so the floor is the
+          -- smaller of the case's 186.5 Mbit/s and ten times the fault's own
+          -- ceiling (a window stuck at 64 KiB: 5.8 Mbit/s over 90 ms).
           local cap = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 2 },
             '013 capacity').received.bits_per_second
-          local floor = 0.5 * math.min(373e6, cap)
+          local floor = math.min(0.5 * math.min(373e6, cap), 10 * 65536 * 8 / 0.09)
           netem(pair.a, pair.va, 'delay 45ms limit 10000')
           netem(pair.b, pair.vb, 'delay 45ms limit 10000')
           local res = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 4 },
@@ -386,13 +386,15 @@ describe_netem('traffic cases under netem', function()
           -- 4 MiB over 90 ms: ceiling 746 Mbit/s
           assert(res.received.bits_per_second <= 746e6, 'above the window ceiling')
           assert(res.received.bits_per_second >= floor,
-            string.format('%s only %.1f Mbit/s (floor %.1f: half of min(373, guest capacity %.1f))',
+            string.format('%s only %.1f Mbit/s (floor %.1f; guest capacity without netem %.1f)',
               rev and 'reverse' or 'forward', res.received.bits_per_second / 1e6, floor / 1e6,
               cap / 1e6))
         end)
       end
+      -- x1.25 in the case; x2.5 here, as in traffic_window_spec.lua (the
+      -- guest's spread between directions reached x1.94; the fault gives x60).
       local r = math.max(rates[1], rates[2]) / math.min(rates[1], rates[2])
-      assert(r <= 1.25, string.format('forward/reverse ratio %.2f', r))
+      assert(r <= 2.5, string.format('forward/reverse ratio %.2f', r))
     end)
     H.must(string.format('sysctl -qw net.core.rmem_max=%d net.core.wmem_max=%d', saved[1],
       saved[2]))
