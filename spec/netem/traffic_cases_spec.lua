@@ -414,11 +414,19 @@ describe_netem('traffic cases under netem', function()
           bitrate_bps = 8e6, reverse = rev }, '015 udp')
         assert.equal(2000, res.sent.packets)
         local got = res.received.unique_packets
-        -- where the loss happened, for a failure: netem's drops (the 20 %,
-        -- plus a few control segments) and the receiving socket's overflows
-        assert(math.abs(got - 1600) <= 90, string.format(
-          '%s received %d of 2000 at 20%% loss (netem drops %d, receiver RcvbufErrors %d)',
-          rev and 'reverse' or 'forward', got, qdisc_drops(sns, sdev), rcvbuf_errors(rns) - err0))
+        local drops, overflows = qdisc_drops(sns, sdev), rcvbuf_errors(rns) - err0
+        local what = string.format('%s received %d of 2000 at 20%% loss (netem drops %d, '
+          .. 'receiver RcvbufErrors %d)', rev and 'reverse' or 'forward', got, drops, overflows)
+        -- The case's 1600 +- 90 assumes the receiving host drops nothing. Under
+        -- emulation the receiving thread is sometimes not scheduled for long
+        -- enough that its socket overflows (measured: RcvbufErrors 268 in one
+        -- reverse run), so the 20 % is checked on netem's own drops (+- 90,
+        -- 5 sd, plus up to 5 control segments that share the qdisc), and the
+        -- books must account for every datagram: received == sent - netem
+        -- drops - socket overflows, up to those control segments.
+        assert(math.abs(drops - 400) <= 95, what)
+        assert(math.abs(got - (2000 - drops - overflows)) <= 5, what)
+        if overflows == 0 then assert(math.abs(got - 1600) <= 90, what) end
         assert.equal(2000 - got, res.received.lost_packets)
       end)
       with_bed(function(pair)
