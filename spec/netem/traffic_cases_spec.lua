@@ -161,7 +161,13 @@ describe_netem('traffic cases under netem', function()
       assert(math.abs(res.received.duplicate_packets - 0.1 * sent) <= 5 * sd,
         'duplicates ' .. res.received.duplicate_packets .. ' of ' .. sent)
       assert.equal(sent + res.received.duplicate_packets, res.received.packets)
-      assert.equal(0, res.received.out_of_order_packets)
+      -- Copies must not be booked as out-of-order: that fault gives about as
+      -- many out-of-order datagrams as duplicates (~10 % of sent). netem's
+      -- duplicate path re-enqueues at the root and can itself reorder a
+      -- datagram now and then (1 in ~2400 seen once under emulation).
+      assert(res.received.out_of_order_packets <= 0.05 * res.received.duplicate_packets,
+        'out-of-order ' .. res.received.out_of_order_packets .. ' vs duplicates '
+        .. res.received.duplicate_packets)
       -- Goodput counts unique payload only: exactly what was sent. (The
       -- case's 8.0 Mbit/s assumes the sender kept its schedule; in the
       -- emulated guest it may send less, so the exact byte identity and the
@@ -421,11 +427,13 @@ describe_netem('traffic cases under netem', function()
         -- emulation the receiving thread is sometimes not scheduled for long
         -- enough that its socket overflows (measured: RcvbufErrors 268 in one
         -- reverse run), so the 20 % is checked on netem's own drops (+- 90,
-        -- 5 sd, plus up to 5 control segments that share the qdisc), and the
-        -- books must account for every datagram: received == sent - netem
-        -- drops - socket overflows, up to those control segments.
-        assert(math.abs(drops - 400) <= 95, what)
-        assert(math.abs(got - (2000 - drops - overflows)) <= 5, what)
+        -- 5 sd, plus the control segments and ARP that share the qdisc: about
+        -- 20 % of ~100 such packets, up to 40 allowed), and the books must
+        -- account for every datagram: received == sent - netem drops - socket
+        -- overflows, up to those dropped control packets (measured 11).
+        assert(math.abs(drops - 400) <= 130, what)
+        local ctl = got - (2000 - drops - overflows)
+        assert(ctl >= 0 and ctl <= 40, what)
         if overflows == 0 then assert(math.abs(got - 1600) <= 90, what) end
         assert.equal(2000 - got, res.received.lost_packets)
       end)
