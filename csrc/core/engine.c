@@ -964,6 +964,39 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 	entry_finish(x);
 }
 
+/* Add entry x (direction d, role r) into the running sum *s, counting the
+ * entries, those with retransmits and those with jitter (for the means). */
+static void entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
+		      int r, int *ncnt, int *nret, int *njit)
+{
+	if (!*present) {
+		*present = 1;
+		s->dir = d;
+		s->role = r;
+		s->side = x->side;
+		s->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
+	}
+	(*ncnt)++;
+	s->bytes += x->bytes;
+	s->packets += x->packets;
+	s->writes += x->writes;
+	if (x->seconds > s->seconds)
+		s->seconds = x->seconds;
+	if (x->valid & QL_E_RETRANS) {
+		s->retransmits += x->retransmits;
+		(*nret)++;
+	}
+	s->unique_packets += x->unique_packets;
+	s->lost_packets += x->lost_packets;
+	s->duplicate_packets += x->duplicate_packets;
+	s->out_of_order_packets += x->out_of_order_packets;
+	s->late_packets += x->late_packets;
+	if (x->valid & QL_E_JITTER) {
+		s->jitter_ms += x->jitter_ms;
+		(*njit)++;
+	}
+}
+
 static void interval_sums(ql_interval *iv)
 {
 	memset(iv->sum_present, 0, sizeof iv->sum_present);
@@ -973,33 +1006,8 @@ static void interval_sums(ql_interval *iv)
 	for (int i = 0; i < iv->nentries; i++) {
 		ql_entry *x = &iv->entries[i];
 		int d = x->dir & 1, r = x->role & 1;
-		ql_entry *s = &iv->sum[d][r];
-		if (!iv->sum_present[d][r]) {
-			iv->sum_present[d][r] = 1;
-			s->dir = d;
-			s->role = r;
-			s->side = x->side;
-			s->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
-		}
-		ncnt[d][r]++;
-		s->bytes += x->bytes;
-		s->packets += x->packets;
-		s->writes += x->writes;
-		if (x->seconds > s->seconds)
-			s->seconds = x->seconds;
-		if (x->valid & QL_E_RETRANS) {
-			s->retransmits += x->retransmits;
-			nret[d][r]++;
-		}
-		s->unique_packets += x->unique_packets;
-		s->lost_packets += x->lost_packets;
-		s->duplicate_packets += x->duplicate_packets;
-		s->out_of_order_packets += x->out_of_order_packets;
-		s->late_packets += x->late_packets;
-		if (x->valid & QL_E_JITTER) {
-			s->jitter_ms += x->jitter_ms;
-			njit[d][r]++;
-		}
+		entry_add(&iv->sum[d][r], &iv->sum_present[d][r], x, d, r,
+			  &ncnt[d][r], &nret[d][r], &njit[d][r]);
 	}
 	for (int d = 0; d < 2; d++)
 		for (int r = 0; r < 2; r++) {
@@ -1866,33 +1874,8 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 				continue;
 			ql_entry *x = k == 0 ? &sr->sender : &sr->receiver;
 			int d = s->dir;
-			ql_entry *tt = &r->tot[d][k];
-			if (!r->tot_present[d][k]) {
-				r->tot_present[d][k] = 1;
-				tt->dir = d;
-				tt->role = k;
-				tt->side = x->side;
-				tt->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
-			}
-			nsum[d][k]++;
-			tt->bytes += x->bytes;
-			tt->packets += x->packets;
-			tt->writes += x->writes;
-			if (x->seconds > tt->seconds)
-				tt->seconds = x->seconds;
-			if (x->valid & QL_E_RETRANS) {
-				tt->retransmits += x->retransmits;
-				nret[d][k]++;
-			}
-			tt->unique_packets += x->unique_packets;
-			tt->lost_packets += x->lost_packets;
-			tt->duplicate_packets += x->duplicate_packets;
-			tt->out_of_order_packets += x->out_of_order_packets;
-			tt->late_packets += x->late_packets;
-			if (x->valid & QL_E_JITTER) {
-				tt->jitter_ms += x->jitter_ms;
-				njit[d][k]++;
-			}
+			entry_add(&r->tot[d][k], &r->tot_present[d][k], x, d, k,
+				  &nsum[d][k], &nret[d][k], &njit[d][k]);
 		}
 	}
 	for (int d = 0; d < 2; d++)
