@@ -1122,12 +1122,16 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 }
 
 
+static int local_has(ql_test *t, int sender);
+
 /* The last interval ends when the last byte was counted: the senders'
  * stop, or the last arrival during the drain (the idle rest of the drain
  * is not measurement time). */
 static void final_snapshot(ql_test *t, int64_t send_end_ns)
 {
-	int64_t end = send_end_ns;
+	/* The senders' stop only counts where something was sent: a side
+	 * that only receives measures until its last arrival. */
+	int64_t end = local_has(t, 1) ? send_end_ns : 0;
 	for (int i = 0; i < t->nstreams; i++) {
 		ql_stream *s = &t->st[i];
 		/* a sender's TCP_INFO keeps meaning something until its data
@@ -1139,12 +1143,35 @@ static void final_snapshot(ql_test *t, int64_t send_end_ns)
 	int64_t now = ql_now_ns();
 	if (end > now)
 		end = now;
+	if (end <= t->last_snap_ns && t->niv > 0) {
+		/* Nothing was counted after the last tick (it fired during the
+		 * drain, after the last arrival): an interval from there to now
+		 * would be idle waiting with no bytes (regress 004). */
+		t->end_ns = t->last_snap_ns;
+		return;
+	}
 	if (end < t->last_snap_ns)
 		end = t->last_snap_ns;
 	if (end == t->last_snap_ns && end < now)
 		end = now;   /* never a zero-length interval */
 	t->end_ns = end;
 	take_snapshot_at(t, 0, end, end);
+}
+
+/* The latest moment anything was counted: a running sender counts until
+ * now, a joined one until its data was acknowledged, a receiver until its
+ * last arrival. */
+static int64_t last_activity_ns(ql_test *t, int64_t now)
+{
+	int64_t a = 0;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		int64_t l = !s->sender ? atomic_load(&s->last_rx_ns) :
+			    s->th_started ? now : s->done_ns;
+		if (l > a)
+			a = l;
+	}
+	return a;
 }
 
 /* When the next grid tick is due. A tick at the planned end of a timed test
@@ -1168,9 +1195,21 @@ static void maybe_tick(ql_test *t)
 {
 	int64_t now = ql_now_ns();
 	int64_t next;
-	if (now < tick_due(t, &next))
+	int64_t due = tick_due(t, &next);
+	if (now < due)
 		return;
-	take_snapshot_at(t, 1, now, next);
+	int64_t end = now;
+	if (due > next) {
+		/* The tick at the planned end, held back one slack: the interval
+		 * closes at the grid point or the last thing counted after it,
+		 * not at the idle end of the slack (a receiver whose data
+		 * stopped at the planned end would read low, regress 004). */
+		int64_t a = last_activity_ns(t, now);
+		end = a > next ? a : next;
+		if (end > now || end <= t->last_snap_ns)
+			end = now;
+	}
+	take_snapshot_at(t, 1, end, next);
 	/* Skip grid points that passed while we were busy (stay on the grid). */
 	while (ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k) <= now)
 		t->tick_k++;
