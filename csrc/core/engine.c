@@ -2590,15 +2590,36 @@ static void server_error(ql_test *t, int code, int eno)
 }
 
 /* Wait for the test's data sockets (TCP via cookie, UDP via handshake). */
+/* A client that gave up while the server waits for its data connections
+ * (it failed to set a socket option, or was interrupted) closes or
+ * terminates its control connection: notice that now instead of holding
+ * the test for the whole connect timeout. */
+static int ctl_gone(int fd)
+{
+	struct pollfd p = { .fd = fd, .events = POLLIN };
+	if (poll(&p, 1, 0) <= 0)
+		return 0;
+	if (p.revents & (POLLHUP | POLLERR))
+		return 1;
+	unsigned char b;
+	ssize_t r = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return r == 0 || (r == 1 && (signed char)b == QL_ST_CLIENT_TERMINATE);
+}
+
 static int server_collect_streams(ql_test *t)
 {
 	ql_server *s = t->srv;
 	int64_t deadline = ql_now_ns() + CTL_TIMEOUT_NS;
+	int gone = 0;
 	pthread_mutex_lock(&s->mu);
 	while (t->npending < t->nstreams && !atomic_load(&s->stop) &&
 	       !atomic_load(&t->stop_req)) {
 		if (ql_now_ns() >= deadline)
 			break;
+		if (ctl_gone(t->ctl_fd)) {
+			gone = 1;
+			break;
+		}
 		struct timespec ts;
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 50 * MS;
@@ -2611,6 +2632,10 @@ static int server_collect_streams(ql_test *t)
 	int got = t->npending;
 	t->state = T_RUNNING;
 	pthread_mutex_unlock(&s->mu);
+	if (got < t->nstreams && gone)
+		return ql_err_set(&t->err, ECONNRESET, NULL,
+				  "client left after opening %d of %d data connections", got,
+				  t->nstreams);
 	if (got < t->nstreams)
 		return ql_err_set(&t->err, ETIMEDOUT, NULL,
 				  "client opened %d of %d data connections", got, t->nstreams);

@@ -1,0 +1,32 @@
+-- 005: a client that failed after its parameters reached the server (here
+-- TCP_CONGESTION "nosuchcc" on its data socket) closed its control
+-- connection, but the server went on waiting for the data connections for
+-- the whole connect timeout (10 s): the test showed as running and its
+-- socket sat in CLOSE-WAIT. The server now notices the hang-up at once and
+-- counts the connection as rejected.
+local H = require 'integration.traffic_helper'
+local traffic = require 'qoslab.traffic'
+
+describe('regress 005 client gone before its data connections', function()
+  it('is rejected within a second, and the server serves the next test', function()
+    local port = H.port()
+    local srv = assert(traffic.server { port = port })
+    local ok, err = pcall(function()
+      local res, msg, code = traffic.run { host = '127.0.0.1', port = port, duration_s = 1,
+        congestion = 'nosuchcc' }
+      assert.is_nil(res)
+      assert.equal('ENOENT', code)
+      assert.matches('TCP_CONGESTION', msg)
+      local t0 = H.now()
+      while srv:rejected() == 0 and H.now() - t0 < 5 do H.sleep(0.01) end
+      local waited = H.now() - t0
+      assert.equal(1, srv:rejected())
+      assert(waited < 1, string.format('the server noticed after %.2f s', waited))
+      assert.equal(0, srv:tests_running())
+      local ok2 = assert(traffic.run { host = '127.0.0.1', port = port, bytes = 1048576 })
+      assert.equal(1048576, ok2.received.bytes)
+    end)
+    srv:stop()
+    assert(ok, err)
+  end)
+end)
