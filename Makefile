@@ -53,7 +53,7 @@ CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
 CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
-        check-netem check-asan check-tsan fuzz fuzz-bin install clean ci
+        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci
 
 all: $(SO)
 
@@ -73,6 +73,15 @@ $(SO): $(CORE_OBJ) $(BIND_OBJ)
 $(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -Icsrc/core $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS)
+
+# The Lua host of the sanitizer suites (make SAN=tsan san-lua): the runtime
+# linked into the executable instead of preloaded into lua5.4, see the file.
+LUA_PC_CFLAGS := $(shell $(PKG_CONFIG) --cflags lua5.4 2>/dev/null || echo -I$(LUA_INCDIR))
+LUA_PC_LIBS   := $(shell $(PKG_CONFIG) --libs lua5.4 2>/dev/null || echo -llua5.4)
+san-lua: $(BUILD)/san-lua
+$(BUILD)/san-lua: spec/support/san-lua.c
+	@mkdir -p $(dir $@)
+	$(CC) -std=gnu11 $(WARN) $(LUA_PC_CFLAGS) $(CFLAGS) $(LDFLAGS) -o $@ $< $(LUA_PC_LIBS)
 
 # ---------------------------------------------------------------- deps ----
 # Debian/Ubuntu packages. Idempotent: only missing packages are installed.
