@@ -4,7 +4,8 @@
 --   spec/support/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_cases_spec.lua'
 -- Most durations are cut to 2-5 s (the guest is 10-35x slower); each check
 -- keeps the strictness its case defines, and each block names what went
--- wrong in iperf3. Namespaces (and with them the qdiscs) are removed after every case.
+-- wrong in iperf3. Namespaces (and with them the qdiscs) are removed after
+-- every case.
 local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
 local cjson = require 'cjson'
