@@ -1,10 +1,11 @@
 -- The traffic cases that need sch_netem (../shared/cases 001, 002, 005, 007,
--- 008, 010, 013, 015, 016, 019, 021), on two namespaces joined by a veth
--- pair with netem set by `tc`. Runs in the guest:
---   /work/shared/notes/netem-vm/run-in-vm.sh 'cd /work/wt/traffic && busted --lua=lua5.4 spec/netem'
--- Durations are cut to 2-4 s (the guest is 10-35x slower); each check keeps
--- the strictness its case defines, and each block names what went wrong in
--- iperf3. Namespaces (and with them the qdiscs) are removed after every case.
+-- 008, 010, 015, 016, 019, 021; 013 is in traffic_window_spec.lua), on two
+-- namespaces joined by a veth pair with netem set by `tc`. Runs in the guest:
+--   spec/support/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_cases_spec.lua'
+-- Most durations are cut to 2-5 s (the guest is 10-35x slower); each check
+-- keeps the strictness its case defines, and each block names what went
+-- wrong in iperf3. Namespaces (and with them the qdiscs) are removed after
+-- every case.
 local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
 local cjson = require 'cjson'
@@ -59,6 +60,36 @@ local function rcvbuf_errors(ns)
   error('no RcvbufErrors in /proc/net/snmp')
 end
 
+-- Both ends know each other's MAC for good, so a lossy qdisc cannot fail
+-- address resolution (the connect then sees EHOSTUNREACH).
+local function permanent_neighbours(pair)
+  local function mac(ns, dev)
+    return H.must(string.format('ip netns exec %s cat /sys/class/net/%s/address', ns, dev))
+      :match('%S+')
+  end
+  H.must(string.format('ip -n %s neigh replace %s lladdr %s dev %s nud permanent', pair.a,
+    pair.b_addr, mac(pair.b, pair.vb), pair.va))
+  H.must(string.format('ip -n %s neigh replace %s lladdr %s dev %s nud permanent', pair.b,
+    pair.a_addr, mac(pair.a, pair.va), pair.vb))
+end
+
+-- f() with every thread of this process (the Lua thread, the server's and
+-- the test's threads, which inherit it) on the guest's first vCPU, the
+-- previous mask restored afterwards. veth hands a datagram to the backlog of
+-- the CPU that sends it, so a thread moving between vCPUs can overtake its
+-- own datagrams still queued on the other one, and a netem timer armed on
+-- an idle vCPU waits for the emulator to wake it. Measured (guest): 002 once
+-- booked 1 out-of-order datagram in ~2400 unpinned, 0 in 3 pinned runs; 005
+-- read interval jitter up to 1.815 and 0.755 ms unpinned, at most 0.319 ms
+-- pinned.
+local function pinned(f)
+  local mask = H.must('taskset -p ' .. H.pid):match('mask:%s*(%x+)')
+  H.must('taskset -a -p 1 ' .. H.pid)
+  local ok, err = pcall(f)
+  H.must('taskset -a -p ' .. mask .. ' ' .. H.pid)
+  if not ok then error(err, 0) end
+end
+
 -- A fresh pair (TSO/GSO/GRO off) with a qoslab server in B; f(ctx) runs the
 -- case; everything goes away afterwards, also on failure.
 local function with_bed(f)
@@ -82,6 +113,13 @@ local function run(pair, o, label)
   local res, msg, code = traffic.run(o)
   assert(res, string.format('%s: %s (%s)', label, tostring(msg), tostring(code)))
   H.identities(res, label)
+  local r, s = res.received, res.sent
+  print(string.format('  %-18s sent %s pkts %.0f B; received %.2f Mbit/s, %s pkts (unique %s, '
+    .. 'lost %s, dup %s, ooo %s), %.3f s, jitter %s ms; retransmits %s, cpu_limited %s', label,
+    tostring(s.packets), s.bytes, r.bits_per_second / 1e6, tostring(r.packets),
+    tostring(r.unique_packets), tostring(r.lost_packets), tostring(r.duplicate_packets),
+    tostring(r.out_of_order_packets), r.seconds, tostring(r.jitter_ms), tostring(s.retransmits),
+    tostring(res.cpu_limited)))
   return res
 end
 
@@ -144,64 +182,56 @@ describe_netem('traffic cases under netem', function()
   end)
 
   -- 002: iperf3 counted duplicated datagrams' bytes and booked the copies as
-  -- out-of-order, inflating the rate.
+  -- out-of-order, inflating the rate. Pinned to one vCPU (see pinned()), so
+  -- the path itself keeps order and a copy counted as out-of-order is the
+  -- fault, exactly. The case's 10 s at 1000/s.
   it('002 duplicates have their own counter and do not inflate goodput', function()
-    with_bed(function(pair)
+    pinned(function() with_bed(function(pair)
       netem(pair.a, pair.va, 'duplicate 10% limit 10000')
       local err0 = rcvbuf_errors(pair.b)
       local res = run(pair, { proto = 'udp', length_bytes = 1000, bitrate_bps = 8e6,
-        duration_s = 3 }, '002')
+        duration_s = 10 }, '002')
       assert.equal(0, qdisc_drops(pair.a, pair.va))
       assert.equal(err0, rcvbuf_errors(pair.b))
       local sent = res.sent.packets
       assert.equal(sent, res.received.unique_packets)
       assert.equal(0, res.received.lost_packets)
-      -- binomial: n = sent, p = 0.1; 5 sd
+      -- binomial: n = sent, p = 0.1; 5 sd (150 at the case's 10 000)
       local sd = math.sqrt(sent * 0.1 * 0.9)
       assert(math.abs(res.received.duplicate_packets - 0.1 * sent) <= 5 * sd,
         'duplicates ' .. res.received.duplicate_packets .. ' of ' .. sent)
       assert.equal(sent + res.received.duplicate_packets, res.received.packets)
-      -- Copies must not be booked as out-of-order: that fault gives about as
-      -- many out-of-order datagrams as duplicates (~10 % of sent). netem's
-      -- duplicate path re-enqueues at the root and can itself reorder a
-      -- datagram now and then (1 in ~2400 seen once under emulation).
-      assert(res.received.out_of_order_packets <= 0.05 * res.received.duplicate_packets,
-        'out-of-order ' .. res.received.out_of_order_packets .. ' vs duplicates '
-        .. res.received.duplicate_packets)
-      -- Goodput counts unique payload only: exactly what was sent. (The
-      -- case's 8.0 Mbit/s assumes the sender kept its schedule; in the
-      -- emulated guest it may send less, so the exact byte identity and the
-      -- rate's own definition are checked instead.)
+      assert.equal(0, res.received.out_of_order_packets)
+      -- Goodput counts unique payload only: exactly what was sent, at the
+      -- rate it was sent, within the case's 1 %. (The case's 8.0 Mbit/s
+      -- assumes the sender kept its schedule; a descheduled emulated
+      -- sender loses its slots for good, measured 9895 of 10 000 sent.)
       assert.equal(sent * 1000, res.received.bytes)
       assert.equal(res.sent.bytes, res.received.bytes)
       H.close_to(res.received.bits_per_second, res.received.bytes * 8 / res.received.seconds,
         1e-9, 'goodput = unique bytes over the receiver time')
-      assert(res.received.bits_per_second <= res.sent.bits_per_second * 1.02,
-        'goodput above the offered load: duplicates counted?')
-    end)
+      H.close_to(res.received.bits_per_second, res.sent.bits_per_second, 0.01, 'goodput')
+      assert(res.sent.packets <= 10001, 'sent ' .. res.sent.packets .. ' in 10 s at 1000/s')
+    end) end)
   end)
 
   -- 005: iperf3 seeded the jitter estimator with the whole transit time, so
-  -- jitter started at |delay|/16 and decayed slowly.
-  -- The bound is the case's 0.5 ms plus the path noise of this guest itself,
-  -- measured during the same run: ping at the same 16 packets/s through the
-  -- same netem, its round trips' RFC 3550 jitter (path_noise_ms). How that
-  -- noise was found to be the guest's, not qoslab's (engine3): a per-datagram
-  -- dump of this case showed every send call returning within 0.3 ms (one
-  -- datagram per call, stamped just before it) while single datagrams
-  -- arrived 2-8 ms late by their kernel receive timestamps (SO_TIMESTAMPNS,
-  -- CLOCK_REALTIME like the sender's stamp, so no clock mixing); a plain C
-  -- probe with kernel timestamps and no qoslab code over the same netem
-  -- showed 0.15 ms on an idle guest and 0.4-1.7 ms (single |D| up to 10 ms)
-  -- beside a qoslab run. The buggy seed (4.75 ms at the end of interval 1)
-  -- stays far above the bound unless the guest itself is that noisy, which
-  -- the ping then shows.
+  -- jitter started at |delay|/16 and decayed slowly. Pinned to one vCPU (see
+  -- pinned()): unpinned, the guest's own timer noise reached 1.8 ms. The
+  -- case's 10 s. Pinned, one run still read 0.704 ms in one interval (host
+  -- loaded by other guests), so the bound is the case's 0.5 ms plus twice
+  -- the path noise measured beside the run (path_noise_ms: ping at the same
+  -- 16/s through the same netem; see 007 for how that noise was found to be
+  -- the guest's). The buggy seed gives 4.75 ms at the end of interval 1.
   it('005 jitter starts right: every interval < 0.5 ms over a constant 200 ms delay', function()
-    with_bed(function(pair)
+    pinned(function() with_bed(function(pair)
       netem(pair.a, pair.va, 'delay 200ms limit 10000')
-      local ping = path_noise_start(pair.a, pair.b_addr, 4.5)
+      -- the ping spans the whole run, drain included: one run read 11.3 ms
+      -- in the last interval (one datagram ~175 ms off) while a 10.5 s
+      -- ping, ending before the last datagrams arrived, saw 2.7 ms
+      local ping = path_noise_start(pair.a, pair.b_addr, 12)
       local res = run(pair, { proto = 'udp', length_bytes = 1000, bitrate_bps = 128000,
-        duration_s = 4 }, '005')
+        duration_s = 10 }, '005')
       local floor = path_noise_ms(ping)
       local jit = {}
       for _, iv in ipairs(res.intervals) do
@@ -209,25 +239,30 @@ describe_netem('traffic cases under netem', function()
           if e.role == 'receiver' and e.jitter_ms then jit[#jit + 1] = e.jitter_ms end
         end
       end
-      assert(#jit >= 3, string.format('%d receiver intervals with jitter in %d intervals', #jit,
+      print(string.format('  005 guest path noise %.3f ms; interval jitter (ms): %s', floor,
+        table.concat(jit, ' ')))
+      assert(#jit >= 9, string.format('%d receiver intervals with jitter in %d intervals', #jit,
         #res.intervals))
       for i, j in ipairs(jit) do
-        -- twice the path noise measured beside the run: one idle-host run
-        -- read 0.903 ms against 0.5 + 0.304 (the buggy seed gives 4.75 ms)
-        assert(j < 0.5 + 2 * floor, string.format('interval %d jitter %.3f ms (guest path noise %.3f ms)',
-          i, j, floor))
+        assert(j < 0.5 + 2 * floor, string.format('interval %d jitter %.3f ms (guest path noise '
+          .. '%.3f ms)', i, j, floor))
       end
       assert(jit[1] <= jit[2] + 0.5 + floor, string.format('first %.3f vs second %.3f (noise %.3f)',
         jit[1], jit[2], floor))
       assert.equal(0, res.received.lost_packets)
-    end)
+    end) end)
   end)
 
   -- 007: in reverse mode iperf3 printed the sender's offered load as the
   -- receiver's summary and took jitter from the side that never measured it.
   -- Jitter forward vs reverse: the case's 30 % plus the guest's own path
   -- noise during each run (ping through a netem delay on a second, unloaded
-  -- pair; see 005 for how the noise was found to be the guest's). Measured
+  -- pair). The noise is the guest's, not qoslab's (engine3): a per-datagram
+  -- dump showed every send call returning within 0.3 ms while single
+  -- datagrams arrived 2-8 ms late by their kernel receive timestamps, and a
+  -- plain C probe over the same netem, no qoslab code, showed 0.4-1.7 ms
+  -- beside a qoslab run. (Pinning, see pinned(), was measured on 002, 005
+  -- and 021 only; this case still runs on both vCPUs.) Measured
   -- in the guest (engine3): the same forward run gave 0.25 to 1.17 ms with
   -- one datagram per send call and 0.94 to 1.20 ms with batches, reverse
   -- 0.55 to 1.07 ms, so neither direction nor batching sets the value.
@@ -365,88 +400,64 @@ describe_netem('traffic cases under netem', function()
     end)
   end)
 
-  -- 013: iperf3 set -w after accept() on the server, when the window scale
-  -- was fixed; reverse tests were capped near the default window.
-  it('013 the window reaches the server side: forward and reverse alike', function()
+  -- 013 (the window on the server's accepted socket) is checked at the
+  -- case's own bounds in traffic_window_spec.lua, over a 600 ms RTT the
+  -- emulated guest can carry.
+
+  -- 015: iperf3 ignored -n/-k in reverse mode and ended forward tests while
+  -- the tail was in flight.
+  -- Measured cause of the extra UDP loss seen once (1321 of 2000, 271
+  -- RcvbufErrors, reverse): the server starts sending right after it writes
+  -- TEST_RUNNING, the client starts reading when that message arrives, and
+  -- it crosses the same 20 % lossy netem. One lost control segment costs an
+  -- RTO (>= 0.3 s here, 300+ datagrams at 1000/s) while the client's socket
+  -- (212992 B, ~90 datagrams) fills. iperf3's protocol has the same gap. So
+  -- the receiving socket gets a buffer holding the whole test (window_bytes
+  -- 4 MiB: 8 MiB granted, over 3000 datagrams of 1000 B), and the case's
+  -- 1600 +- 90 is then checked as it stands, with no overflow allowed.
+  -- Neighbour entries are made permanent before the loss is set, or a lost
+  -- ARP reply can fail the connect (seen: EHOSTUNREACH).
+  it('015 limits: the sender emits exactly N in both directions', function()
     local saved = { H.sysctl('net.core.rmem_max'), H.sysctl('net.core.wmem_max') }
     H.must('sysctl -qw net.core.rmem_max=67108864 net.core.wmem_max=67108864')
     local ok, err = pcall(function()
-      local rates = {}
       for _, rev in ipairs { false, true } do
         with_bed(function(pair)
-          -- The case expects at least half of 4 MiB / 90 ms = 373 Mbit/s on
-          -- real hardware. Under emulation the guest's CPU caps one TCP
-          -- stream through netem lower (measured 113-134 Mbit/s with 481
-          -- Mbit/s on the same pair without netem), so the floor is the
-          -- smaller of the case's 186.5 Mbit/s and ten times the fault's own
-          -- ceiling (a window stuck at 64 KiB: 5.8 Mbit/s over 90 ms).
-          local cap = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 2 },
-            '013 capacity').received.bits_per_second
-          local floor = math.min(0.5 * math.min(373e6, cap), 10 * 65536 * 8 / 0.09)
-          netem(pair.a, pair.va, 'delay 45ms limit 10000')
-          netem(pair.b, pair.vb, 'delay 45ms limit 10000')
-          local res = run(pair, { window_bytes = 4194304, reverse = rev, duration_s = 4 },
-            '013')
-          local s = res.streams[1]
-          assert.equal(8388608, s.sender.sndbuf.granted_bytes)
-          assert.equal(8388608, s.receiver.rcvbuf.granted_bytes)
-          rates[#rates + 1] = res.received.bits_per_second
-          -- 4 MiB over 90 ms: ceiling 746 Mbit/s
-          assert(res.received.bits_per_second <= 746e6, 'above the window ceiling')
-          assert(res.received.bits_per_second >= floor,
-            string.format('%s only %.1f Mbit/s (floor %.1f; guest capacity without netem %.1f)',
-              rev and 'reverse' or 'forward', res.received.bits_per_second / 1e6, floor / 1e6,
-              cap / 1e6))
+          local sns, sdev, rns = pair.a, pair.va, pair.b
+          if rev then sns, sdev, rns = pair.b, pair.vb, pair.a end
+          permanent_neighbours(pair)
+          netem(sns, sdev, 'delay 100ms loss 20% limit 10000')
+          local err0 = rcvbuf_errors(rns)
+          local res = run(pair, { proto = 'udp', packets = 2000, length_bytes = 1000,
+            bitrate_bps = 8e6, reverse = rev, window_bytes = 4194304 }, '015 udp')
+          assert.equal(2000, res.sent.packets)
+          assert.equal(8388608, res.streams[1].receiver.rcvbuf.granted_bytes)
+          local got = res.received.unique_packets
+          local drops, overflows = qdisc_drops(sns, sdev), rcvbuf_errors(rns) - err0
+          local what = string.format('%s received %d of 2000 at 20%% loss (netem drops %d, '
+            .. 'receiver RcvbufErrors %d)', rev and 'reverse' or 'forward', got, drops, overflows)
+          print('  ' .. what)
+          assert.equal(0, overflows, what)
+          -- binomial sd 17.9: the case's 1600 +- 90 (5 sd)
+          assert(math.abs(got - 1600) <= 90, what)
+          assert.equal(2000 - got, res.received.lost_packets)
+          -- netem dropped every lost datagram; the rest of its drops are
+          -- control segments sharing the qdisc (20 % of some dozens)
+          local ctl = drops - (2000 - got)
+          assert(ctl >= 0 and ctl <= 40, what)
+        end)
+        with_bed(function(pair)
+          if rev then netem(pair.b, pair.vb, 'delay 100ms limit 10000')
+          else netem(pair.a, pair.va, 'delay 100ms limit 10000') end
+          local res = run(pair, { bytes = 1048576, reverse = rev }, '015 tcp')
+          assert.equal(1048576, res.sent.bytes)
+          assert.equal(1048576, res.received.bytes)
         end)
       end
-      -- x1.25 in the case; x2.5 here, as in traffic_window_spec.lua (the
-      -- guest's spread between directions reached x1.94; the fault gives x60).
-      local r = math.max(rates[1], rates[2]) / math.min(rates[1], rates[2])
-      assert(r <= 2.5, string.format('forward/reverse ratio %.2f', r))
     end)
     H.must(string.format('sysctl -qw net.core.rmem_max=%d net.core.wmem_max=%d', saved[1],
       saved[2]))
     assert(ok, err)
-  end)
-
-  -- 015: iperf3 ignored -n/-k in reverse mode and ended forward tests while
-  -- the tail was in flight.
-  it('015 limits: the sender emits exactly N in both directions', function()
-    for _, rev in ipairs { false, true } do
-      with_bed(function(pair)
-        local sns, sdev, rns = pair.a, pair.va, pair.b
-        if rev then sns, sdev, rns = pair.b, pair.vb, pair.a end
-        netem(sns, sdev, 'delay 100ms loss 20% limit 10000')
-        local err0 = rcvbuf_errors(rns)
-        local res = run(pair, { proto = 'udp', packets = 2000, length_bytes = 1000,
-          bitrate_bps = 8e6, reverse = rev }, '015 udp')
-        assert.equal(2000, res.sent.packets)
-        local got = res.received.unique_packets
-        local drops, overflows = qdisc_drops(sns, sdev), rcvbuf_errors(rns) - err0
-        local what = string.format('%s received %d of 2000 at 20%% loss (netem drops %d, '
-          .. 'receiver RcvbufErrors %d)', rev and 'reverse' or 'forward', got, drops, overflows)
-        -- The case's 1600 +- 90 assumes the receiving host drops nothing. Under
-        -- emulation the receiving thread is sometimes not scheduled for long
-        -- enough that its socket overflows (measured: RcvbufErrors 268 in one
-        -- reverse run), so the 20 % is checked on netem's own drops (+- 90,
-        -- 5 sd, plus the control segments and ARP that share the qdisc: about
-        -- 20 % of ~100 such packets, up to 40 allowed), and the books must
-        -- account for every datagram: received == sent - netem drops - socket
-        -- overflows, up to those dropped control packets (measured 11).
-        assert(math.abs(drops - 400) <= 130, what)
-        local ctl = got - (2000 - drops - overflows)
-        assert(ctl >= 0 and ctl <= 40, what)
-        if overflows == 0 then assert(math.abs(got - 1600) <= 90, what) end
-        assert.equal(2000 - got, res.received.lost_packets)
-      end)
-      with_bed(function(pair)
-        if rev then netem(pair.b, pair.vb, 'delay 100ms limit 10000')
-        else netem(pair.a, pair.va, 'delay 100ms limit 10000') end
-        local res = run(pair, { bytes = 1048576, reverse = rev }, '015 tcp')
-        assert.equal(1048576, res.sent.bytes)
-        assert.equal(1048576, res.received.bytes)
-      end)
-    end
   end)
 
   -- 016: iperf3 counted bytes when write() returned, so short sender
@@ -457,6 +468,13 @@ describe_netem('traffic cases under netem', function()
       netem(pair.a, pair.va, 'rate 100mbit limit 1000')
       local res = run(pair, { sndbuf_bytes = 4194304, duration_s = 3, interval_s = 0.1 },
         '016 100mbit')
+      -- The case's bound per receiver interval: 95.6 Mbit/s + 5 % + one
+      -- block. Measured in the guest: one 0.1 s interval read 114.5 Mbit/s;
+      -- a stalled emulated vCPU holds back netem's releases and the reader,
+      -- and the next interval catches up. So an interval above the bound
+      -- passes only if it and the one before it together keep the bound
+      -- (the catch-up moves bytes, it cannot make them); printed when used.
+      local prev
       for i, iv in ipairs(res.intervals) do
         assert.is_true(iv.seconds > 0)
         for _, e in ipairs(iv.streams) do
@@ -464,8 +482,17 @@ describe_netem('traffic cases under netem', function()
           H.close_to(e.bits_per_second, e.bytes * 8 / e.seconds, 1e-6, 'interval bitrate')
           if e.role == 'receiver' then
             local limit = ceiling * 1.05 + 131072 * 8 / e.seconds
-            assert(e.bits_per_second <= limit, string.format('interval %d receiver %.1f Mbit/s',
-              i, e.bits_per_second / 1e6))
+            if e.bits_per_second > limit then
+              local secs = e.seconds + (prev and prev.seconds or 0)
+              local bytes = e.bytes + (prev and prev.bytes or 0)
+              local pair_bps = bytes * 8 / secs
+              print(string.format('  016 interval %d receiver %.1f Mbit/s; with the one before '
+                .. '%.1f Mbit/s', i, e.bits_per_second / 1e6, pair_bps / 1e6))
+              assert(prev and pair_bps <= ceiling * 1.05 + 131072 * 8 / secs, string.format(
+                'interval %d receiver %.1f Mbit/s (with the one before %.1f)', i,
+                e.bits_per_second / 1e6, pair_bps / 1e6))
+            end
+            prev = e
           end
         end
       end
@@ -511,35 +538,65 @@ describe_netem('traffic cases under netem', function()
 
   -- 021: a 1000-packet netem queue at 250 ms lets 4000 datagrams/s through;
   -- iperf3 showed a flat rate with 98 % loss and then hung at the end.
+  -- The guest cannot offer the case's 1 Gbit/s: measured, the sender took a
+  -- whole vCPU and the receiver read only 2526/s, below the cap, so the cap
+  -- was never tested. Here the default limit (1000) is kept and the delay is
+  -- 1 s, so the cap is limit / delay = 1000 datagrams/s, offered 2500/s
+  -- (28 Mbit/s of 1400 B), which the guest carries (measured: 998 and 999
+  -- per second, 3996 in 4 s, no socket overflow, pinned to one vCPU).
+  -- Received in total: the queue passes 1000/s from the first arrival and
+  -- holds its last 1000 at the end, so about 1000 x the sender's seconds.
   it('021 netem limit caps UDP at limit/delay; the test still ends cleanly', function()
-    with_bed(function(pair)
-      netem(pair.a, pair.va, 'delay 250ms')
-      local err0 = rcvbuf_errors(pair.b)
-      local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 1e9,
-        duration_s = 3 }, '021 limit 1000')
-      -- Over the time datagrams can arrive (after the first 250 ms): the
-      -- receiver counts when it reads, and the emulated guest's reader falls
-      -- behind and catches up across interval boundaries (one interval read
-      -- 5030/s after a slow one), so the ceiling is checked on the whole run.
-      local pps = res.received.packets / (res.received.seconds - 0.25)
-      -- +5 % rather than the case's +2 %: the 0.25 s drain subtracted here is
-      -- nominal, and the emulated clock let one run read 4090/s (+2.25 %).
-      assert(pps <= 4000 * 1.05, string.format('%.0f datagrams/s delivered', pps))
-      -- Every lost datagram is accounted for by the kernel: netem's queue
-      -- drops plus the receiving socket's overflows (the emulated guest's
-      -- receiver falls behind at 4000/s); 1 % slack for the drain edge.
-      local drops = qdisc_drops(pair.a, pair.va) + rcvbuf_errors(pair.b) - err0
-      assert(math.abs(drops - res.received.lost_packets) <= 0.01 * res.sent.packets,
-        string.format('kernel drops %d vs lost %d of %d', drops, res.received.lost_packets,
-          res.sent.packets))
+    local saved = { H.sysctl('net.core.rmem_max'), H.sysctl('net.core.wmem_max') }
+    H.must('sysctl -qw net.core.rmem_max=67108864 net.core.wmem_max=67108864')
+    local ok, err = pcall(pinned, function()
+      with_bed(function(pair)
+        netem(pair.a, pair.va, 'delay 1s')
+        local err0 = rcvbuf_errors(pair.b)
+        -- window_bytes: a receive buffer for 1 s of bursts, so what netem
+        -- lets through is what the receiver counts
+        local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 28e6,
+          duration_s = 5, window_bytes = 4194304 }, '021 limit 1000')
+        assert.equal(0, rcvbuf_errors(pair.b) - err0)
+        local per, checked = {}, 0
+        for i, iv in ipairs(res.intervals) do
+          local e = iv.sum.receiver
+          if e then
+            local pps = e.packets / e.seconds
+            per[#per + 1] = string.format('%.0f/%.2fs', pps, e.seconds)
+            -- every interval, the last one too: it ends at the last arrival
+            -- of the drain, which empties the queue at the same 1000/s
+            if e.seconds > 0.5 then
+              assert(pps <= 1000 * 1.02, string.format('interval %d: %.0f datagrams/s', i, pps))
+              checked = checked + 1
+            end
+          end
+        end
+        print('  021 received datagrams/s per interval: ' .. table.concat(per, ' '))
+        assert(checked >= 5, 'only ' .. checked .. ' intervals')
+        local cap = 1000 * res.sent.seconds
+        assert(res.received.packets <= cap * 1.02, string.format('%d received, cap %.0f',
+          res.received.packets, cap))
+        -- the cap binds: the queue stayed full
+        assert(res.received.packets >= cap * 0.95, string.format('%d received, cap %.0f',
+          res.received.packets, cap))
+        assert.equal(res.sent.packets, res.received.unique_packets + res.received.lost_packets)
+        -- netem dropped every lost datagram; the rest of its drops are
+        -- control segments that met the full queue
+        local ctl = qdisc_drops(pair.a, pair.va) - res.received.lost_packets
+        assert(ctl >= 0 and ctl <= 40, string.format('netem drops - lost = %d', ctl))
+      end)
+      with_bed(function(pair)
+        netem(pair.a, pair.va, 'delay 1s limit 1000000')
+        local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 28e6,
+          duration_s = 3, window_bytes = 4194304 }, '021 limit 1000000')
+        assert.equal(0, qdisc_drops(pair.a, pair.va))
+        assert.equal(0, res.received.lost_packets)
+        assert.equal(res.sent.packets, res.received.unique_packets)
+      end)
     end)
-    with_bed(function(pair)
-      netem(pair.a, pair.va, 'delay 250ms limit 1000000')
-      -- a rate the emulated guest keeps up with: the queue no longer limits
-      local res = run(pair, { proto = 'udp', length_bytes = 1400, bitrate_bps = 20e6,
-        duration_s = 3 }, '021 limit 1000000')
-      assert.equal(0, qdisc_drops(pair.a, pair.va))
-      assert(res.received.lost_pct < 1, 'loss ' .. res.received.lost_pct .. '%')
-    end)
+    H.must(string.format('sysctl -qw net.core.rmem_max=%d net.core.wmem_max=%d', saved[1],
+      saved[2]))
+    assert(ok, err)
   end)
 end)
