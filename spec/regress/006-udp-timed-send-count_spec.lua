@@ -1,0 +1,44 @@
+-- 006: a timed, paced UDP test sent a few datagrams more than its schedule
+-- holds (3004 in 3 s at 1000/s in the emulated guest, case 001): the
+-- sender stopped when the control thread, waking a few ms late, set the
+-- stop flag. The sender now stops at the planned end itself, so it sends
+-- exactly the slots scheduled before it: rate x duration (slot 0 at t = 0).
+local H = require 'integration.traffic_helper'
+local traffic = require 'qoslab.traffic'
+
+describe('regress 006 timed UDP sends its schedule exactly', function()
+  local function check(o, expect, label)
+    local port = H.port()
+    local srv = assert(traffic.server { port = port })
+    local ok, err = pcall(function()
+      o.host, o.port, o.proto, o.length_bytes = '127.0.0.1', port, 'udp', 1000
+      local res = assert(traffic.run(o))
+      if o.omit_s then
+        -- Known limit: the two ends split their UDP books at the omit
+        -- boundary of their own clocks, so a datagram in flight there can
+        -- count as omitted on one side only (seen: lost + unique = 1000,
+        -- sent = 999). Without omit_s the identity is exact.
+        local r = res.received
+        assert(math.abs(r.lost_packets + r.unique_packets - res.sent.packets) <= 2, label)
+      else
+        H.identities(res, label)
+      end
+      -- a stall can only drop slots (no catch-up beyond one interval), never add
+      assert(res.sent.packets <= expect, string.format('%s: sent %d > %d', label,
+        res.sent.packets, expect))
+      assert(res.sent.packets >= expect - 2, string.format('%s: sent %d of %d', label,
+        res.sent.packets, expect))
+    end)
+    srv:stop()
+    assert(ok, err)
+  end
+  it('1 s at 1000 datagrams/s: 1000', function()
+    check({ bitrate_bps = 8e6, duration_s = 1 }, 1000, 'forward')
+  end)
+  it('reverse, 1.5 s at 2000 datagrams/s: 3000', function()
+    check({ bitrate_bps = 16e6, duration_s = 1.5, reverse = true }, 3000, 'reverse')
+  end)
+  it('omit 0.5 s + 1 s at 1000 datagrams/s: 1000 after the omit', function()
+    check({ bitrate_bps = 8e6, duration_s = 1, omit_s = 0.5 }, 1000, 'omit')
+  end)
+end)
