@@ -145,13 +145,31 @@ struct ql_server {
 	pthread_cond_t cv;
 	ql_test *tests;
 	int running, threads;
-	const ql_result **results;
-	ql_test **finished;
-	int nres, cap;
+	/* The last keep finished results, a ring: kept[(head + i) % keep] is
+	 * the i-th oldest of nkept. A finished test's other state (streams,
+	 * UDP books, live queue) is freed as soon as its result is kept. */
+	struct kept_result **kept;
+	int keep, nkept, head;
+	uint64_t nfinished;               /* tests published since the start */
 	uint64_t rejected;
 	uint64_t accept_seq;
 	int done;
 };
+
+/* A finished server test's result, shared by the server's ring and the
+ * copies handed out by ql_server_results (refs counts both). */
+typedef struct kept_result {
+	ql_result res;               /* first: a ql_result * is a kept_result * */
+	_Atomic int refs;
+} kept_result;
+
+static void kept_unref(kept_result *k)
+{
+	if (k && atomic_fetch_sub(&k->refs, 1) == 1) {
+		ql_result_free(&k->res);
+		free(k);
+	}
+}
 
 /* ------------------------------------------------------------ helpers --- */
 
@@ -270,6 +288,7 @@ void ql_server_opts_init(ql_server_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->port = QL_DEFAULT_PORT;
+	o->keep_results = QL_KEEP_RESULTS_DEFAULT;
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -2680,28 +2699,35 @@ static int server_run(ql_test *t)
 static void server_publish(ql_test *t)
 {
 	ql_server *s = t->srv;
-	pthread_mutex_lock(&s->mu);
-	if (s->nres == s->cap && s->nres < 100000) {
-		int nc = s->cap ? s->cap * 2 : 8;
-		const ql_result **nr = realloc(s->results, (size_t)nc * sizeof *nr);
-		if (nr)
-			s->results = nr;
-		ql_test **nf = realloc(s->finished, (size_t)nc * sizeof *nf);
-		if (nf)
-			s->finished = nf;
-		if (nr && nf)
-			s->cap = nc;
+	/* Move the result out of the test: the test is freed when its thread
+	 * ends, the result lives on in the ring (or not at all: keep = 0). */
+	kept_result *k = calloc(1, sizeof *k);
+	if (k) {
+		k->res = t->res;
+		memset(&t->res, 0, sizeof t->res);
+		atomic_init(&k->refs, 1);
 	}
-	if (s->nres < s->cap) {
-		s->results[s->nres] = &t->res;
-		s->finished[s->nres++] = t;
-		t->published = 1;
-		/* The measurement is over: it no longer counts as running
-		 * while the last two state bytes are exchanged. */
-		s->running--;
+	kept_result *evicted = NULL;
+	pthread_mutex_lock(&s->mu);
+	s->nfinished++;
+	t->published = 1;
+	/* The measurement is over: it no longer counts as running while the
+	 * last two state bytes are exchanged. */
+	s->running--;
+	if (k && s->keep > 0) {
+		if (s->nkept == s->keep) {
+			evicted = s->kept[s->head];
+			s->kept[s->head] = k;
+			s->head = (s->head + 1) % s->keep;
+		} else {
+			s->kept[(s->head + s->nkept++) % s->keep] = k;
+		}
+	} else {
+		evicted = k;
 	}
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+	kept_unref(evicted);
 }
 
 static int server_protocol(ql_test *t)
@@ -2836,7 +2862,9 @@ static void *server_test_main(ql_test *t)
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);
-	/* Unlink and keep the result (finished tests only). */
+	/* Unlink; the result (if any) was moved to the ring by server_publish,
+	 * so the test itself goes now: a server running for days holds only
+	 * its last keep_results results. */
 	pthread_mutex_lock(&s->mu);
 	for (ql_test **pp = &s->tests; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
@@ -2845,15 +2873,11 @@ static void *server_test_main(ql_test *t)
 		}
 	if (!t->published)
 		s->running--;
-	int keep = t->published;
-	if (keep)
-		test_close_sockets(t);
 	if (s->o.one_off)
 		atomic_store(&s->stop, 1);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
-	if (!keep)
-		ql_test_free(t);
+	ql_test_free(t);
 	return NULL;
 }
 
@@ -2890,7 +2914,7 @@ static void *conn_main(void *arg)
 		goto out;
 	}
 	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
-	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nres > 0)) {
+	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nfinished > 0)) {
 		pthread_mutex_unlock(&s->mu);
 		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
 		goto out;
@@ -3180,9 +3204,17 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 		return ql_err_usage(e, "opts.port: expected 0..65535, got %d", o->port);
 	if (o->idle_timeout_s < 0 || o->idle_timeout_s > 86400)
 		return ql_err_usage(e, "opts.idle_timeout_s: expected 0..86400");
+	if (o->keep_results < 0 || o->keep_results > QL_KEEP_RESULTS_MAX)
+		return ql_err_usage(e, "opts.keep_results: expected 0..%d, got %d",
+				    QL_KEEP_RESULTS_MAX, o->keep_results);
 	ql_server *s = calloc(1, sizeof *s);
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	s->keep = o->keep_results;
+	if (s->keep > 0 && !(s->kept = calloc((size_t)s->keep, sizeof *s->kept))) {
+		free(s);
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	}
 	s->o = *o;
 	copy_str(s->netns, sizeof s->netns, o->netns);
 	copy_str(s->bind_address, sizeof s->bind_address, o->bind_address);
@@ -3236,20 +3268,40 @@ int ql_server_done(ql_server *s)
 	return d;
 }
 
-int ql_server_results(ql_server *s, const ql_result ***out, int *n)
+int ql_server_results(ql_server *s, const ql_result ***out, int *n, uint64_t *total)
 {
 	pthread_mutex_lock(&s->mu);
-	*n = s->nres;
+	*n = s->nkept;
 	*out = NULL;
-	if (s->nres) {
-		*out = malloc((size_t)s->nres * sizeof **out);
-		if (*out)
-			memcpy(*out, s->results, (size_t)s->nres * sizeof **out);
-		else
+	if (total)
+		*total = s->nfinished;
+	if (s->nkept) {
+		*out = malloc((size_t)s->nkept * sizeof **out);
+		for (int i = 0; *out && i < s->nkept; i++) {
+			kept_result *k = s->kept[(s->head + i) % s->keep];
+			atomic_fetch_add(&k->refs, 1);
+			(*out)[i] = &k->res;
+		}
+		if (!*out)
 			*n = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return *out || !*n ? 0 : -ENOMEM;
+}
+
+void ql_server_results_release(const ql_result **rs, int n)
+{
+	for (int i = 0; rs && i < n; i++)
+		kept_unref((kept_result *)(uintptr_t)rs[i]);
+	free(rs);
+}
+
+uint64_t ql_server_finished(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t n = s->nfinished;
+	pthread_mutex_unlock(&s->mu);
+	return n;
 }
 
 uint64_t ql_server_rejected(ql_server *s)
@@ -3285,10 +3337,9 @@ void ql_server_free(ql_server *s)
 		close(s->lfd);
 	if (s->ufd >= 0)
 		close(s->ufd);
-	for (int i = 0; i < s->nres; i++)
-		ql_test_free(s->finished[i]);
-	free(s->finished);
-	free(s->results);
+	for (int i = 0; i < s->nkept; i++)
+		kept_unref(s->kept[(s->head + i) % s->keep]);
+	free(s->kept);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

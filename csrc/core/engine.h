@@ -229,7 +229,14 @@ typedef struct ql_server_opts {
 	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;  /* defaults */
 	double idle_timeout_s;       /* control silence limit, 0 = 30 s */
 	int max_tests;               /* concurrent tests, 0 = 64 */
+	int keep_results;            /* finished results kept, 0..100000 */
 } ql_server_opts;
+
+/* A server keeps the results of its last QL_KEEP_RESULTS_DEFAULT finished
+ * tests (keep_results); older ones are freed, so a server running for days
+ * holds a bounded amount of memory. */
+#define QL_KEEP_RESULTS_DEFAULT 100
+#define QL_KEEP_RESULTS_MAX 100000
 
 void ql_server_opts_init(ql_server_opts *o);
 
@@ -240,9 +247,15 @@ int ql_server_port(const ql_server *s);
 int ql_server_tests_running(ql_server *s);
 /* 1 when the server has stopped (one_off test done, or ql_server_stop). */
 int ql_server_done(ql_server *s);
-/* Copy out the finished tests' results: *out is a malloc'd array of
- * pointers owned by the server (valid until ql_server_free). */
-int ql_server_results(ql_server *s, const ql_result ***out, int *n);
+/* The kept results, oldest first (at most keep_results; the last one is
+ * test number *total, counting every test finished since the start).
+ * *out is a malloc'd array holding a reference to each result: they stay
+ * valid, even after the server evicts them or is freed, until
+ * ql_server_results_release(*out, *n). total may be NULL. */
+int ql_server_results(ql_server *s, const ql_result ***out, int *n, uint64_t *total);
+void ql_server_results_release(const ql_result **rs, int n);
+/* Tests finished (results published) since the start, kept or not. */
+uint64_t ql_server_finished(ql_server *s);
 /* Number of control connections rejected (bad cookie, bad JSON, ...). */
 uint64_t ql_server_rejected(ql_server *s);
 void ql_server_stop(ql_server *s);

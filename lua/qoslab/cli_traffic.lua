@@ -396,9 +396,11 @@ local function run_server(a)
       out(nil, string.format('test started (%d running)', now_running))
     end
     running = now_running
-    local results = srv:results()
-    for i = shown + 1, #results do
-      local r = results[i]
+    -- The server keeps only its last results: number them by the total.
+    local results, total = srv:results()
+    local first = total - #results
+    for i = math.max(shown, first) + 1, total do
+      local r = results[i - first]
       if a.json then
         out(nil, json_text(traffic.to_iperf3_json(r)))
       else
@@ -407,7 +409,7 @@ local function run_server(a)
         out(nil, rule)
       end
     end
-    shown = #results
+    shown = total
   end
   local ok_loop, err_loop = pcall(function()
     while true do

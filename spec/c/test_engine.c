@@ -471,9 +471,11 @@ TEST(hostile_clients_do_not_disturb_others)
 	CHECK_EQ_INT(ql_server_tests_running(hs), 0);
 	const ql_result **rs;
 	int n;
-	CHECK_EQ_INT(ql_server_results(hs, &rs, &n), 0);
+	uint64_t total = 0;
+	CHECK_EQ_INT(ql_server_results(hs, &rs, &n, &total), 0);
 	CHECK_EQ_INT(n, 1);
-	free(rs);
+	CHECK_EQ_U64(total, 1);
+	ql_server_results_release(rs, n);
 	close(silent);
 	close(badck);
 	close(badjs);
