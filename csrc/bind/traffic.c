@@ -162,6 +162,10 @@ static void push_interval(lua_State *L, const ql_interval *iv, int data_dir, int
 	qlb_set_number(L, "end_s", iv->end_s);
 	qlb_set_number(L, "seconds", iv->seconds);
 	qlb_set_boolean(L, "omitted", iv->omitted);
+	/* live records against a qoslab server: its entries for this slot
+	 * did not come in time (they are in the final result) */
+	if (iv->peer_live)
+		qlb_set_boolean(L, "peer_missing", iv->peer_missing);
 	push_sum(L, iv, data_dir, udp);
 	lua_setfield(L, -2, "sum");
 	if (bidir) {

@@ -111,12 +111,16 @@ struct ql_test {
 	pthread_cond_t cv;
 	ql_interval *iv;
 	int niv, civ, npub, nread;
-	/* live queue handed to next_interval: local intervals plus the
-	 * peer's live entries (client), deep copies */
+	/* live queue handed to next_interval (client only): local intervals
+	 * with the peer's entries of the same grid slots, deep copies.
+	 * iv[nrel..npub) are ticked but held for the peer's entries. */
 	ql_interval *live;
-	int nlive, clive;
+	int nlive, clive, nrel;
 	ql_interval *rlive;               /* peer intervals not yet placed */
 	int nrlive, crlive, nrlive_total;
+	int peer_live;                    /* the server announced QL_ST_QL_LIVE */
+	int64_t peer_upto;                /* peer's live series covers slots < this */
+	int64_t hold_ns;                  /* longest wait for the peer's entries */
 	int nshipped;                     /* server: intervals sent live */
 	int finished;
 	int rc;
@@ -1067,39 +1071,95 @@ static ql_interval *live_append(ql_test *t, const ql_interval *iv, int extra)
 	return c;
 }
 
-/* Add the peer interval b's entries to the live copy c (room reserved). */
-static void live_add_peer(ql_test *t, ql_interval *c, const ql_interval *b)
+static int64_t grid_slot(const ql_test *t, double start_s);
+static void entry_accumulate(ql_entry *x, const ql_entry *y);
+
+/* Grid slots [*s0, *s1) that an interval covers (at least one). */
+static void iv_slots(const ql_test *t, const ql_interval *iv, int64_t *s0, int64_t *s1)
+{
+	*s0 = grid_slot(t, iv->start_s);
+	*s1 = grid_slot(t, iv->end_s);
+	if (*s1 <= *s0)
+		*s1 = *s0 + 1;
+}
+
+/* Fold the peer interval b's entries into iv (room for cap entries): an
+ * entry of a stream and role iv already holds from that side accumulates
+ * (two peer intervals in one local one), others are appended. The caller
+ * recomputes the sums. */
+static void fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side)
 {
 	for (int i = 0; i < b->nentries; i++) {
 		ql_entry y = b->entries[i];
 		if (y.seconds <= 0)
 			y.seconds = b->seconds;
-		y.side = !t->side;
-		y.bits_per_second = ql_bits_per_second(y.bytes, y.seconds);
-		c->entries[c->nentries++] = y;
+		y.side = side;
+		entry_finish(&y);
+		int found = 0;
+		for (int m = 0; m < iv->nentries; m++) {
+			ql_entry *x = &iv->entries[m];
+			if (x->side == y.side && x->id == y.id && x->role == y.role) {
+				entry_accumulate(x, &y);
+				found = 1;
+				break;
+			}
+		}
+		if (!found && iv->nentries < cap)
+			iv->entries[iv->nentries++] = y;
 	}
-	interval_sums(c);
 }
 
-static int peer_entries(const ql_interval *v, int n)
+/* Queue local interval iv (slots [s0, s1)) as a live record with the
+ * pending peer intervals of those slots (with last: of every later slot
+ * too, the peer measured longer). Peer intervals of earlier slots came
+ * after their record was released: the live view leaves them out (the
+ * final result has them). Caller holds t->mu. */
+static void live_emit(ql_test *t, const ql_interval *iv, int64_t s0, int64_t s1, int last,
+		      int missing)
 {
-	int k = 0;
-	for (int i = 0; i < n; i++)
-		k += v[i].nentries;
-	return k;
-}
-
-/* Publish local interval k with the peer's live intervals received so far
- * (a peer's interval is shown with the first local one published after it
- * arrived). Caller holds t->mu. */
-static void live_publish(ql_test *t, int k)
-{
-	ql_interval *c = live_append(t, &t->iv[k], peer_entries(t->rlive, t->nrlive));
-	for (int j = 0; c && j < t->nrlive; j++)
-		live_add_peer(t, c, &t->rlive[j]);
+	int extra = 0;
 	for (int j = 0; j < t->nrlive; j++)
-		ql_interval_clear(&t->rlive[j]);
-	t->nrlive = 0;
+		if (last || grid_slot(t, t->rlive[j].start_s) < s1)
+			extra += t->rlive[j].nentries;
+	ql_interval *c = live_append(t, iv, extra);
+	if (c) {
+		c->peer_live = t->peer_live;
+		c->peer_missing = missing;
+	}
+	int keep = 0;
+	for (int j = 0; j < t->nrlive; j++) {
+		ql_interval *b = &t->rlive[j];
+		int64_t g = grid_slot(t, b->start_s);
+		if (!last && g >= s1) {
+			t->rlive[keep++] = *b;
+			continue;
+		}
+		if (c && g >= s0)
+			fold_peer(c, iv->nentries + extra, b, !t->side);
+		ql_interval_clear(b);
+	}
+	t->nrlive = keep;
+	if (c)
+		interval_sums(c);
+}
+
+/* Release ticked local intervals to the live queue, oldest first: one
+ * goes when the peer's live series covers its slots, or hold_ns after its
+ * end (its peer entries then show as missing), or at once when the peer
+ * sends no live series (a stock iperf3). Caller holds t->mu. */
+static void live_release(ql_test *t, int64_t now)
+{
+	while (t->side == QL_SIDE_CLIENT && t->nrel < t->npub) {
+		const ql_interval *iv = &t->iv[t->nrel];
+		int64_t s0, s1;
+		iv_slots(t, iv, &s0, &s1);
+		int64_t due = t->start_ns + (int64_t)llround(iv->end_s * 1e9) + t->hold_ns;
+		int waiting = t->peer_live && t->peer_upto < s1;
+		if (waiting && now < due)
+			break;
+		live_emit(t, iv, s0, s1, 0, waiting);
+		t->nrel++;
+	}
 }
 
 static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
@@ -1134,7 +1194,7 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 	t->iv[t->niv++] = iv;
 	if (publish) {
 		t->npub = t->niv;
-		live_publish(t, t->niv - 1);
+		live_release(t, ql_now_ns());
 		pthread_cond_broadcast(&t->cv);
 	}
 	pthread_mutex_unlock(&t->mu);
@@ -1447,6 +1507,22 @@ static void default_drain(ql_test *t)
 	    (ts.valid & QL_TCPS_RTT) && 2LL * ts.rtt_us * 1000 > d)
 		d = 2LL * ts.rtt_us * 1000;
 	t->drain_ns = d;
+}
+
+/* How long a live record waits for the peer's entries of its slots. The
+ * server's record for slot k leaves at its tick k, which falls one control
+ * message's trip before ours, and travels the same way as that message:
+ * it arrives about when we tick. The wait covers scheduling delays and one
+ * retransmission of the control segment (RTO >= 200 ms, or 2 x srtt on a
+ * long path); a record released without them shows them as missing. */
+static void live_hold(ql_test *t)
+{
+	int64_t h = 300 * MS;
+	ql_tcp_sample ts;
+	if (t->ctl_fd >= 0 && ql_tcp_sample_read(t->ctl_fd, &ts, 0, NULL) == 0 &&
+	    (ts.valid & QL_TCPS_RTT))
+		h += 2LL * ts.rtt_us * 1000;
+	t->hold_ns = h < 3 * QL_NS_PER_S ? h : 3 * QL_NS_PER_S;
 }
 
 /* ------------------------------------------------------------ results --- */
@@ -1792,8 +1868,9 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 	int k = 0;
 	for (int j = 0; local && j < pr->nintervals; j++) {
 		const ql_interval *b = &pr->intervals[j];
-		int64_t g = grid_slot(t, b->start_s);
-		while (k < n - 1 && grid_slot(t, r->intervals[k].start_s) < g)
+		int64_t g = grid_slot(t, b->start_s), s0, s1;
+		/* the local interval whose slots [s0, s1) hold g (as live) */
+		while (k < n - 1 && (iv_slots(t, &r->intervals[k], &s0, &s1), s1 <= g))
 			k++;
 		/* Omitted peer intervals only go where omitted local ones are. */
 		if (b->omitted)
@@ -1803,26 +1880,8 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 			while (k < n - 1 && r->intervals[k].omitted)
 				k++;
 		ql_interval *iv = &r->intervals[k];
-		if (!iv->entries)
-			continue;
-		for (int i = 0; i < b->nentries; i++) {
-			ql_entry y = b->entries[i];
-			if (y.seconds <= 0)
-				y.seconds = b->seconds;
-			y.side = !t->side;
-			entry_finish(&y);
-			int found = 0;
-			for (int m = 0; m < iv->nentries; m++) {
-				ql_entry *x = &iv->entries[m];
-				if (x->side == y.side && x->id == y.id && x->role == y.role) {
-					entry_accumulate(x, &y);
-					found = 1;
-					break;
-				}
-			}
-			if (!found && iv->nentries < base[k].nentries + t->nstreams)
-				iv->entries[iv->nentries++] = y;
-		}
+		if (iv->entries)
+			fold_peer(iv, base[k].nentries + t->nstreams, b, !t->side);
 	}
 	for (int q = 0; q < n; q++)
 		interval_sums(&r->intervals[q]);
@@ -1943,36 +2002,53 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	t->nwarn = 0;
 }
 
+/* Append peer interval iv (taken over) to the pending ones. Caller holds
+ * t->mu. Returns 0, or -ENOMEM (iv cleared). */
+static int rlive_push(ql_test *t, ql_interval *iv)
+{
+	if (t->nrlive == t->crlive) {
+		int nc = t->crlive ? t->crlive * 2 : 8;
+		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
+		if (!n) {
+			ql_interval_clear(iv);
+			return -ENOMEM;
+		}
+		t->rlive = n;
+		t->crlive = nc;
+	}
+	t->rlive[t->nrlive++] = *iv;
+	return 0;
+}
+
 /* Publish every interval and mark the test over. */
 static void test_finish(ql_test *t, int rc)
 {
 	pthread_mutex_lock(&t->mu);
 	t->rc = rc;
-	/* The intervals not yet shown, with the peer's entries that were not
-	 * shown live (still pending, or only in its final results), each put
-	 * where its end falls (the last interval for a longer-measuring peer). */
-	int first = t->nlive;
-	const ql_peer_results *pr = &t->peer_res;
-	int extra = peer_entries(t->rlive, t->nrlive);
-	if (pr->nintervals > t->nrlive_total)
-		extra += peer_entries(pr->intervals + t->nrlive_total,
-				      pr->nintervals - t->nrlive_total);
-	for (int k = t->npub; k < t->niv; k++)
-		if (!live_append(t, &t->iv[k], extra))
-			break;
-	if (t->nlive > first) {
-		for (int j = 0; j < t->nrlive + pr->nintervals - t->nrlive_total; j++) {
-			const ql_interval *b = j < t->nrlive ? &t->rlive[j]
-				: &pr->intervals[t->nrlive_total + j - t->nrlive];
-			int k = first;
-			while (k < t->nlive - 1 && t->live[k].end_s + 1e-6 < b->end_s)
-				k++;
-			live_add_peer(t, &t->live[k], b);
+	if (t->side == QL_SIDE_CLIENT) {
+		/* The peer's intervals that only came with its results join the
+		 * pending ones; every local interval not yet shown goes now with
+		 * the peer's entries of its slots (the last one takes the rest). */
+		const ql_peer_results *pr = &t->peer_res;
+		for (int j = t->nrlive_total; j < pr->nintervals; j++) {
+			ql_interval c = pr->intervals[j];
+			c.entries = malloc(((size_t)c.nentries + 1) * sizeof *c.entries);
+			if (!c.entries)
+				break;
+			memcpy(c.entries, pr->intervals[j].entries, (size_t)c.nentries * sizeof *c.entries);
+			if (rlive_push(t, &c) < 0)
+				break;
 		}
+		for (int k = t->nrel; k < t->niv; k++) {
+			int64_t s0, s1;
+			iv_slots(t, &t->iv[k], &s0, &s1);
+			live_emit(t, &t->iv[k], s0, s1, k == t->niv - 1, 0);
+		}
+		for (int j = 0; j < t->nrlive; j++)
+			ql_interval_clear(&t->rlive[j]);
+		t->nrlive = 0;
+		t->nrel = t->niv;
 	}
-	for (int j = 0; j < t->nrlive; j++)
-		ql_interval_clear(&t->rlive[j]);
-	t->nrlive = 0;
 	t->npub = t->niv;
 	t->finished = 1;
 	pthread_cond_broadcast(&t->cv);
@@ -2111,22 +2187,26 @@ static int read_peer_interval(ql_test *t)
 	free(js);
 	if (rc < 0)
 		return 0;   /* a bad live record only costs the live view */
+	int64_t g0, g1;
+	iv_slots(t, &iv, &g0, &g1);
 	pthread_mutex_lock(&t->mu);
-	if (t->nrlive == t->crlive) {
-		int nc = t->crlive ? t->crlive * 2 : 8;
-		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
-		if (!n) {
-			pthread_mutex_unlock(&t->mu);
-			ql_interval_clear(&iv);
-			return 0;
-		}
-		t->rlive = n;
-		t->crlive = nc;
-	}
-	t->rlive[t->nrlive++] = iv;
+	t->peer_live = 1;
 	t->nrlive_total++;
+	if (rlive_push(t, &iv) == 0 && g1 > t->peer_upto)
+		t->peer_upto = g1;
+	live_release(t, ql_now_ns());
+	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return 0;
+}
+
+/* The server will send its interval records live: hold each local record
+ * for the peer's entries of the same slots. */
+static void peer_announced_live(ql_test *t)
+{
+	pthread_mutex_lock(&t->mu);
+	t->peer_live = 1;
+	pthread_mutex_unlock(&t->mu);
 }
 
 static int client_done_cond(ql_test *t, int sender_done_signal)
@@ -2167,6 +2247,8 @@ static int client_run(ql_test *t)
 				sender_done_signal = 1;
 			else if (st == QL_ST_QL_INTERVAL && (rc = read_peer_interval(t)) < 0)
 				return rc;
+			else if (st == QL_ST_QL_LIVE)
+				peer_announced_live(t);
 			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
 				 st == QL_ST_ACCESS_DENIED)
 				return ql_err_set(&t->err, ECONNABORTED, NULL,
@@ -2302,6 +2384,7 @@ static int client_protocol(ql_test *t)
 		case QL_ST_TEST_RUNNING: {
 			t->state = T_RUNNING;
 			default_drain(t);
+			live_hold(t);
 			thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
 			t->start_ns = t->last_snap_ns = ql_now_ns();
 			t->start_unix = (double)realtime_ns() / 1e9;
@@ -2326,6 +2409,9 @@ static int client_protocol(ql_test *t)
 			build_result(t, &cpu);
 			return 0;
 		case QL_ST_QL_SENDER_DONE:
+			break;
+		case QL_ST_QL_LIVE:
+			peer_announced_live(t);
 			break;
 		case QL_ST_QL_INTERVAL:
 			if ((rc = read_peer_interval(t)) < 0)
@@ -2468,12 +2554,13 @@ int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out)
 {
 	*out = NULL;
 	pthread_mutex_lock(&t->mu);
-	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : 0;
-	while (t->nread >= t->nlive && !t->finished) {
-		if (timeout_ns < 0) {
-			pthread_cond_wait(&t->cv, &t->mu);
-			continue;
-		}
+	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : INT64_MAX;
+	for (;;) {
+		/* A record held for the peer's entries goes when its wait ends,
+		 * whatever the control thread is doing (e.g. draining). */
+		live_release(t, ql_now_ns());
+		if (t->nread < t->nlive || t->finished)
+			break;
 		int64_t left = deadline - ql_now_ns();
 		if (left <= 0)
 			break;
@@ -2801,6 +2888,8 @@ static int server_protocol(ql_test *t)
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_START, ql_now_ns() + idle, stop);
 	if (rc == 0)
 		rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_RUNNING, ql_now_ns() + idle, stop);
+	if (rc == 0 && t->peer == QL_PEER_QOSLAB)
+		rc = ql_io_write_state(t->ctl_fd, QL_ST_QL_LIVE, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "TEST_START");
 	default_drain(t);

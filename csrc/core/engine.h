@@ -122,6 +122,10 @@ typedef struct ql_interval {
 	/* sums per direction and role; valid when sum_present[d][r] */
 	int sum_present[2][2];
 	ql_entry sum[2][2];
+	/* live records only: the peer sends a live series (a qoslab server),
+	 * and its entries for these grid slots had not come when the record
+	 * was released (they are in the final result) */
+	int peer_live, peer_missing;
 } ql_interval;
 
 typedef struct ql_stream_result {
@@ -204,8 +208,14 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
 
 /*
  * Next interval record (caller frees with ql_interval_clear + free): what
- * this end measured plus the qoslab server's entries received so far (a
- * stock iperf3 server sends none during the test).
+ * this end measured in one stretch of the grid plus a qoslab server's
+ * entries for the same grid slots. A qoslab server sends its records live
+ * (QL_ST_QL_LIVE); each local record waits for the server's record of its
+ * slots, at most hold (300 ms + 2 x the control connection's RTT, <= 3 s)
+ * after its end, then goes with peer_missing set; a server record that
+ * comes later is only in the final result. The records after the last
+ * tick go at the end with the server's final intervals. A stock iperf3
+ * server sends nothing live: records go at once with the local entries.
  * Returns 1 with *out set, 0 on timeout (timeout_ns < 0 waits forever),
  * -ENODATA when the test is over and every interval was delivered.
  */
