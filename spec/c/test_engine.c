@@ -323,7 +323,8 @@ TEST(live_intervals_then_over)
 }
 
 /* Reverse mode: the server's TCP_INFO reaches the live intervals, and the
- * live records add up to the same totals as the final result. */
+ * live records (one per grid slot, both ends) add up to the same totals as
+ * the final result. */
 TEST(reverse_live_intervals_carry_server_tcp_info)
 {
 	ql_client_opts o;
@@ -341,6 +342,10 @@ TEST(reverse_live_intervals_carry_server_tcp_info)
 	uint64_t sent = 0, recv = 0;
 	ql_interval *iv;
 	while ((rc = ql_test_next_interval(t, 3 * QL_NS_PER_S, &iv)) == 1) {
+		/* the server announced its live series; every record got the
+		 * server's entries of its slot in time on loopback */
+		CHECK(iv->peer_live);
+		CHECK(!iv->peer_missing);
 		for (int i = 0; i < iv->nentries; i++) {
 			const ql_entry *x = &iv->entries[i];
 			if (iv->omitted)
