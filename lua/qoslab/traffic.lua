@@ -297,9 +297,15 @@ function methods.start(self)
 end
 
 --- Next live interval report.
+-- Against a qoslab server a record holds both ends' entries of its grid
+-- slot, as `res.intervals[k]` will: it waits for the server's entries (at
+-- most 300 ms + 2 x the control RTT after its end) and has `peer_missing =
+-- true` when they did not come in time (they are then only in the final
+-- result). Against iperf3 (nothing live) it holds this end's entries and
+-- comes at once; `peer_missing` is absent.
 -- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
--- @treturn table|false|nil an interval table (shape as in `res.intervals`),
---   false when the test is over, nil on timeout
+-- @treturn table|false|nil an interval table (shape as in `res.intervals`,
+--   plus `peer_missing`), false when the test is over, nil on timeout
 function methods.next_interval(self, timeout_s)
   local p = priv[self]
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
