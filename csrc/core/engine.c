@@ -1870,8 +1870,11 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 		const ql_interval *b = &pr->intervals[j];
 		int64_t g = grid_slot(t, b->start_s), s0, s1;
 		/* the local interval whose slots [s0, s1) hold g (as live) */
-		while (k < n - 1 && (iv_slots(t, &r->intervals[k], &s0, &s1), s1 <= g))
-			k++;
+		for (; k < n - 1; k++) {
+			iv_slots(t, &r->intervals[k], &s0, &s1);
+			if (s1 > g)
+				break;
+		}
 		/* Omitted peer intervals only go where omitted local ones are. */
 		if (b->omitted)
 			while (k > 0 && !r->intervals[k].omitted)

@@ -417,7 +417,9 @@ local function run_server(a)
       out(nil, string.format('test started (%d running)', now_running))
     end
     running = now_running
-    -- The server keeps only its last results: number them by the total.
+    -- The server keeps only its last results: number them by the total
+    -- (and copy them only when one more finished).
+    if srv:finished() == shown then return end
     local results, total = srv:results()
     local first = total - #results
     for i = math.max(shown, first) + 1, total do
