@@ -1435,10 +1435,51 @@ static uint64_t received_bytes(ql_test *t, int dir)
 }
 
 /* Sleep until `until` (or cond), ticking the grid meanwhile. */
+static int read_peer_interval(ql_test *t);
+static int fail_io(ql_test *t, int rc, const char *what);
+
+/* Server: send the intervals ticked since the last call to a qoslab
+ * client (the live series). */
+static int ship_live(ql_test *t)
+{
+	while (t->side == QL_SIDE_SERVER && t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
+		char *js = ql_interval_encode(&t->iv[t->nshipped]);
+		int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
+						ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
+		if (js && rc == 0)
+			rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+		free(js);
+		if (rc < 0)
+			return fail_io(t, rc, "sending an interval");
+		t->nshipped++;
+	}
+	return 0;
+}
+
+/* Client: take the server's live records that are waiting on the control
+ * connection, and only those (a peek at the state byte: every other state
+ * is left for the protocol loop). */
+static void take_live(ql_test *t)
+{
+	signed char st;
+	while (t->side == QL_SIDE_CLIENT && t->peer_live && t->ctl_fd >= 0 &&
+	       recv(t->ctl_fd, &st, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && st == QL_ST_QL_INTERVAL) {
+		int state;
+		if (ql_io_read_state(t->ctl_fd, &state, ql_now_ns() + CTL_TIMEOUT_NS, NULL) < 0 ||
+		    read_peer_interval(t) < 0)
+			return;
+	}
+}
+
+/* Tick while a test winds down (senders waiting for their acknowledgements,
+ * receivers draining); the live series keeps flowing both ways meanwhile, so
+ * the records of the tail have both ends' entries too. */
 static void wait_ticking(ql_test *t, int64_t until, int (*cond)(ql_test *))
 {
 	for (;;) {
 		maybe_tick(t);
+		ship_live(t);
+		take_live(t);
 		if (atomic_load(&t->stop_req) || (cond && cond(t)))
 			return;
 		int64_t now = ql_now_ns();
@@ -2730,17 +2771,9 @@ static int server_run(ql_test *t)
 	int64_t moved_at = ql_now_ns();
 	for (;;) {
 		maybe_tick(t);
-		while (t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
-			char *js = ql_interval_encode(&t->iv[t->nshipped]);
-			int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
-							ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
-			if (js && rc == 0)
-				rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
-			free(js);
-			if (rc < 0)
-				return fail_io(t, rc, "sending an interval");
-			t->nshipped++;
-		}
+		int src = ship_live(t);
+		if (src < 0)
+			return src;
 		if (atomic_load(&t->stop_req) || atomic_load(&t->srv->stop))
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)
