@@ -6,7 +6,10 @@
  *     :wait() -> result | nil, msg, CODE
  *     :stop()                       end early; a result is still produced
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
- *     :port()  :stop()  :results() -> { result, ... }  :tests_running()
+ *     :port()  :stop()  :tests_running()
+ *     :results() -> { result, ... }, total   the last keep_results finished
+ *         tests, oldest first; the last one is test number total
+ *     :finished() -> tests finished since the start (kept or not)
  *     :rejected() -> control connections refused (bad cookie, bad JSON, ...)
  *     :done() -> true once a one_off server has served its test or stopped
  *
@@ -159,6 +162,10 @@ static void push_interval(lua_State *L, const ql_interval *iv, int data_dir, int
 	qlb_set_number(L, "end_s", iv->end_s);
 	qlb_set_number(L, "seconds", iv->seconds);
 	qlb_set_boolean(L, "omitted", iv->omitted);
+	/* live records against a qoslab server: its entries for this slot
+	 * did not come in time (they are in the final result) */
+	if (iv->peer_live)
+		qlb_set_boolean(L, "peer_missing", iv->peer_missing);
 	push_sum(L, iv, data_dir, udp);
 	lua_setfield(L, -2, "sum");
 	if (bidir) {
@@ -453,7 +460,7 @@ static int l_test_tostring(lua_State *L)
 
 static const char *const SERVER_KEYS[] = {
 	"port", "bind_address", "netns", "one_off", "window_bytes", "sndbuf_bytes",
-	"rcvbuf_bytes", "idle_timeout_s", "max_tests", NULL
+	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", NULL
 };
 
 static int l_server(lua_State *L)
@@ -485,6 +492,8 @@ static int l_server(lua_State *L)
 			o.idle_timeout_s = d;
 		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests", 1, 4096, &v))
 			o.max_tests = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "keep_results", 0, QL_KEEP_RESULTS_MAX, &v))
+			o.keep_results = (int)v;
 	}
 	lserver *u = lua_newuserdatauv(L, sizeof *u, 0);
 	u->s = NULL;
@@ -515,14 +524,22 @@ static int l_server_results(lua_State *L)
 	lserver *u = check_server(L);
 	const ql_result **rs = NULL;
 	int n = 0;
-	if (ql_server_results(u->s, &rs, &n) < 0)
+	uint64_t total = 0;
+	if (ql_server_results(u->s, &rs, &n, &total) < 0)
 		return luaL_error(L, "qoslab.Server:results: out of memory");
 	lua_createtable(L, n, 0);
 	for (int i = 0; i < n; i++) {
 		push_result(L, rs[i]);
 		lua_rawseti(L, -2, i + 1);
 	}
-	free(rs);
+	ql_server_results_release(rs, n);
+	lua_pushinteger(L, (lua_Integer)total);
+	return 2;
+}
+
+static int l_server_finished(lua_State *L)
+{
+	lua_pushinteger(L, (lua_Integer)ql_server_finished(check_server(L)->s));
 	return 1;
 }
 
@@ -576,6 +593,7 @@ void qlb_open_traffic(lua_State *L)
 	static const luaL_Reg server_m[] = {
 		{ "port", l_server_port },
 		{ "results", l_server_results },
+		{ "finished", l_server_finished },
 		{ "tests_running", l_server_running },
 		{ "rejected", l_server_rejected },
 		{ "done", l_server_done },

@@ -111,12 +111,16 @@ struct ql_test {
 	pthread_cond_t cv;
 	ql_interval *iv;
 	int niv, civ, npub, nread;
-	/* live queue handed to next_interval: local intervals plus the
-	 * peer's live entries (client), deep copies */
+	/* live queue handed to next_interval (client only): local intervals
+	 * with the peer's entries of the same grid slots, deep copies.
+	 * iv[nrel..npub) are ticked but held for the peer's entries. */
 	ql_interval *live;
-	int nlive, clive;
+	int nlive, clive, nrel;
 	ql_interval *rlive;               /* peer intervals not yet placed */
 	int nrlive, crlive, nrlive_total;
+	int peer_live;                    /* the server announced QL_ST_QL_LIVE */
+	int64_t peer_upto;                /* peer's live series covers slots < this */
+	int64_t hold_ns;                  /* longest wait for the peer's entries */
 	int nshipped;                     /* server: intervals sent live */
 	int finished;
 	int rc;
@@ -145,13 +149,31 @@ struct ql_server {
 	pthread_cond_t cv;
 	ql_test *tests;
 	int running, threads;
-	const ql_result **results;
-	ql_test **finished;
-	int nres, cap;
+	/* The last keep finished results, a ring: kept[(head + i) % keep] is
+	 * the i-th oldest of nkept. A finished test's other state (streams,
+	 * UDP books, live queue) is freed as soon as its result is kept. */
+	struct kept_result **kept;
+	int keep, nkept, head;
+	uint64_t nfinished;               /* tests published since the start */
 	uint64_t rejected;
 	uint64_t accept_seq;
 	int done;
 };
+
+/* A finished server test's result, shared by the server's ring and the
+ * copies handed out by ql_server_results (refs counts both). */
+typedef struct kept_result {
+	ql_result res;               /* first: a ql_result * is a kept_result * */
+	_Atomic int refs;
+} kept_result;
+
+static void kept_unref(kept_result *k)
+{
+	if (k && atomic_fetch_sub(&k->refs, 1) == 1) {
+		ql_result_free(&k->res);
+		free(k);
+	}
+}
 
 /* ------------------------------------------------------------ helpers --- */
 
@@ -270,6 +292,7 @@ void ql_server_opts_init(ql_server_opts *o)
 {
 	memset(o, 0, sizeof *o);
 	o->port = QL_DEFAULT_PORT;
+	o->keep_results = QL_KEEP_RESULTS_DEFAULT;
 }
 
 static void copy_str(char *dst, size_t cap, const char *src)
@@ -850,7 +873,13 @@ static void udp_recv_loop(ql_stream *s)
 				size_t len = got - off < seg ? got - off : seg;
 				ql_udp_hdr h;
 				dgrams++;
-				if (ql_udp_hdr_decode((char *)iov[i].iov_base + off, len, seq64, &h) < 0)
+				const char *d = (const char *)iov[i].iov_base + off;
+				/* A qoslab client's connect message repeated after
+				 * the test began (its reply came late) is 41 bytes:
+				 * not a runt, but its cookie is no sequence number. */
+				if (len == 4 + QL_COOKIE_SIZE && ql_udp_connect_msg_ok(d, 4))
+					continue;
+				if (ql_udp_hdr_decode(d, len, seq64, &h) < 0)
 					continue;   /* runt (e.g. a repeated connect message) */
 				uint64_t seq = seq64 ? h.seq
 						     : ql_seq_extend32(s->rx.highest, (uint32_t)h.seq);
@@ -1060,39 +1089,95 @@ static ql_interval *live_append(ql_test *t, const ql_interval *iv, int extra)
 	return c;
 }
 
-/* Add the peer interval b's entries to the live copy c (room reserved). */
-static void live_add_peer(ql_test *t, ql_interval *c, const ql_interval *b)
+static int64_t grid_slot(const ql_test *t, double start_s);
+static void entry_accumulate(ql_entry *x, const ql_entry *y);
+
+/* Grid slots [*s0, *s1) that an interval covers (at least one). */
+static void iv_slots(const ql_test *t, const ql_interval *iv, int64_t *s0, int64_t *s1)
+{
+	*s0 = grid_slot(t, iv->start_s);
+	*s1 = grid_slot(t, iv->end_s);
+	if (*s1 <= *s0)
+		*s1 = *s0 + 1;
+}
+
+/* Fold the peer interval b's entries into iv (room for cap entries): an
+ * entry of a stream and role iv already holds from that side accumulates
+ * (two peer intervals in one local one), others are appended. The caller
+ * recomputes the sums. */
+static void fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side)
 {
 	for (int i = 0; i < b->nentries; i++) {
 		ql_entry y = b->entries[i];
 		if (y.seconds <= 0)
 			y.seconds = b->seconds;
-		y.side = !t->side;
-		y.bits_per_second = ql_bits_per_second(y.bytes, y.seconds);
-		c->entries[c->nentries++] = y;
+		y.side = side;
+		entry_finish(&y);
+		int found = 0;
+		for (int m = 0; m < iv->nentries; m++) {
+			ql_entry *x = &iv->entries[m];
+			if (x->side == y.side && x->id == y.id && x->role == y.role) {
+				entry_accumulate(x, &y);
+				found = 1;
+				break;
+			}
+		}
+		if (!found && iv->nentries < cap)
+			iv->entries[iv->nentries++] = y;
 	}
-	interval_sums(c);
 }
 
-static int peer_entries(const ql_interval *v, int n)
+/* Queue local interval iv (slots [s0, s1)) as a live record with the
+ * pending peer intervals of those slots (with last: of every later slot
+ * too, the peer measured longer). Peer intervals of earlier slots came
+ * after their record was released: the live view leaves them out (the
+ * final result has them). Caller holds t->mu. */
+static void live_emit(ql_test *t, const ql_interval *iv, int64_t s0, int64_t s1, int last,
+		      int missing)
 {
-	int k = 0;
-	for (int i = 0; i < n; i++)
-		k += v[i].nentries;
-	return k;
-}
-
-/* Publish local interval k with the peer's live intervals received so far
- * (a peer's interval is shown with the first local one published after it
- * arrived). Caller holds t->mu. */
-static void live_publish(ql_test *t, int k)
-{
-	ql_interval *c = live_append(t, &t->iv[k], peer_entries(t->rlive, t->nrlive));
-	for (int j = 0; c && j < t->nrlive; j++)
-		live_add_peer(t, c, &t->rlive[j]);
+	int extra = 0;
 	for (int j = 0; j < t->nrlive; j++)
-		ql_interval_clear(&t->rlive[j]);
-	t->nrlive = 0;
+		if (last || grid_slot(t, t->rlive[j].start_s) < s1)
+			extra += t->rlive[j].nentries;
+	ql_interval *c = live_append(t, iv, extra);
+	if (c) {
+		c->peer_live = t->peer_live;
+		c->peer_missing = missing;
+	}
+	int keep = 0;
+	for (int j = 0; j < t->nrlive; j++) {
+		ql_interval *b = &t->rlive[j];
+		int64_t g = grid_slot(t, b->start_s);
+		if (!last && g >= s1) {
+			t->rlive[keep++] = *b;
+			continue;
+		}
+		if (c && g >= s0)
+			fold_peer(c, iv->nentries + extra, b, !t->side);
+		ql_interval_clear(b);
+	}
+	t->nrlive = keep;
+	if (c)
+		interval_sums(c);
+}
+
+/* Release ticked local intervals to the live queue, oldest first: one
+ * goes when the peer's live series covers its slots, or hold_ns after its
+ * end (its peer entries then show as missing), or at once when the peer
+ * sends no live series (a stock iperf3). Caller holds t->mu. */
+static void live_release(ql_test *t, int64_t now)
+{
+	while (t->side == QL_SIDE_CLIENT && t->nrel < t->npub) {
+		const ql_interval *iv = &t->iv[t->nrel];
+		int64_t s0, s1;
+		iv_slots(t, iv, &s0, &s1);
+		int64_t due = t->start_ns + (int64_t)llround(iv->end_s * 1e9) + t->hold_ns;
+		int waiting = t->peer_live && t->peer_upto < s1;
+		if (waiting && now < due)
+			break;
+		live_emit(t, iv, s0, s1, 0, waiting);
+		t->nrel++;
+	}
 }
 
 static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
@@ -1127,7 +1212,7 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 	t->iv[t->niv++] = iv;
 	if (publish) {
 		t->npub = t->niv;
-		live_publish(t, t->niv - 1);
+		live_release(t, ql_now_ns());
 		pthread_cond_broadcast(&t->cv);
 	}
 	pthread_mutex_unlock(&t->mu);
@@ -1401,10 +1486,51 @@ static uint64_t received_bytes(ql_test *t, int dir)
 }
 
 /* Sleep until `until` (or cond), ticking the grid meanwhile. */
+static int read_peer_interval(ql_test *t);
+static int fail_io(ql_test *t, int rc, const char *what);
+
+/* Server: send the intervals ticked since the last call to a qoslab
+ * client (the live series). */
+static int ship_live(ql_test *t)
+{
+	while (t->side == QL_SIDE_SERVER && t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
+		char *js = ql_interval_encode(&t->iv[t->nshipped]);
+		int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
+						ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
+		if (js && rc == 0)
+			rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+		free(js);
+		if (rc < 0)
+			return fail_io(t, rc, "sending an interval");
+		t->nshipped++;
+	}
+	return 0;
+}
+
+/* Client: take the server's live records that are waiting on the control
+ * connection, and only those (a peek at the state byte: every other state
+ * is left for the protocol loop). */
+static void take_live(ql_test *t)
+{
+	signed char st;
+	while (t->side == QL_SIDE_CLIENT && t->peer_live && t->ctl_fd >= 0 &&
+	       recv(t->ctl_fd, &st, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && st == QL_ST_QL_INTERVAL) {
+		int state;
+		if (ql_io_read_state(t->ctl_fd, &state, ql_now_ns() + CTL_TIMEOUT_NS, NULL) < 0 ||
+		    read_peer_interval(t) < 0)
+			return;
+	}
+}
+
+/* Tick while a test winds down (senders waiting for their acknowledgements,
+ * receivers draining); the live series keeps flowing both ways meanwhile, so
+ * the records of the tail have both ends' entries too. */
 static void wait_ticking(ql_test *t, int64_t until, int (*cond)(ql_test *))
 {
 	for (;;) {
 		maybe_tick(t);
+		ship_live(t);
+		take_live(t);
 		if (atomic_load(&t->stop_req) || (cond && cond(t)))
 			return;
 		int64_t now = ql_now_ns();
@@ -1479,6 +1605,22 @@ static void default_drain(ql_test *t)
 	    (ts.valid & QL_TCPS_RTT) && 2LL * ts.rtt_us * 1000 > d)
 		d = 2LL * ts.rtt_us * 1000;
 	t->drain_ns = d;
+}
+
+/* How long a live record waits for the peer's entries of its slots. The
+ * server's record for slot k leaves at its tick k, which falls one control
+ * message's trip before ours, and travels the same way as that message:
+ * it arrives about when we tick. The wait covers scheduling delays and one
+ * retransmission of the control segment (RTO >= 200 ms, or 2 x srtt on a
+ * long path); a record released without them shows them as missing. */
+static void live_hold(ql_test *t)
+{
+	int64_t h = 300 * MS;
+	ql_tcp_sample ts;
+	if (t->ctl_fd >= 0 && ql_tcp_sample_read(t->ctl_fd, &ts, 0, NULL) == 0 &&
+	    (ts.valid & QL_TCPS_RTT))
+		h += 2LL * ts.rtt_us * 1000;
+	t->hold_ns = h < 3 * QL_NS_PER_S ? h : 3 * QL_NS_PER_S;
 }
 
 /* ------------------------------------------------------------ results --- */
@@ -1824,9 +1966,13 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 	int k = 0;
 	for (int j = 0; local && j < pr->nintervals; j++) {
 		const ql_interval *b = &pr->intervals[j];
-		int64_t g = grid_slot(t, b->start_s);
-		while (k < n - 1 && grid_slot(t, r->intervals[k].start_s) < g)
-			k++;
+		int64_t g = grid_slot(t, b->start_s), s0, s1;
+		/* the local interval whose slots [s0, s1) hold g (as live) */
+		for (; k < n - 1; k++) {
+			iv_slots(t, &r->intervals[k], &s0, &s1);
+			if (s1 > g)
+				break;
+		}
 		/* Omitted peer intervals only go where omitted local ones are. */
 		if (b->omitted)
 			while (k > 0 && !r->intervals[k].omitted)
@@ -1835,26 +1981,8 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 			while (k < n - 1 && r->intervals[k].omitted)
 				k++;
 		ql_interval *iv = &r->intervals[k];
-		if (!iv->entries)
-			continue;
-		for (int i = 0; i < b->nentries; i++) {
-			ql_entry y = b->entries[i];
-			if (y.seconds <= 0)
-				y.seconds = b->seconds;
-			y.side = !t->side;
-			entry_finish(&y);
-			int found = 0;
-			for (int m = 0; m < iv->nentries; m++) {
-				ql_entry *x = &iv->entries[m];
-				if (x->side == y.side && x->id == y.id && x->role == y.role) {
-					entry_accumulate(x, &y);
-					found = 1;
-					break;
-				}
-			}
-			if (!found && iv->nentries < base[k].nentries + t->nstreams)
-				iv->entries[iv->nentries++] = y;
-		}
+		if (iv->entries)
+			fold_peer(iv, base[k].nentries + t->nstreams, b, !t->side);
 	}
 	for (int q = 0; q < n; q++)
 		interval_sums(&r->intervals[q]);
@@ -1975,36 +2103,56 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	t->nwarn = 0;
 }
 
+/* Append peer interval iv (taken over) to the pending ones. Caller holds
+ * t->mu. Returns 0, or -ENOMEM (iv cleared). */
+static int rlive_push(ql_test *t, ql_interval *iv)
+{
+	if (t->nrlive == t->crlive) {
+		int nc = t->crlive ? t->crlive * 2 : 8;
+		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
+		if (!n) {
+			ql_interval_clear(iv);
+			return -ENOMEM;
+		}
+		t->rlive = n;
+		t->crlive = nc;
+	}
+	t->rlive[t->nrlive++] = *iv;
+	return 0;
+}
+
 /* Publish every interval and mark the test over. */
 static void test_finish(ql_test *t, int rc)
 {
 	pthread_mutex_lock(&t->mu);
 	t->rc = rc;
-	/* The intervals not yet shown, with the peer's entries that were not
-	 * shown live (still pending, or only in its final results), each put
-	 * where its end falls (the last interval for a longer-measuring peer). */
-	int first = t->nlive;
-	const ql_peer_results *pr = &t->peer_res;
-	int extra = peer_entries(t->rlive, t->nrlive);
-	if (pr->nintervals > t->nrlive_total)
-		extra += peer_entries(pr->intervals + t->nrlive_total,
-				      pr->nintervals - t->nrlive_total);
-	for (int k = t->npub; k < t->niv; k++)
-		if (!live_append(t, &t->iv[k], extra))
-			break;
-	if (t->nlive > first) {
-		for (int j = 0; j < t->nrlive + pr->nintervals - t->nrlive_total; j++) {
-			const ql_interval *b = j < t->nrlive ? &t->rlive[j]
-				: &pr->intervals[t->nrlive_total + j - t->nrlive];
-			int k = first;
-			while (k < t->nlive - 1 && t->live[k].end_s + 1e-6 < b->end_s)
-				k++;
-			live_add_peer(t, &t->live[k], b);
+	if (t->side == QL_SIDE_CLIENT) {
+		/* The peer's intervals that only came with its results join the
+		 * pending ones; every local interval not yet shown goes now with
+		 * the peer's entries of its slots (the last one takes the rest). */
+		const ql_peer_results *pr = &t->peer_res;
+		for (int j = t->nrlive_total; j < pr->nintervals; j++) {
+			ql_interval c = pr->intervals[j];
+			c.entries = malloc(((size_t)c.nentries + 1) * sizeof *c.entries);
+			if (!c.entries)
+				break;
+			memcpy(c.entries, pr->intervals[j].entries, (size_t)c.nentries * sizeof *c.entries);
+			if (rlive_push(t, &c) < 0)
+				break;
 		}
+		for (int k = t->nrel; k < t->niv; k++) {
+			int64_t s0, s1;
+			iv_slots(t, &t->iv[k], &s0, &s1);
+			/* without the server's results (a failed exchange) the
+			 * slots its live series did not reach stay missing */
+			live_emit(t, &t->iv[k], s0, s1, k == t->niv - 1,
+				  t->peer_live && !pr->qoslab && t->peer_upto < s1);
+		}
+		for (int j = 0; j < t->nrlive; j++)
+			ql_interval_clear(&t->rlive[j]);
+		t->nrlive = 0;
+		t->nrel = t->niv;
 	}
-	for (int j = 0; j < t->nrlive; j++)
-		ql_interval_clear(&t->rlive[j]);
-	t->nrlive = 0;
 	t->npub = t->niv;
 	t->finished = 1;
 	pthread_cond_broadcast(&t->cv);
@@ -2143,22 +2291,26 @@ static int read_peer_interval(ql_test *t)
 	free(js);
 	if (rc < 0)
 		return 0;   /* a bad live record only costs the live view */
+	int64_t g0, g1;
+	iv_slots(t, &iv, &g0, &g1);
 	pthread_mutex_lock(&t->mu);
-	if (t->nrlive == t->crlive) {
-		int nc = t->crlive ? t->crlive * 2 : 8;
-		ql_interval *n = realloc(t->rlive, (size_t)nc * sizeof *n);
-		if (!n) {
-			pthread_mutex_unlock(&t->mu);
-			ql_interval_clear(&iv);
-			return 0;
-		}
-		t->rlive = n;
-		t->crlive = nc;
-	}
-	t->rlive[t->nrlive++] = iv;
+	t->peer_live = 1;
 	t->nrlive_total++;
+	if (rlive_push(t, &iv) == 0 && g1 > t->peer_upto)
+		t->peer_upto = g1;
+	live_release(t, ql_now_ns());
+	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
 	return 0;
+}
+
+/* The server will send its interval records live: hold each local record
+ * for the peer's entries of the same slots. */
+static void peer_announced_live(ql_test *t)
+{
+	pthread_mutex_lock(&t->mu);
+	t->peer_live = 1;
+	pthread_mutex_unlock(&t->mu);
 }
 
 static int client_done_cond(ql_test *t, int sender_done_signal)
@@ -2199,6 +2351,8 @@ static int client_run(ql_test *t)
 				sender_done_signal = 1;
 			else if (st == QL_ST_QL_INTERVAL && (rc = read_peer_interval(t)) < 0)
 				return rc;
+			else if (st == QL_ST_QL_LIVE)
+				peer_announced_live(t);
 			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
 				 st == QL_ST_ACCESS_DENIED)
 				return ql_err_set(&t->err, ECONNABORTED, NULL,
@@ -2334,6 +2488,7 @@ static int client_protocol(ql_test *t)
 		case QL_ST_TEST_RUNNING: {
 			t->state = T_RUNNING;
 			default_drain(t);
+			live_hold(t);
 			thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
 			t->start_ns = t->last_snap_ns = ql_now_ns();
 			t->start_unix = (double)realtime_ns() / 1e9;
@@ -2358,6 +2513,9 @@ static int client_protocol(ql_test *t)
 			build_result(t, &cpu);
 			return 0;
 		case QL_ST_QL_SENDER_DONE:
+			break;
+		case QL_ST_QL_LIVE:
+			peer_announced_live(t);
 			break;
 		case QL_ST_QL_INTERVAL:
 			if ((rc = read_peer_interval(t)) < 0)
@@ -2500,12 +2658,13 @@ int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out)
 {
 	*out = NULL;
 	pthread_mutex_lock(&t->mu);
-	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : 0;
-	while (t->nread >= t->nlive && !t->finished) {
-		if (timeout_ns < 0) {
-			pthread_cond_wait(&t->cv, &t->mu);
-			continue;
-		}
+	int64_t deadline = timeout_ns >= 0 ? ql_now_ns() + timeout_ns : INT64_MAX;
+	for (;;) {
+		/* A record held for the peer's entries goes when its wait ends,
+		 * whatever the control thread is doing (e.g. draining). */
+		live_release(t, ql_now_ns());
+		if (t->nread < t->nlive || t->finished)
+			break;
 		int64_t left = deadline - ql_now_ns();
 		if (left <= 0)
 			break;
@@ -2688,17 +2847,9 @@ static int server_run(ql_test *t)
 	int64_t moved_at = ql_now_ns();
 	for (;;) {
 		maybe_tick(t);
-		while (t->peer == QL_PEER_QOSLAB && t->nshipped < t->niv) {
-			char *js = ql_interval_encode(&t->iv[t->nshipped]);
-			int rc = js ? ql_io_write_state(t->ctl_fd, QL_ST_QL_INTERVAL,
-							ql_now_ns() + CTL_TIMEOUT_NS, NULL) : 0;
-			if (js && rc == 0)
-				rc = ql_io_write_json(t->ctl_fd, js, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
-			free(js);
-			if (rc < 0)
-				return fail_io(t, rc, "sending an interval");
-			t->nshipped++;
-		}
+		int src = ship_live(t);
+		if (src < 0)
+			return src;
 		if (atomic_load(&t->stop_req) || atomic_load(&t->srv->stop))
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)
@@ -2756,28 +2907,35 @@ static int server_run(ql_test *t)
 static void server_publish(ql_test *t)
 {
 	ql_server *s = t->srv;
-	pthread_mutex_lock(&s->mu);
-	if (s->nres == s->cap && s->nres < 100000) {
-		int nc = s->cap ? s->cap * 2 : 8;
-		const ql_result **nr = realloc(s->results, (size_t)nc * sizeof *nr);
-		if (nr)
-			s->results = nr;
-		ql_test **nf = realloc(s->finished, (size_t)nc * sizeof *nf);
-		if (nf)
-			s->finished = nf;
-		if (nr && nf)
-			s->cap = nc;
+	/* Move the result out of the test: the test is freed when its thread
+	 * ends, the result lives on in the ring (or not at all: keep = 0). */
+	kept_result *k = calloc(1, sizeof *k);
+	if (k) {
+		k->res = t->res;
+		memset(&t->res, 0, sizeof t->res);
+		atomic_init(&k->refs, 1);
 	}
-	if (s->nres < s->cap) {
-		s->results[s->nres] = &t->res;
-		s->finished[s->nres++] = t;
-		t->published = 1;
-		/* The measurement is over: it no longer counts as running
-		 * while the last two state bytes are exchanged. */
-		s->running--;
+	kept_result *evicted = NULL;
+	pthread_mutex_lock(&s->mu);
+	s->nfinished++;
+	t->published = 1;
+	/* The measurement is over: it no longer counts as running while the
+	 * last two state bytes are exchanged. */
+	s->running--;
+	if (k && s->keep > 0) {
+		if (s->nkept == s->keep) {
+			evicted = s->kept[s->head];
+			s->kept[s->head] = k;
+			s->head = (s->head + 1) % s->keep;
+		} else {
+			s->kept[(s->head + s->nkept++) % s->keep] = k;
+		}
+	} else {
+		evicted = k;
 	}
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
+	kept_unref(evicted);
 }
 
 static int server_protocol(ql_test *t)
@@ -2851,6 +3009,8 @@ static int server_protocol(ql_test *t)
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_START, ql_now_ns() + idle, stop);
 	if (rc == 0)
 		rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_RUNNING, ql_now_ns() + idle, stop);
+	if (rc == 0 && t->peer == QL_PEER_QOSLAB)
+		rc = ql_io_write_state(t->ctl_fd, QL_ST_QL_LIVE, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "TEST_START");
 	default_drain(t);
@@ -2912,7 +3072,9 @@ static void *server_test_main(ql_test *t)
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);
-	/* Unlink and keep the result (finished tests only). */
+	/* Unlink; the result (if any) was moved to the ring by server_publish,
+	 * so the test itself goes now: a server running for days holds only
+	 * its last keep_results results. */
 	pthread_mutex_lock(&s->mu);
 	for (ql_test **pp = &s->tests; *pp; pp = &(*pp)->next)
 		if (*pp == t) {
@@ -2921,15 +3083,11 @@ static void *server_test_main(ql_test *t)
 		}
 	if (!t->published)
 		s->running--;
-	int keep = t->published;
-	if (keep)
-		test_close_sockets(t);
 	if (s->o.one_off)
 		atomic_store(&s->stop, 1);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
-	if (!keep)
-		ql_test_free(t);
+	ql_test_free(t);
 	return NULL;
 }
 
@@ -2966,7 +3124,7 @@ static void *conn_main(void *arg)
 		goto out;
 	}
 	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
-	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nres > 0)) {
+	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nfinished > 0)) {
 		pthread_mutex_unlock(&s->mu);
 		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
 		goto out;
@@ -3256,9 +3414,17 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 		return ql_err_usage(e, "opts.port: expected 0..65535, got %d", o->port);
 	if (o->idle_timeout_s < 0 || o->idle_timeout_s > 86400)
 		return ql_err_usage(e, "opts.idle_timeout_s: expected 0..86400");
+	if (o->keep_results < 0 || o->keep_results > QL_KEEP_RESULTS_MAX)
+		return ql_err_usage(e, "opts.keep_results: expected 0..%d, got %d",
+				    QL_KEEP_RESULTS_MAX, o->keep_results);
 	ql_server *s = calloc(1, sizeof *s);
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	s->keep = o->keep_results;
+	if (s->keep > 0 && !(s->kept = calloc((size_t)s->keep, sizeof *s->kept))) {
+		free(s);
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	}
 	s->o = *o;
 	copy_str(s->netns, sizeof s->netns, o->netns);
 	copy_str(s->bind_address, sizeof s->bind_address, o->bind_address);
@@ -3312,20 +3478,40 @@ int ql_server_done(ql_server *s)
 	return d;
 }
 
-int ql_server_results(ql_server *s, const ql_result ***out, int *n)
+int ql_server_results(ql_server *s, const ql_result ***out, int *n, uint64_t *total)
 {
 	pthread_mutex_lock(&s->mu);
-	*n = s->nres;
+	*n = s->nkept;
 	*out = NULL;
-	if (s->nres) {
-		*out = malloc((size_t)s->nres * sizeof **out);
-		if (*out)
-			memcpy(*out, s->results, (size_t)s->nres * sizeof **out);
-		else
+	if (total)
+		*total = s->nfinished;
+	if (s->nkept) {
+		*out = malloc((size_t)s->nkept * sizeof **out);
+		for (int i = 0; *out && i < s->nkept; i++) {
+			kept_result *k = s->kept[(s->head + i) % s->keep];
+			atomic_fetch_add(&k->refs, 1);
+			(*out)[i] = &k->res;
+		}
+		if (!*out)
 			*n = 0;
 	}
 	pthread_mutex_unlock(&s->mu);
 	return *out || !*n ? 0 : -ENOMEM;
+}
+
+void ql_server_results_release(const ql_result **rs, int n)
+{
+	for (int i = 0; rs && i < n; i++)
+		kept_unref((kept_result *)(uintptr_t)rs[i]);
+	free(rs);
+}
+
+uint64_t ql_server_finished(ql_server *s)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t n = s->nfinished;
+	pthread_mutex_unlock(&s->mu);
+	return n;
 }
 
 uint64_t ql_server_rejected(ql_server *s)
@@ -3361,10 +3547,9 @@ void ql_server_free(ql_server *s)
 		close(s->lfd);
 	if (s->ufd >= 0)
 		close(s->ufd);
-	for (int i = 0; i < s->nres; i++)
-		ql_test_free(s->finished[i]);
-	free(s->finished);
-	free(s->results);
+	for (int i = 0; i < s->nkept; i++)
+		kept_unref(s->kept[(s->head + i) % s->keep]);
+	free(s->kept);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

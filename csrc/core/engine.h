@@ -122,6 +122,10 @@ typedef struct ql_interval {
 	/* sums per direction and role; valid when sum_present[d][r] */
 	int sum_present[2][2];
 	ql_entry sum[2][2];
+	/* live records only: the peer sends a live series (a qoslab server),
+	 * and its entries for these grid slots had not come when the record
+	 * was released (they are in the final result) */
+	int peer_live, peer_missing;
 } ql_interval;
 
 typedef struct ql_stream_result {
@@ -204,8 +208,14 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
 
 /*
  * Next interval record (caller frees with ql_interval_clear + free): what
- * this end measured plus the qoslab server's entries received so far (a
- * stock iperf3 server sends none during the test).
+ * this end measured in one stretch of the grid plus a qoslab server's
+ * entries for the same grid slots. A qoslab server sends its records live
+ * (QL_ST_QL_LIVE); each local record waits for the server's record of its
+ * slots, at most hold (300 ms + 2 x the control connection's RTT, <= 3 s)
+ * after its end, then goes with peer_missing set; a server record that
+ * comes later is only in the final result. The records after the last
+ * tick go at the end with the server's final intervals. A stock iperf3
+ * server sends nothing live: records go at once with the local entries.
  * Returns 1 with *out set, 0 on timeout (timeout_ns < 0 waits forever),
  * -ENODATA when the test is over and every interval was delivered.
  */
@@ -229,7 +239,14 @@ typedef struct ql_server_opts {
 	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;  /* defaults */
 	double idle_timeout_s;       /* control silence limit, 0 = 30 s */
 	int max_tests;               /* concurrent tests, 0 = 64 */
+	int keep_results;            /* finished results kept, 0..100000 */
 } ql_server_opts;
+
+/* A server keeps the results of its last QL_KEEP_RESULTS_DEFAULT finished
+ * tests (keep_results); older ones are freed, so a server running for days
+ * holds a bounded amount of memory. */
+#define QL_KEEP_RESULTS_DEFAULT 100
+#define QL_KEEP_RESULTS_MAX 100000
 
 void ql_server_opts_init(ql_server_opts *o);
 
@@ -240,9 +257,15 @@ int ql_server_port(const ql_server *s);
 int ql_server_tests_running(ql_server *s);
 /* 1 when the server has stopped (one_off test done, or ql_server_stop). */
 int ql_server_done(ql_server *s);
-/* Copy out the finished tests' results: *out is a malloc'd array of
- * pointers owned by the server (valid until ql_server_free). */
-int ql_server_results(ql_server *s, const ql_result ***out, int *n);
+/* The kept results, oldest first (at most keep_results; the last one is
+ * test number *total, counting every test finished since the start).
+ * *out is a malloc'd array holding a reference to each result: they stay
+ * valid, even after the server evicts them or is freed, until
+ * ql_server_results_release(*out, *n). total may be NULL. */
+int ql_server_results(ql_server *s, const ql_result ***out, int *n, uint64_t *total);
+void ql_server_results_release(const ql_result **rs, int n);
+/* Tests finished (results published) since the start, kept or not. */
+uint64_t ql_server_finished(ql_server *s);
 /* Number of control connections rejected (bad cookie, bad JSON, ...). */
 uint64_t ql_server_rejected(ql_server *s);
 void ql_server_stop(ql_server *s);

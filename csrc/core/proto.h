@@ -43,6 +43,10 @@ enum {
 	 * follows), sent during the test so reverse-mode TCP_INFO and the
 	 * server's receive counters reach the client live. */
 	QL_ST_QL_INTERVAL = 101,
+	/* qoslab extension, right after TEST_RUNNING: interval records will
+	 * follow live, so the client holds each of its own for the server's
+	 * record of the same grid slot. */
+	QL_ST_QL_LIVE = 102,
 	QL_ST_ACCESS_DENIED = -1,
 	QL_ST_SERVER_ERROR = -2,
 };

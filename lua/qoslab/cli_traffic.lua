@@ -314,6 +314,11 @@ local function run_client(a)
   end
   local show = not a.json and (a.interval or 1) > 0
   local header = false
+  -- A qoslab server sends its interval entries live (iv.peer_missing is
+  -- then a boolean): both ends are printed per interval. Entries that came
+  -- too late for their live record are printed from the final result.
+  local peer_live, missing = false, {}
+  local nlive = 0
   -- SIGINT/SIGTERM end the test early, like iperf3: the summary of what ran
   -- is still printed.
   local interrupted = false
@@ -324,12 +329,20 @@ local function run_client(a)
           out(title, '[ ID] dir   interval           transfer          bitrate')
           header = true
         end
-        -- Live lines show what this end measured. The peer's entries arrive
-        -- a little after the local interval closes, so they would land in
-        -- the wrong live record; they are printed from the final result,
-        -- where they sit in their own grid slot.
         for _, line in ipairs(traffic.interval_lines(side_only(iv, 'client'))) do out(title, line) end
+        if iv.peer_missing ~= nil then
+          peer_live = true
+          for _, line in ipairs(traffic.interval_lines(side_only(iv, 'server'))) do
+            out(title, line)
+          end
+          if iv.peer_missing then
+            missing[#missing + 1] = nlive + 1
+            out(title, string.format('[   ] %6.2f-%-6.2f s  server entries missing (late; '
+              .. 'shown after the test)', iv.start_s, iv.end_s))
+          end
+        end
       end
+      nlive = nlive + 1
       if core.signal_pending() then error('interrupted by ' .. core.signal_pending()) end
     end
   end)
@@ -353,9 +366,17 @@ local function run_client(a)
     out(nil, json_text(traffic.to_iperf3_json(res)))
   else
     if show and res.peer == 'qoslab' then
+      -- Without a live series (an older qoslab server) every server line
+      -- comes from the result; with one, only those that were late.
+      local which = {}
+      if peer_live then
+        which = missing
+      else
+        for k = 1, #(res.intervals or {}) do which[#which + 1] = k end
+      end
       local first = true
-      for _, iv in ipairs(res.intervals or {}) do
-        local peer = side_only(iv, 'server')
+      for _, k in ipairs(which) do
+        local peer = side_only(res.intervals[k] or {}, 'server')
         if #peer.streams > 0 then
           if first then out(title, 'server side (sent with the results):'); first = false end
           for _, line in ipairs(traffic.interval_lines(peer)) do out(title, line) end
@@ -396,9 +417,13 @@ local function run_server(a)
       out(nil, string.format('test started (%d running)', now_running))
     end
     running = now_running
-    local results = srv:results()
-    for i = shown + 1, #results do
-      local r = results[i]
+    -- The server keeps only its last results: number them by the total
+    -- (and copy them only when one more finished).
+    if srv:finished() == shown then return end
+    local results, total = srv:results()
+    local first = total - #results
+    for i = math.max(shown, first) + 1, total do
+      local r = results[i - first]
       if a.json then
         out(nil, json_text(traffic.to_iperf3_json(r)))
       else
@@ -407,7 +432,7 @@ local function run_server(a)
         out(nil, rule)
       end
     end
-    shown = #results
+    shown = total
   end
   local ok_loop, err_loop = pcall(function()
     while true do

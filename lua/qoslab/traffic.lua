@@ -101,6 +101,7 @@ local SERVER_KEYS = {
   rcvbuf_bytes = { 'integer', 1, INT_MAX },
   idle_timeout_s = { 'number', 0.001, 86400 },
   max_tests = { 'integer', 1, 4096 },
+  keep_results = { 'integer', 0, 100000 },
 }
 
 local function allowed(keys)
@@ -296,9 +297,15 @@ function methods.start(self)
 end
 
 --- Next live interval report.
+-- Against a qoslab server a record holds both ends' entries of its grid
+-- slot, as `res.intervals[k]` will: it waits for the server's entries (at
+-- most 300 ms + 2 x the control RTT after its end) and has `peer_missing =
+-- true` when they did not come in time (they are then only in the final
+-- result). Against iperf3 (nothing live) it holds this end's entries and
+-- comes at once; `peer_missing` is absent.
 -- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
--- @treturn table|false|nil an interval table (shape as in `res.intervals`),
---   false when the test is over, nil on timeout
+-- @treturn table|false|nil an interval table (shape as in `res.intervals`,
+--   plus `peer_missing`), false when the test is over, nil on timeout
 function methods.next_interval(self, timeout_s)
   local p = priv[self]
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
@@ -417,14 +424,22 @@ Server.__index = Server
 -- @treturn integer
 function Server:port() return self._ud:port() end
 
---- Results of the tests this server finished, oldest first (server view:
--- `local_role = "server"`).
+--- Results of the last tests this server finished, oldest first (server
+-- view: `local_role = "server"`). Only the last `keep_results` (default
+-- 100) are kept; older ones are freed so a long-running server stays
+-- bounded in memory.
 -- @treturn table list of result tables
+-- @treturn integer number of tests finished since the start: the last
+--   result listed is test number `total`, the first `total - #list + 1`
 function Server:results()
-  local list = self._ud:results()
+  local list, total = self._ud:results()
   for _, r in ipairs(list) do as_result(r) end
-  return list
+  return list, total
 end
+
+--- Number of tests finished since the start (kept or already freed).
+-- @treturn integer
+function Server:finished() return self._ud:finished() end
 
 --- Number of tests running now.
 -- @treturn integer
@@ -439,20 +454,22 @@ function Server:rejected() return self._ud:rejected() end
 -- @treturn boolean
 function Server:done() return self._ud:done() end
 
---- Wait until at least n tests have finished.
+--- Wait until at least n tests have finished since the start.
 -- @tparam[opt=1] integer n number of finished tests to wait for
 -- @tparam[opt=30] number timeout_s give up after this many seconds
--- @treturn table|nil the results list, or nil, message, "ETIMEDOUT" / "EINTR"
+-- @treturn table|nil the results list (the kept ones, as `results()`), or
+--   nil, message, "ETIMEDOUT" / "EINTR"
+-- @treturn integer tests finished since the start
 function Server:wait_results(n, timeout_s)
   n = check.integer('qoslab.Server:wait_results', 'n', n, 1, 1 << 30, 1)
   timeout_s = check.number('qoslab.Server:wait_results', 'timeout_s', timeout_s, 0, 86400, 30)
   local timer = require 'qoslab.timer'
   local deadline = timer.now() + timeout_s
   while true do
-    local list = self:results()
-    if #list >= n then return list end
+    local done = self:finished()
+    if done >= n then return self:results() end
     if timer.now() >= deadline then
-      return nil, string.format('%d of %d tests finished within %g s', #list, n, timeout_s),
+      return nil, string.format('%d of %d tests finished within %g s', done, n, timeout_s),
         'ETIMEDOUT'
     end
     local ok, msg, code = timer.sleep(0.05)
@@ -482,9 +499,11 @@ end
 --   data sockets when the client requests none; set on each accepted data
 --   socket, never on the shared listener, see `client`), `idle_timeout_s` (drop a
 --   control connection silent for this long, default 30), `max_tests`
---   (concurrent tests, 1-4096, default 64).
+--   (concurrent tests, 1-4096, default 64), `keep_results` (finished
+--   results kept for `:results()`, 0-100000, default 100; older ones are
+--   freed).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
---   `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
+--   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
 --   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
 -- @raise on a wrong type, unknown key or out-of-range value, naming the field

@@ -8,6 +8,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -323,7 +324,8 @@ TEST(live_intervals_then_over)
 }
 
 /* Reverse mode: the server's TCP_INFO reaches the live intervals, and the
- * live records add up to the same totals as the final result. */
+ * live records (one per grid slot, both ends) add up to the same totals as
+ * the final result. */
 TEST(reverse_live_intervals_carry_server_tcp_info)
 {
 	ql_client_opts o;
@@ -341,6 +343,10 @@ TEST(reverse_live_intervals_carry_server_tcp_info)
 	uint64_t sent = 0, recv = 0;
 	ql_interval *iv;
 	while ((rc = ql_test_next_interval(t, 3 * QL_NS_PER_S, &iv)) == 1) {
+		/* the server announced its live series; every record got the
+		 * server's entries of its slot in time on loopback */
+		CHECK(iv->peer_live);
+		CHECK(!iv->peer_missing);
 		for (int i = 0; i < iv->nentries; i++) {
 			const ql_entry *x = &iv->entries[i];
 			if (iv->omitted)
@@ -471,14 +477,71 @@ TEST(hostile_clients_do_not_disturb_others)
 	CHECK_EQ_INT(ql_server_tests_running(hs), 0);
 	const ql_result **rs;
 	int n;
-	CHECK_EQ_INT(ql_server_results(hs, &rs, &n), 0);
+	uint64_t total = 0;
+	CHECK_EQ_INT(ql_server_results(hs, &rs, &n, &total), 0);
 	CHECK_EQ_INT(n, 1);
-	free(rs);
+	CHECK_EQ_U64(total, 1);
+	ql_server_results_release(rs, n);
 	close(silent);
 	close(badck);
 	close(badjs);
 	close(huge);
 	ql_server_free(hs);
+}
+
+/* A server keeps its last keep_results results; a result handed out by
+ * ql_server_results stays valid after the ring evicted it, and even after
+ * the server is freed, until it is released. */
+TEST(server_keeps_last_results)
+{
+	ql_server_opts so;
+	ql_server_opts_init(&so);
+	so.port = -1;
+	so.keep_results = 2;
+	ql_err e;
+	ql_server *ks = NULL;
+	so.keep_results = QL_KEEP_RESULTS_MAX + 1;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.keep_results") != NULL);
+	so.keep_results = 2;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), 0);
+	if (!ks)
+		return;
+	const ql_result **held = NULL;
+	int nheld = 0;
+	for (int i = 1; i <= 5; i++) {
+		ql_client_opts o;
+		ql_client_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.port = ql_server_port(ks);
+		o.bytes = 1000 + (uint64_t)i;
+		ql_test *t = NULL;
+		const ql_result *r = NULL;
+		CHECK_EQ_INT(ql_client_start(&o, &t, &e), 0);
+		CHECK_EQ_INT(ql_test_wait(t, &r, &e), 0);
+		ql_test_free(t);
+		if (i == 1) {
+			uint64_t total = 0;
+			CHECK_EQ_INT(ql_server_results(ks, &held, &nheld, &total), 0);
+			CHECK_EQ_INT(nheld, 1);
+			CHECK_EQ_U64(total, 1);
+		}
+	}
+	CHECK_EQ_U64(ql_server_finished(ks), 5);
+	const ql_result **rs = NULL;
+	int n = 0;
+	uint64_t total = 0;
+	CHECK_EQ_INT(ql_server_results(ks, &rs, &n, &total), 0);
+	CHECK_EQ_INT(n, 2);
+	CHECK_EQ_U64(total, 5);
+	for (int i = 0; rs && i < n; i++)
+		CHECK_EQ_U64(rs[i]->tot[0][QL_ROLE_RECEIVER].bytes, 1004 + (uint64_t)i);
+	ql_server_free(ks);
+	/* evicted and the server gone: still readable until released */
+	if (held && nheld == 1)
+		CHECK_EQ_U64(held[0]->tot[0][QL_ROLE_RECEIVER].bytes, 1001);
+	ql_server_results_release(held, nheld);
+	ql_server_results_release(rs, n);
 }
 
 int main(void)
@@ -505,6 +568,7 @@ int main(void)
 	RUN(refused_port_fails_cleanly);
 	RUN(bad_options_are_usage_errors);
 	RUN(hostile_clients_do_not_disturb_others);
+	RUN(server_keeps_last_results);
 	ql_server_free(srv);
 	return ctest_done();
 }

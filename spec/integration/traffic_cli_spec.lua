@@ -24,6 +24,21 @@ local function count(ls, pat)
   return n
 end
 
+-- The live part of a client's output (before the summary's rule), as
+-- { [span] = { sender = n, receiver = n } } for the lines of one stream id.
+local function live_spans(ls, id)
+  local spans, order = {}, {}
+  for _, l in ipairs(ls) do
+    if l:find('^%- %- %-') then break end
+    local span, role = l:match('^' .. id .. ' %a+ +([%d%.]+%-[%d%.]+) +s .*  (%a+)$')
+    if span then
+      if not spans[span] then spans[span] = {}; order[#order + 1] = span end
+      spans[span][role] = (spans[span][role] or 0) + 1
+    end
+  end
+  return spans, order
+end
+
 describe('qoslab server / client commands', function()
   local pids = {}
   after_each(function()
@@ -54,6 +69,16 @@ describe('qoslab server / client commands', function()
       assert.is_true(count(L, '^%[  1%] fwd +%d+%.%d+%-%d+%.%d+ +s .*sender') >= 2)
       assert.equal(1, count(L, '^%[  1%] fwd sender +client'))
       assert.equal(1, count(L, '^%[  1%] fwd receiver server'))
+      -- both ends live, per interval: the server's receiver line has the
+      -- span of the client's sender line (same grid slot), none missing,
+      -- so no server lines are left for after the test
+      local spans, order = live_spans(L, '%[  1%]')
+      assert.is_true(#order >= 2)
+      for _, span in ipairs(order) do
+        assert.same({ sender = 1, receiver = 1 }, spans[span], 'interval ' .. span)
+      end
+      assert.equal(0, count(L, 'server entries missing'))
+      assert.equal(0, count(L, '^server side %(sent with the results%)'))
       assert.equal(1, count(L, '^cpu client: '))
       assert.equal(1, count(L, '^qoslab Done%.'))
       assert(H.wait_exit(spid, 5), 'server -1 did not exit after the test')
@@ -86,10 +111,37 @@ describe('qoslab server / client commands', function()
     assert(ok, out)
     local L = lines(out)
     assert.is_true(count(L, '^%[SUM%] rev .*receiver') >= 2)
+    -- live SUM lines of both ends, one each per interval
+    local spans, order = live_spans(L, '%[SUM%]')
+    assert.is_true(#order >= 2)
+    for _, span in ipairs(order) do
+      assert.same({ sender = 1, receiver = 1 }, spans[span], 'interval ' .. span)
+    end
     assert.equal(1, count(L, '^%[SUM%] rev sender +server'))
     assert.equal(1, count(L, '^%[SUM%] rev receiver client'))
     assert.is_true(count(L, 'SO_SNDBUF requested 131072 B') >= 1)
     assert.is_true(count(L, 'SO_RCVBUF requested 262144 B') >= 1)
+  end)
+
+  it('against iperf3 -s the live lines are the client\'s only, as before', function()
+    if not H.sh('iperf3 --version') then
+      pending('iperf3 is not installed')
+      return
+    end
+    local port = H.port()
+    local pid = H.spawn(string.format('exec iperf3 -s -1 -p %d', port), '/dev/null', '/dev/null')
+    pids[#pids + 1] = pid
+    assert(H.wait_listen(port, nil, 5), 'iperf3 -s did not listen')
+    local ok, out = H.sh(string.format(
+      'timeout 20 lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 -i 0.5 -b 100M', port))
+    assert(ok, out)
+    local L = lines(out)
+    local spans, order = live_spans(L, '%[  1%]')
+    assert.is_true(#order >= 2)
+    for _, span in ipairs(order) do
+      assert.same({ sender = 1 }, spans[span], 'interval ' .. span)
+    end
+    assert.equal(1, count(L, '^%[  1%] fwd receiver server'))
   end)
 
   it('a refused connection exits 1 with the code', function()

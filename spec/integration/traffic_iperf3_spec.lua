@@ -186,13 +186,14 @@ describe_if('iperf3 interop', function()
     local function run(flags)
       local t_end = H.now() + 5
       while srv:tests_running() > 0 and H.now() < t_end do H.sleep(0.05) end
-      local n = #srv:results()
+      local n = srv:finished()
       local j = iperf3_client(port, flags)
       local r
       t_end = H.now() + 10
       while not r and H.now() < t_end do
-        local list = srv:results()
-        for i = n + 1, #list do
+        -- the server keeps its last results: list[i] is test total - #list + i
+        local list, total = srv:results()
+        for i = math.max(1, n - (total - #list) + 1), #list do
           if list[i].peer == 'iperf3' then r = list[i] end
         end
         if not r then H.sleep(0.05) end

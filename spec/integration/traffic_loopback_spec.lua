@@ -334,6 +334,63 @@ describe('qoslab.traffic on loopback', function()
       assert.equal(false, h:next_interval(0))
     end)
 
+    -- Live records of a qoslab pair: record k holds both ends' entries of
+    -- grid slot k, exactly as the final result's interval k (the server's
+    -- record is held for, at most 300 ms + 2 RTT), and the live series
+    -- alone satisfies the identities (Σ intervals == totals, both sides).
+    local function entries(iv)
+      local t = {}
+      for _, e in ipairs(iv.streams) do
+        t[#t + 1] = string.format('%s %d %s %s %d', e.side, e.id, e.direction, e.role, e.bytes)
+      end
+      table.sort(t)
+      return table.concat(t, '; ')
+    end
+    for _, o in ipairs {
+      { label = 'tcp forward' }, { label = 'tcp reverse', reverse = true },
+      { label = 'tcp bidir -P 2', bidir = true, parallel = 2, bitrate_bps = 100e6 },
+      { label = 'udp', proto = 'udp', bitrate_bps = 20e6, length_bytes = 1000 },
+      { label = 'tcp byte limit', bytes = 12000000, bitrate_bps = 80e6 },
+    } do
+      it('live records hold the server entries of their own grid slot: ' .. o.label, function()
+        local label = o.label
+        o.label = nil
+        if not o.bytes then o.duration_s = 1 end
+        o.interval_s, o.bitrate_bps = 0.25, o.bitrate_bps or 200e6
+        local t0 = H.now()
+        local h <close> = assert(traffic.client(opts(o)):start())
+        local live, lag = {}, 0
+        local at = {}
+        for iv in h:intervals() do
+          live[#live + 1] = iv
+          at[#live] = H.now() - t0 - iv.end_s
+        end
+        -- the last record comes with the results (after the drain)
+        for k = 1, #live - 1 do lag = math.max(lag, at[k]) end
+        local res = assert(h:wait())
+        assert.equal(#res.intervals, #live)
+        for k, iv in ipairs(live) do
+          local f = res.intervals[k]
+          assert.equal(f.start_s, iv.start_s)
+          assert.equal(f.end_s, iv.end_s)
+          assert.equal(false, iv.peer_missing, label .. ': record ' .. k .. ' without the server')
+          assert.equal(entries(f), entries(iv), label .. ': record ' .. k)
+          local server = 0
+          for _, e in ipairs(iv.streams) do if e.side == 'server' then server = server + 1 end end
+          assert(server > 0 or k == #live, label .. ': record ' .. k .. ' has no server entry')
+        end
+        local copy = {}
+        for key, v in pairs(res) do copy[key] = v end
+        copy.intervals = live
+        H.identities(copy, label .. ' (live records)')
+        -- the wait is bounded: a record before the last comes well inside
+        -- one interval after its end (t0 is before the test's start, so
+        -- lag is an upper estimate including the handshake)
+        print(string.format('  [live] %s: latest record before the last came %.3f s after its end', label, lag))
+        assert(lag < 0.25, string.format('%s: a live record came %.3f s after its end', label, lag))
+      end)
+    end
+
     it(':stop() ends a long test early and still gives a consistent result', function()
       local h = assert(traffic.start(opts { duration_s = 30, bitrate_bps = 50e6 }))
       H.sleep(0.6)
@@ -357,10 +414,12 @@ describe('qoslab.traffic on loopback', function()
     end)
 
     it('the server keeps each test and reports its own view', function()
-      local before = #srv:results()
+      local before = srv:finished()
       run(opts { duration_s = 0.5, bitrate_bps = 50e6 }, 'for server view')
-      local list = assert(srv:wait_results(before + 1, 5))
-      local r = list[before + 1]
+      local list, total = assert(srv:wait_results(before + 1, 5))
+      -- the server keeps its last results: list[#list] is test number total
+      local r = list[#list - (total - (before + 1))]
+      assert(r, 'test ' .. (before + 1) .. ' of ' .. total .. ' no longer kept')
       assert.equal('server', r.local_role)
       assert.equal(traffic.Result, getmetatable(r))
       H.identities(r, 'server view')
