@@ -717,11 +717,17 @@ static void udp_send_loop(ql_stream *s)
 	int64_t stop_at = t->limited ? INT64_MAX :
 			  t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
 	uint64_t seq = 1;
-	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req)) {
+	while (!atomic_load(&t->stop_req)) {
 		int64_t next = 0, now = ql_now_ns();
+		/* At the end (ours or the control thread's stop) the slots
+		 * already due still go out, in one last attempt: a thread that
+		 * slept across the end would otherwise lose them. */
+		int last = atomic_load(&t->send_stop) || now >= stop_at;
 		if (now >= stop_at)
-			break;
+			now = stop_at - 1;
 		uint64_t due = ql_pacer_due(&p, now, &next);
+		if (due == 0 && last)
+			break;
 		if (due == 0) {
 			if (next > stop_at)
 				next = stop_at;
@@ -788,6 +794,8 @@ static void udp_send_loop(ql_stream *s)
 			/* Reserved but not sent: give it back to the budget. */
 			atomic_fetch_add(&t->budget[s->dir], (int64_t)due);
 		}
+		if (last)
+			break;
 	}
 out:
 	s->last_tx_ns = wrote_at;
@@ -1448,10 +1456,14 @@ static void test_release(ql_test *t)
 	ql_peer_results_free(&t->peer_res);
 }
 
-static int start_workers(ql_test *t, ql_err *e)
+/* Start the stream threads not yet started; receivers_only starts just
+ * the receiving ones. */
+static int start_workers(ql_test *t, int receivers_only, ql_err *e)
 {
 	for (int i = 0; i < t->nstreams; i++) {
 		ql_stream *s = &t->st[i];
+		if (s->th_started || (receivers_only && s->sender))
+			continue;
 		int rc = pthread_create(&s->th, NULL, stream_main, s);
 		if (rc != 0)
 			return ql_err_set(e, rc, NULL, "cannot start stream thread: %s", strerror(rc));
@@ -2482,6 +2494,13 @@ static int client_protocol(ql_test *t)
 		case QL_ST_CREATE_STREAMS:
 			if ((rc = client_create_streams(t)) < 0)
 				return rc;
+			/* Receive from now on: the server sends as soon as it has
+			 * written TEST_RUNNING, and if that message is delayed (a
+			 * lossy path retransmits it) the data must not overflow an
+			 * unread socket (guest case 015, reverse: 271 of 2000
+			 * datagrams lost to the receive buffer). */
+			if ((rc = start_workers(t, 1, &t->err)) < 0)
+				return rc;
 			break;
 		case QL_ST_TEST_START:
 			break;
@@ -2492,7 +2511,7 @@ static int client_protocol(ql_test *t)
 			thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
 			t->start_ns = t->last_snap_ns = ql_now_ns();
 			t->start_unix = (double)realtime_ns() / 1e9;
-			if ((rc = start_workers(t, &t->err)) < 0)
+			if ((rc = start_workers(t, 0, &t->err)) < 0)
 				return rc;
 			rc = client_run(t);
 			/* Even after an error the threads must be stopped. */
@@ -3017,7 +3036,7 @@ static int server_protocol(ql_test *t)
 	thread_cpu(&t->ctl_cpu_user0, &t->ctl_cpu_sys0);
 	t->start_ns = t->last_snap_ns = ql_now_ns();
 	t->start_unix = (double)realtime_ns() / 1e9;
-	if ((rc = start_workers(t, &t->err)) < 0)
+	if ((rc = start_workers(t, 0, &t->err)) < 0)
 		return rc;
 	rc = server_run(t);
 	atomic_store(&t->send_stop, 1);

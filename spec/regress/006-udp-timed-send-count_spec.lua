@@ -14,15 +14,20 @@ describe('regress 006 timed UDP sends its schedule exactly', function()
       o.host, o.port, o.proto, o.length_bytes = '127.0.0.1', port, 'udp', 1000
       local res = assert(traffic.run(o))
       if o.omit_s then
-        -- Known limit: the two ends split their UDP books at the omit
-        -- boundary of their own clocks, so a datagram in flight there can
-        -- count as omitted on one side only (seen: lost + unique = 1000,
-        -- sent = 999). Without omit_s the identity is exact.
+        -- Known limit: each end closes its warm-up with a grid tick of its
+        -- own control thread (a few ms late under load) on its own clock, so
+        -- datagrams near the boundary can fall on either side: after-omit
+        -- sent and the receiver's books differ by a few (seen: 998 / 1001,
+        -- 1003 / 1003). Without omit_s both are exact.
         local r = res.received
-        assert(math.abs(r.lost_packets + r.unique_packets - res.sent.packets) <= 2, label)
-      else
-        H.identities(res, label)
+        assert(math.abs(res.sent.packets - expect) <= 5, string.format('%s: sent %d of %d',
+          label, res.sent.packets, expect))
+        assert(math.abs(r.lost_packets + r.unique_packets - res.sent.packets) <= 5, string.format(
+          '%s: lost %d + unique %d vs sent %d', label, r.lost_packets, r.unique_packets,
+          res.sent.packets))
+        return
       end
+      H.identities(res, label)
       -- a stall can only drop slots (no catch-up beyond one interval), never add
       assert(res.sent.packets <= expect, string.format('%s: sent %d > %d', label,
         res.sent.packets, expect))

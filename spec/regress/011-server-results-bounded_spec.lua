@@ -8,7 +8,7 @@
 local traffic = require 'qoslab.traffic'
 local timer = require 'qoslab.timer'
 
-local N, KEEP = 200, 16
+local N, KEEP = 300, 16
 
 local function rss_kib()
   local f = assert(io.open('/proc/self/status'))
@@ -88,8 +88,10 @@ describe('regress 011: a long-running server holds a bounded number of results',
     -- (outside busted: 9840, 14060, 18152, 22072 KiB after 50, 100, 150,
     -- 200 tests): 8 MiB over these 100 tests. Now it is flat after the
     -- warm-up (6780, 6788, 7132 KiB after 100, 150, 200; inside busted
-    -- after a unit run up to +1.3 MiB of allocator noise). Bound: 3 MiB.
+    -- after a unit run up to +1.3 MiB of allocator noise, and +3.2 MiB
+    -- once on a loaded host). So 200 tests are measured after the warm-up
+    -- (the defect: ~16 MiB) against a bound of 6 MiB.
     print(string.format('  [011] RSS growth over %d tests: %d KiB', N - warm, grown))
-    assert(grown < 3072, string.format('RSS grew by %d KiB over %d tests', grown, N - warm))
+    assert(grown < 6144, string.format('RSS grew by %d KiB over %d tests', grown, N - warm))
   end)
 end)
