@@ -164,6 +164,19 @@ function H.paced(rate, target, what)
 end
 
 --- Number from a sysctl file.
+-- Whether this kernel has sch_netem (the qemu guest has; this host has
+-- not): a netem qdisc on the loopback of a throwaway namespace. Cached.
+local netem_ok
+function H.netem_available()
+  if netem_ok == nil then
+    local ns = 'ql-netem-probe-' .. H.pid
+    netem_ok = H.sh('ip netns add ' .. ns .. ' && ip -n ' .. ns .. ' link set lo up'
+      .. ' && tc -n ' .. ns .. ' qdisc add dev lo root netem delay 1ms')
+    os.execute('ip netns del ' .. ns .. ' 2>/dev/null')
+  end
+  return netem_ok
+end
+
 function H.sysctl(path)
   return tonumber(H.read('/proc/sys/' .. path:gsub('%.', '/')))
 end

@@ -9,13 +9,7 @@ local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
 local H = require 'integration.traffic_helper'
 
-local function netem_available()
-  local ok = H.sh('ip netns add qlt-probe-' .. H.pid
-    .. ' && ip -n qlt-probe-' .. H.pid .. ' link set lo up'
-    .. ' && tc -n qlt-probe-' .. H.pid .. ' qdisc add dev lo root netem delay 1ms')
-  os.execute('ip netns del qlt-probe-' .. H.pid .. ' 2>/dev/null')
-  return ok
-end
+local netem_available = H.netem_available
 
 local function entries(iv)
   local t = {}

@@ -20,13 +20,7 @@ local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
 local H = require 'integration.traffic_helper'
 
-local function netem_available()
-  local ns = 'qlw-probe-' .. H.pid
-  local ok = H.sh('ip netns add ' .. ns .. ' && ip -n ' .. ns .. ' link set lo up'
-    .. ' && tc -n ' .. ns .. ' qdisc add dev lo root netem delay 1ms')
-  os.execute('ip netns del ' .. ns .. ' 2>/dev/null')
-  return ok
-end
+local netem_available = H.netem_available
 
 local describe_netem = (core.traffic_client and netem_available()) and describe
   or function(name)
