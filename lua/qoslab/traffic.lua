@@ -646,8 +646,9 @@ function M.summary(res)
     local a = buf_text(s.sender and s.sender.sndbuf, 'SO_SNDBUF')
     local b = buf_text(s.receiver and s.receiver.rcvbuf, 'SO_RCVBUF')
     if a or b then
+      -- either may be missing (only SO_RCVBUF requested, say)
       out[#out + 1] = string.format('%s buffers: %s', sid(s.id),
-        table.concat({ a, b }, '; '))
+        (a and b) and (a .. '; ' .. b) or a or b)
     end
   end
   if res.cpu then

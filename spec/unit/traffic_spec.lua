@@ -251,6 +251,15 @@ describe('qoslab.traffic summary', function()
     assert.truthy(find_line(L, '^warning: ' .. w:gsub('%p', '%%%0')))
   end)
 
+  it('a buffers line with only SO_RCVBUF requested (printing it crashed the CLI server)', function()
+    local res = fixture { window = 1048576, granted = 2097152 }
+    res.streams[1].sender.sndbuf = nil
+    local L = lines_of(tostring(res))
+    assert.truthy(find_line(L, '^%[  1%] buffers: SO_RCVBUF requested 1048576 B'))
+    res.streams[1].receiver.rcvbuf = nil
+    assert.falsy(find_line(lines_of(tostring(res)), 'buffers:'))
+  end)
+
   it('interval_lines: SUM per direction and role, per-stream lines with several streams', function()
     local res = fixture { parallel = 2, proto = 'udp' }
     local L = traffic.interval_lines(res.intervals[1])
