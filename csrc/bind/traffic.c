@@ -11,6 +11,7 @@
  *         tests, oldest first; the last one is test number total
  *     :finished() -> tests finished since the start (kept or not)
  *     :rejected() -> control connections refused (bad cookie, bad JSON, ...)
+ *     :problems() -> rejected, failed tests, the last one's text or nil
  *     :done() -> true once a one_off server has served its test or stopped
  *
  * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
@@ -555,6 +556,21 @@ static int l_server_rejected(lua_State *L)
 	return 1;
 }
 
+/* :problems() -> rejected, failed, last text (nil when none) */
+static int l_server_problems(lua_State *L)
+{
+	char last[1024];
+	uint64_t failed = 0;
+	uint64_t rej = ql_server_problems(check_server(L)->s, &failed, last, sizeof last);
+	lua_pushinteger(L, (lua_Integer)rej);
+	lua_pushinteger(L, (lua_Integer)failed);
+	if (last[0])
+		lua_pushstring(L, last);
+	else
+		lua_pushnil(L);
+	return 3;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -596,6 +612,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "finished", l_server_finished },
 		{ "tests_running", l_server_running },
 		{ "rejected", l_server_rejected },
+		{ "problems", l_server_problems },
 		{ "done", l_server_done },
 		{ "stop", l_server_stop },
 		{ NULL, NULL }

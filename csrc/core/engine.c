@@ -156,6 +156,8 @@ struct ql_server {
 	int keep, nkept, head;
 	uint64_t nfinished;               /* tests published since the start */
 	uint64_t rejected;
+	uint64_t failed;                  /* tests that started and did not finish */
+	char problem[QL_ERR_MSG_MAX + 320]; /* the last rejection or failure, for logs */
 	uint64_t accept_seq;
 	int done;
 };
@@ -2762,13 +2764,14 @@ static void srv_thread_exit(ql_server *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void srv_reject(ql_server *s, int fd, int state)
+static void srv_reject(ql_server *s, int fd, int state, const char *why)
 {
 	if (state)
 		ql_io_write_state(fd, state, ql_now_ns() + 200 * MS, NULL);
 	close(fd);
 	pthread_mutex_lock(&s->mu);
 	s->rejected++;
+	snprintf(s->problem, sizeof s->problem, "control connection rejected: %s", why);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -3085,9 +3088,15 @@ static void *server_test_main(ql_test *t)
 	streams_join(t, 1, 1);
 	/* A control connection that failed before its test ran (bad JSON,
 	 * oversized or missing parameters, silence) counts as rejected. */
-	if (rc < 0 && t->start_ns == 0) {
+	if (rc < 0) {
 		pthread_mutex_lock(&s->mu);
-		s->rejected++;
+		if (t->start_ns == 0)
+			s->rejected++;
+		else
+			s->failed++;
+		snprintf(s->problem, sizeof s->problem, "%s from %s: %s",
+			 t->start_ns ? "test failed" : "control connection rejected",
+			 t->host[0] ? t->host : "?", t->err.msg[0] ? t->err.msg : strerror(-rc));
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);
@@ -3121,7 +3130,8 @@ static void *conn_main(void *arg)
 	int rc = ql_io_read_full(fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + idle,
 				 (const volatile int *)&s->stop);
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
-		srv_reject(s, fd, rc < 0 ? 0 : QL_ST_ACCESS_DENIED);
+		srv_reject(s, fd, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
+			   rc < 0 ? "no cookie within the idle timeout" : "malformed cookie");
 		goto out;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -3138,20 +3148,22 @@ static void *conn_main(void *arg)
 			pthread_mutex_unlock(&s->mu);
 		} else {
 			pthread_mutex_unlock(&s->mu);
-			srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+			srv_reject(s, fd, QL_ST_ACCESS_DENIED,
+				   "data connection for a test not accepting one");
 		}
 		goto out;
 	}
 	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
 	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nfinished > 0)) {
 		pthread_mutex_unlock(&s->mu);
-		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+		srv_reject(s, fd, QL_ST_ACCESS_DENIED, atomic_load(&s->stop) ? "server stopping" :
+			   s->running >= limit ? "max_tests running" : "one-off server already served");
 		goto out;
 	}
 	t = test_new(QL_SIDE_SERVER);
 	if (!t) {
 		pthread_mutex_unlock(&s->mu);
-		srv_reject(s, fd, QL_ST_ACCESS_DENIED);
+		srv_reject(s, fd, QL_ST_ACCESS_DENIED, "out of memory");
 		goto out;
 	}
 	t->srv = s;
@@ -3341,7 +3353,7 @@ static void *listener_main(void *arg)
 		if (crowded) {
 			/* Connection flood: refuse instead of spawning more
 			 * cookie readers (each waits up to the idle time). */
-			srv_reject(s, fd, 0);
+			srv_reject(s, fd, 0, "connection flood (512 unidentified connections)");
 			free(ca);
 			continue;
 		}
@@ -3537,6 +3549,18 @@ uint64_t ql_server_rejected(ql_server *s)
 {
 	pthread_mutex_lock(&s->mu);
 	uint64_t r = s->rejected;
+	pthread_mutex_unlock(&s->mu);
+	return r;
+}
+
+uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t len)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t r = s->rejected;
+	if (failed)
+		*failed = s->failed;
+	if (last && len)
+		snprintf(last, len, "%s", s->problem);
 	pthread_mutex_unlock(&s->mu);
 	return r;
 }

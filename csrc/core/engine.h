@@ -268,6 +268,11 @@ void ql_server_results_release(const ql_result **rs, int n);
 uint64_t ql_server_finished(ql_server *s);
 /* Number of control connections rejected (bad cookie, bad JSON, ...). */
 uint64_t ql_server_rejected(ql_server *s);
+/* Rejected connections (returned), tests that started and failed
+ * (*failed), and the text of the last of either ("" when none) in
+ * last[len], e.g. "test failed from 10.0.0.2: peer closed the control
+ * connection during the test". For a server's log. */
+uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t len);
 void ql_server_stop(ql_server *s);
 void ql_server_free(ql_server *s);
 

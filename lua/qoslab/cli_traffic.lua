@@ -405,18 +405,31 @@ local function run_server(a)
     return 1
   end
   local rule = '-----------------------------------------------------------'
-  out(nil, rule)
-  out(nil, string.format('Server listening on %d%s%s', srv:port(),
+  -- With -J stdout carries JSON only (one document per test); the log
+  -- lines go to stderr.
+  local log = a.json and function(_, line) io.stderr:write(line, '\n') end or out
+  log(nil, rule)
+  log(nil, string.format('Server listening on %d%s%s', srv:port(),
     opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
     opts.netns and (' in namespace ' .. opts.netns) or ''))
-  out(nil, rule)
+  log(nil, rule)
   local shown, running, status = 0, 0, 0
+  local rejected, failed = 0, 0
   local function poll()
     local now_running = srv:tests_running()
     if now_running > running then
-      out(nil, string.format('test started (%d running)', now_running))
+      log(nil, string.format('test started (%d running)', now_running))
     end
     running = now_running
+    -- rejected connections and failed tests are logged too, with the last
+    -- one's reason (several between two polls show as a count)
+    local rej, fail, last = srv:problems()
+    if rej > rejected or fail > failed then
+      local n = (rej - rejected) + (fail - failed)
+      log(nil, (n > 1 and string.format('%d more problems, the last: ', n) or '')
+        .. tostring(last))
+      rejected, failed = rej, fail
+    end
     -- The server keeps only its last results: number them by the total
     -- (and copy them only when one more finished).
     if srv:finished() == shown then return end
@@ -428,7 +441,9 @@ local function run_server(a)
         out(nil, json_text(traffic.to_iperf3_json(r)))
       else
         out(nil, string.format('test %d from %s finished', i, tostring(r.host)))
-        out(nil, traffic.summary(r))
+        -- a result that cannot be printed must not stop the server
+        local okp, text = pcall(traffic.summary, r)
+        out(nil, okp and text or ('(cannot print this result: ' .. tostring(text) .. ')'))
         out(nil, rule)
       end
     end
@@ -450,7 +465,7 @@ local function run_server(a)
       error(err_loop, 0)
     end
     status = cli.signal_status(err_loop) or 130
-    out(nil, 'interrupted: the server has stopped')
+    log(nil, 'interrupted: the server has stopped')
   end
   srv:stop()
   return status

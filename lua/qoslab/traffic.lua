@@ -450,6 +450,15 @@ function Server:tests_running() return self._ud:tests_running() end
 -- @treturn integer
 function Server:rejected() return self._ud:rejected() end
 
+--- What went wrong so far, for a server's log.
+-- @treturn integer control connections rejected (bad cookie, malformed or
+--   oversized message, silence, a client that left before its test ran)
+-- @treturn integer tests that started and did not finish (client gone,
+--   connection reset, ...)
+-- @treturn string|nil the last of either, e.g. "test failed from 10.0.0.2:
+--   peer closed the control connection during the test"
+function Server:problems() return self._ud:problems() end
+
 --- True once a `one_off` server has served its test, or after `stop()`.
 -- @treturn boolean
 function Server:done() return self._ud:done() end
@@ -486,7 +495,7 @@ Server.close = Server.stop
 Server.__close = Server.stop
 Server.__gc = Server.stop
 function Server.__tostring(s)
-  return 'qoslab.Server (' .. tostring(s._ud) .. ')'
+  return tostring(s._ud)
 end
 
 --- Run an iperf3-compatible server in background threads.
@@ -504,6 +513,7 @@ end
 --   freed).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
 --   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
+--   `:problems()`,
 --   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
 -- @raise on a wrong type, unknown key or out-of-range value, naming the field

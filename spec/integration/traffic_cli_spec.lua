@@ -88,6 +88,20 @@ describe('qoslab server / client commands', function()
       assert.matches('%[  1%] fwd receiver server', s)
     end)
 
+  it('server -1 -J prints JSON only on stdout (its log goes to stderr)', function()
+    local port, spid, sout = server('-1 -J')
+    local ok, out = H.sh(string.format(
+      'timeout 20 lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 --rcvbuf 1M', port))
+    assert(ok, out)
+    -- a receive buffer alone once crashed the summary, and with it the server
+    assert.matches('buffers: SO_RCVBUF requested 1048576 B', out, 1, true)
+    assert(H.wait_exit(spid, 5), 'server -1 -J did not exit after the test')
+    local j = cjson.decode(H.read(sout))
+    assert.equal('TCP', j.start.test_start.protocol)
+    assert.is_number(j['end'].sum_received.bytes)
+    assert.matches('Server listening on ' .. port, H.read(sout .. '.err'), 1, true)
+  end)
+
   it('client -u -J prints iperf3-schema JSON only', function()
     local port = server()
     local ok, out = H.sh(string.format(

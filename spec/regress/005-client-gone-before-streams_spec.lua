@@ -23,8 +23,28 @@ describe('regress 005 client gone before its data connections', function()
       assert.equal(1, srv:rejected())
       assert(waited < 1, string.format('the server noticed after %.2f s', waited))
       assert.equal(0, srv:tests_running())
+      local rej, failed, last = srv:problems()
+      assert.equal(1, rej)
+      assert.equal(0, failed)
+      assert.matches('^control connection rejected from 127%.0%.0%.1: client left after '
+        .. 'opening 0 of 1 data connections', last)
       local ok2 = assert(traffic.run { host = '127.0.0.1', port = port, bytes = 1048576 })
       assert.equal(1048576, ok2.received.bytes)
+      -- a client killed mid-test is a failed test for the server's log,
+      -- not a rejected connection (a client's :stop() ends its test
+      -- cleanly, with a result)
+      local pid = H.spawn(string.format('exec bin/qoslab client 127.0.0.1 -p %d -t 5 -b 10M', port))
+      local t1 = H.now()
+      while srv:tests_running() == 0 and H.now() - t1 < 5 do H.sleep(0.02) end
+      H.sleep(0.3)
+      os.execute('kill -9 ' .. pid)
+      t0 = H.now()
+      while select(2, srv:problems()) == 0 and H.now() - t0 < 5 do H.sleep(0.01) end
+      rej, failed, last = srv:problems()
+      assert.equal(1, rej)
+      assert.equal(1, failed)
+      assert.matches('^test failed from 127%.0%.0%.1: ', last)
+      print('  [005] ' .. last)
     end)
     srv:stop()
     assert(ok, err)
