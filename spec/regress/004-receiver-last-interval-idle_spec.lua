@@ -72,4 +72,27 @@ describe('regress 004 receiver last interval', function()
       assert(ok, err)
     end)
   end
+  -- bidir: the client both sends and receives; its final interval reached
+  -- the control thread's stop time, after everything counted, and held a
+  -- 0-byte sliver (2.00-2.00 s) in every entry
+  it('has no 0-byte final sliver (UDP bidir)', function()
+    local port = H.port()
+    local srv = assert(traffic.server { port = port })
+    local ok, err = pcall(function()
+      local res = assert(traffic.run { host = '127.0.0.1', port = port, proto = 'udp',
+        bidir = true, bitrate_bps = RATE, length_bytes = 1200, duration_s = 2,
+        interval_s = PERIOD })
+      H.identities(res, 'bidir')
+      assert.equal(4, #res.intervals)
+      for i, iv in ipairs(res.intervals) do
+        for _, e in ipairs(iv.streams) do
+          assert(e.bytes > 0 and e.seconds <= PERIOD * 1.1, string.format(
+            'interval %d: %s %s %s: %d bytes over %.4f s', i, e.direction or '?', e.role,
+            e.side, e.bytes, e.seconds))
+        end
+      end
+    end)
+    srv:stop()
+    assert(ok, err)
+  end)
 end)
