@@ -271,7 +271,8 @@ Test.__tostring = function(self)
     return M.summary(self)
   end
   local o = p.opts
-  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto or 'tcp', o.host,
+  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto or 'tcp',
+    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host,
     o.port or 5201)
 end
 -- A handle going out of scope stops its test (the C object also stops on GC).
@@ -629,8 +630,10 @@ function M.summary(res)
   local udp = res.proto == 'udp'
   local mode = res.bidir and 'bidirectional' or res.reverse and 'reverse (server sends)'
     or 'forward (client sends)'
+  local host = tostring(res.host)
+  if host:find(':', 1, true) then host = '[' .. host .. ']' end   -- IPv6, RFC 3986 style
   out[#out + 1] = string.format('qoslab %s test %s:%s, peer %s, %d stream%s, %s, %s view',
-    udp and 'UDP' or 'TCP', tostring(res.host), tostring(res.port), tostring(res.peer),
+    udp and 'UDP' or 'TCP', host, tostring(res.port), tostring(res.peer),
     res.parallel or 0, (res.parallel or 0) == 1 and '' or 's', mode, tostring(res.local_role))
   out[#out + 1] = string.format('duration %.2f s measured%s', res.duration_s or 0,
     (res.omit_s or 0) > 0 and string.format(' after %.2f s omitted', res.omit_s) or '')

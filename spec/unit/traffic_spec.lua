@@ -214,6 +214,12 @@ describe('qoslab.traffic summary', function()
     assert.falsy(find_line(L, 'CPU%-limited'))
   end)
 
+  it('an IPv6 host is bracketed before its port', function()
+    local res = fixture {}
+    res.host = '::1'
+    assert.truthy(find_line(lines_of(tostring(res)), '^qoslab TCP test %[::1%]:5201'))
+  end)
+
   it('one stream has no SUM rows; reverse rows say the server sends', function()
     local L = lines_of(tostring(fixture { reverse = true }))
     assert.truthy(find_line(L, 'reverse %(server sends%)'))
