@@ -101,7 +101,8 @@ function H.port()
   for _ = 1, 200 do
     next_port = next_port + 1
     if next_port > 60000 then next_port = 20000 end
-    local _, out = H.sh("ss -Htuln 'sport = :" .. next_port .. "'")
+    -- any state: a connection's local (ephemeral) port blocks a bind too
+    local _, out = H.sh("ss -Htuan 'sport = :" .. next_port .. "'")
     if out == '' then return next_port end
   end
   error('no free port')

@@ -18,11 +18,14 @@ describe('regress 006 timed UDP sends its schedule exactly', function()
         -- own control thread (a few ms late under load) on its own clock, so
         -- datagrams near the boundary can fall on either side: after-omit
         -- sent and the receiver's books differ by a few (seen: 998 / 1001,
-        -- 1003 / 1003). Without omit_s both are exact.
+        -- 1003 / 1003; under TSan, whose ticks come later, 995 / 1001). The
+        -- bound is 2 %: 20 ms of tick lateness at this rate. Without omit_s
+        -- both are exact.
         local r = res.received
-        assert(math.abs(res.sent.packets - expect) <= 5, string.format('%s: sent %d of %d',
+        local tol = math.max(5, 0.02 * expect)
+        assert(math.abs(res.sent.packets - expect) <= tol, string.format('%s: sent %d of %d',
           label, res.sent.packets, expect))
-        assert(math.abs(r.lost_packets + r.unique_packets - res.sent.packets) <= 5, string.format(
+        assert(math.abs(r.lost_packets + r.unique_packets - res.sent.packets) <= tol, string.format(
           '%s: lost %d + unique %d vs sent %d', label, r.lost_packets, r.unique_packets,
           res.sent.packets))
         return
