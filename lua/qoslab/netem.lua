@@ -180,6 +180,20 @@ local function normalize(spec, ctx, level)
   return r
 end
 
+-- limit_packets = "auto" is resolved after the other fields are checked:
+-- returns the spec without it (a copy) and whether it was "auto".
+local function split_auto_limit(spec, ctx)
+  if spec.limit_packets == 'auto' then
+    local s = {}
+    for k, v in pairs(spec) do s[k] = v end
+    s.limit_packets = nil
+    return s, true
+  elseif type(spec.limit_packets) == 'string' then
+    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
+  end
+  return spec, false
+end
+
 --- Check a spec as `apply` would, without touching the kernel: returns the
 -- canonical spec (`limit_packets = "auto"` is kept as "auto").
 -- @tparam table spec see the module doc
@@ -190,14 +204,7 @@ end
 function M.check(spec, ctx)
   ctx = ctx or 'qoslab.netem.check'
   check.table(ctx, 'spec', spec)
-  local s, auto = spec, false
-  if spec.limit_packets == 'auto' then
-    auto, s = true, {}
-    for k, v in pairs(spec) do s[k] = v end
-    s.limit_packets = nil
-  elseif type(spec.limit_packets) == 'string' then
-    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
-  end
+  local s, auto = split_auto_limit(spec, ctx)
   local canon = normalize(s, ctx, 2)
   if auto then canon.limit_packets = 'auto' end
   return canon
@@ -306,15 +313,7 @@ function M.apply(ifname, spec, opts)
   check_ifname(ctx, ifname)
   check.table(ctx, 'spec', spec)
   local o = read_opts(ctx, opts, true)
-  local s, auto = spec, false
-  if spec.limit_packets == 'auto' then
-    auto = true
-    s = {}
-    for k, v in pairs(spec) do s[k] = v end
-    s.limit_packets = nil
-  elseif type(spec.limit_packets) == 'string' then
-    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
-  end
+  local s, auto = split_auto_limit(spec, ctx)
   local canon = normalize(s, ctx, 2)
   local warnings = {}
   local need, rate_bps, source = M.needed_limit(ifname, canon, o)
