@@ -58,6 +58,34 @@ static int connect_msg(int u, const char *cookie)
 	return r == 4 && ql_udp_connect_reply_ok(buf, 4);
 }
 
+/* The control handshake of a raw 2-stream UDP client, up to the server's
+ * CREATE_STREAMS: cookie, parameters (8 kbit/s of 100-byte datagrams). */
+static void udp_handshake(int ctl, char *cookie, double time_s, double drain_s, int64_t dl)
+{
+	ql_err e;
+	int st = 0;
+	ql_cookie_make(cookie);
+	CHECK_EQ_INT(ql_io_write_full(ctl, cookie, QL_COOKIE_SIZE, dl, NULL), 0);
+	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
+	CHECK_EQ_INT(st, QL_ST_PARAM_EXCHANGE);
+	ql_params p;
+	ql_params_init(&p);
+	p.udp = 1;
+	p.parallel = 2;
+	p.time_s = time_s;
+	p.len_bytes = 100;
+	p.bandwidth_bps = 8000;
+	if (drain_s > 0)
+		p.udp_drain_s = drain_s;
+	snprintf(p.qoslab, sizeof p.qoslab, "test");
+	char *js = NULL;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK_EQ_INT(ql_io_write_json(ctl, js, dl, NULL), 0);
+	free(js);
+	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
+	CHECK_EQ_INT(st, QL_ST_CREATE_STREAMS);
+}
+
 TEST(repeated_connect_message_gets_a_reply_and_stays_one_stream)
 {
 	ql_server_opts o;
@@ -74,26 +102,9 @@ TEST(repeated_connect_message_gets_a_reply_and_stays_one_stream)
 	int u1 = connect_to(SOCK_DGRAM, port), u2 = connect_to(SOCK_DGRAM, port);
 	CHECK(ctl >= 0 && u1 >= 0 && u2 >= 0);
 	char cookie[QL_COOKIE_SIZE];
-	ql_cookie_make(cookie);
 	int64_t dl = ql_now_ns() + 5 * QL_NS_PER_S;
 	int st = 0;
-	CHECK_EQ_INT(ql_io_write_full(ctl, cookie, QL_COOKIE_SIZE, dl, NULL), 0);
-	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
-	CHECK_EQ_INT(st, QL_ST_PARAM_EXCHANGE);
-	ql_params p;
-	ql_params_init(&p);
-	p.udp = 1;
-	p.parallel = 2;
-	p.time_s = 1;
-	p.len_bytes = 100;
-	p.bandwidth_bps = 8000;
-	snprintf(p.qoslab, sizeof p.qoslab, "test");
-	char *js = NULL;
-	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
-	CHECK_EQ_INT(ql_io_write_json(ctl, js, dl, NULL), 0);
-	free(js);
-	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
-	CHECK_EQ_INT(st, QL_ST_CREATE_STREAMS);
+	udp_handshake(ctl, cookie, 1, 0, dl);
 
 	CHECK(connect_msg(u1, cookie));
 	/* as if that reply was lost: the same stream asks again */
@@ -147,26 +158,9 @@ TEST(late_connect_message_is_not_data)
 	int u[2] = { connect_to(SOCK_DGRAM, port), connect_to(SOCK_DGRAM, port) };
 	CHECK(ctl >= 0 && u[0] >= 0 && u[1] >= 0);
 	char cookie[QL_COOKIE_SIZE];
-	ql_cookie_make(cookie);
 	int64_t dl = ql_now_ns() + 5 * QL_NS_PER_S;
 	int st = 0;
-	CHECK_EQ_INT(ql_io_write_full(ctl, cookie, QL_COOKIE_SIZE, dl, NULL), 0);
-	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
-	ql_params p;
-	ql_params_init(&p);
-	p.udp = 1;
-	p.parallel = 2;
-	p.time_s = 5;
-	p.len_bytes = 100;
-	p.bandwidth_bps = 8000;
-	p.udp_drain_s = 0.05;
-	snprintf(p.qoslab, sizeof p.qoslab, "test");
-	char *js = NULL;
-	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
-	CHECK_EQ_INT(ql_io_write_json(ctl, js, dl, NULL), 0);
-	free(js);
-	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
-	CHECK_EQ_INT(st, QL_ST_CREATE_STREAMS);
+	udp_handshake(ctl, cookie, 5, 0.05, dl);
 	CHECK(connect_msg(u[0], cookie));
 	CHECK(connect_msg(u[1], cookie));
 	for (int want = QL_ST_TEST_START; want; ) {
