@@ -938,7 +938,7 @@ static void entry_finish(ql_entry *x)
 }
 
 static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
-			    double secs)
+			    double secs, int omit_end)
 {
 	memset(x, 0, sizeof *x);
 	x->id = s->id;
@@ -949,10 +949,20 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 	if (t->proto == QL_PROTO_UDP && !s->sender) {
 		ql_udp_counts c;
 		double jit = 0;
+		int mark_rc = 0;
+		ql_err me;
 		pthread_mutex_lock(&s->mu);
+		/* The warm-up ends with this snapshot: keep which interval books
+		 * each sequence number near the boundary from here on, so the
+		 * books can be split at the sender's boundary at the end. */
+		if (omit_end)
+			mark_rc = ql_udp_rx_mark_omit(&s->rx, &me);
 		ql_udp_rx_snapshot(&s->rx, realtime_ns(), &c, &jit);
 		uint64_t samples = s->rx.jitter.samples;
 		pthread_mutex_unlock(&s->mu);
+		if (mark_rc < 0)
+			add_warning(t, "stream %d: %s; lost + unique may differ from sent "
+				    "near the end of the warm-up", s->id, me.msg);
 		x->bytes = c.unique_bytes;
 		x->packets = c.packets;
 		x->unique_packets = c.unique_packets;
@@ -1199,11 +1209,15 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 	iv.seconds = (double)(now - t->last_snap_ns) / 1e9;
 	/* Omitted: the interval's grid end lies inside the warm-up. */
 	iv.omitted = t->omit_ns > 0 && nominal <= t->start_ns + t->omit_ns;
+	/* The last omitted one: the grid's next tick lies beyond the warm-up
+	 * (maybe_tick skips the ticks that passed). */
+	int omit_end = iv.omitted && now >= t->start_ns + t->omit_ns;
 	iv.entries = calloc((size_t)t->nstreams, sizeof *iv.entries);
 	if (iv.entries) {
 		iv.nentries = t->nstreams;
 		for (int i = 0; i < t->nstreams; i++)
-			snapshot_stream(t, &t->st[i], now, &iv.entries[i], iv.seconds);
+			snapshot_stream(t, &t->st[i], now, &iv.entries[i], iv.seconds,
+					omit_end);
 	}
 	interval_sums(&iv);
 	t->last_snap_ns = now;
@@ -1819,6 +1833,133 @@ static const ql_entry *peer_entry(const ql_peer_results *pr, int id, int role)
 	return NULL;
 }
 
+/* Move one sequence number's booking between the warm-up and the measured
+ * intervals (ql_udp_rx_omit_split). */
+typedef struct omit_mover {
+	ql_test *t;
+	int i;          /* stream index */
+	int k0;         /* first measured interval */
+	int bad;        /* a record did not hold what the books said */
+} omit_mover;
+
+static int entry_take(ql_entry *x, const ql_udp_move *m, uint64_t len)
+{
+	if (m->lost) {
+		if (x->lost_packets < 1)
+			return -1;
+		x->lost_packets--;
+		return 0;
+	}
+	/* out_of_order <= unique holds afterwards too */
+	if (x->unique_packets < 1 || x->packets < 1 || x->bytes < len ||
+	    (m->out_of_order ? x->out_of_order_packets < 1
+			     : x->out_of_order_packets >= x->unique_packets))
+		return -1;
+	x->unique_packets--;
+	x->packets--;
+	x->bytes -= len;
+	if (m->out_of_order)
+		x->out_of_order_packets--;
+	return 0;
+}
+
+static void entry_give(ql_entry *x, const ql_udp_move *m, uint64_t len)
+{
+	if (m->lost) {
+		x->lost_packets++;
+		return;
+	}
+	x->unique_packets++;
+	x->packets++;
+	x->bytes += len;
+	if (m->out_of_order)
+		x->out_of_order_packets++;
+}
+
+static void omit_move(void *ctx, const ql_udp_move *m)
+{
+	omit_mover *o = ctx;
+	ql_test *t = o->t;
+	int src = m->index < (uint32_t)t->niv ? (int)m->index : t->niv - 1;
+	int dst = m->to_omitted ? o->k0 - 1 : o->k0;
+	if (src == dst)
+		return;
+	if (o->i >= t->iv[src].nentries || o->i >= t->iv[dst].nentries) {
+		o->bad = 1;
+		return;
+	}
+	uint64_t len = (uint64_t)t->prm.len_bytes;
+	if (m->index == QL_UDP_MOVE_WARMUP) {
+		/* Received before the books marked the warm-up's end: it is in
+		 * one of the warm-up intervals, the later ones the likelier. */
+		ql_udp_move w = *m;
+		for (src = o->k0 - 1; src >= 0; src--) {
+			if (o->i >= t->iv[src].nentries)
+				continue;
+			ql_entry *x = &t->iv[src].entries[o->i];
+			/* in order or not is unknown: whichever the record has */
+			w.out_of_order = 0;
+			if (entry_take(x, &w, len) == 0)
+				break;
+			w.out_of_order = 1;
+			if (entry_take(x, &w, len) == 0)
+				break;
+		}
+		if (src < 0)
+			o->bad = 1;
+		else
+			entry_give(&t->iv[dst].entries[o->i], &w, len);
+		return;
+	}
+	if (entry_take(&t->iv[src].entries[o->i], m, len) < 0) {
+		o->bad = 1;
+		return;
+	}
+	entry_give(&t->iv[dst].entries[o->i], m, len);
+}
+
+/* End the receiver's warm-up where the sender ended it: the datagrams the
+ * sender counted in its warm-up are the first P sequence numbers (P = its
+ * total minus its measured count, from a qoslab peer's extras), so the
+ * measured lost + unique == the sender's measured sent exactly. A stock
+ * iperf3 peer sends no measured count: the split stays on our clock. */
+static void udp_omit_split(ql_test *t, ql_stream *s, int i, const ql_peer_results *pr,
+			   const ql_peer_stream *ps)
+{
+	const ql_entry *pe = peer_entry(pr, s->id, QL_ROLE_SENDER);
+	if (!pe || !s->rx.omit_rec || !(pe->valid & QL_E_PACKETS))
+		return;
+	int k0 = 0;
+	while (k0 < t->niv && t->iv[k0].omitted)
+		k0++;
+	if (k0 == 0 || k0 >= t->niv)
+		return;
+	if (pe->packets > ps->packets) {
+		add_warning(t, "stream %d: the sender counted %llu measured datagrams of %llu sent",
+			    s->id, (unsigned long long)pe->packets,
+			    (unsigned long long)ps->packets);
+		return;
+	}
+	omit_mover o = { t, i, k0, 0 };
+	ql_err e;
+	pthread_mutex_lock(&s->mu);
+	int rc = ql_udp_rx_omit_split(&s->rx, ps->packets - pe->packets, (uint32_t)k0,
+				      omit_move, &o, &e);
+	pthread_mutex_unlock(&s->mu);
+	if (rc < 0)
+		add_warning(t, "stream %d: %s; lost + unique may differ from sent near "
+			    "the end of the warm-up", s->id, e.msg);
+	if (o.bad)
+		add_warning(t, "stream %d: the warm-up split found an interval record "
+			    "short of what the books booked in it", s->id);
+	if (rc > 0)
+		for (int k = 0; k < t->niv; k++) {
+			if (i < t->iv[k].nentries)
+				entry_finish(&t->iv[k].entries[i]);
+			interval_sums(&t->iv[k]);
+		}
+}
+
 /* Close the UDP books of our receiving streams with the peer's sent counts
  * and fold the final share (the remaining loss) into the last interval. */
 static void close_udp_books(ql_test *t, const ql_peer_results *pr)
@@ -1856,6 +1997,7 @@ static void close_udp_books(ql_test *t, const ql_peer_results *pr)
 			entry_finish(x);
 			interval_sums(&t->iv[t->niv - 1]);
 		}
+		udp_omit_split(t, s, i, pr, ps);
 	}
 }
 

@@ -136,6 +136,7 @@ int ql_udp_rx_init(ql_udp_rx *rx, const ql_udp_rx_opts *opts, ql_err *e)
 void ql_udp_rx_free(ql_udp_rx *rx)
 {
 	free(rx->bitmap);
+	free(rx->omit_rec);
 	memset(rx, 0, sizeof *rx);
 }
 
@@ -177,6 +178,40 @@ static uint64_t range_op(ql_udp_rx *rx, uint64_t a, uint64_t b, int clear)
 	return set;
 }
 
+/* Warm-up region records: 0 = not booked yet, else the booking interval + 1
+ * in the low bits, with the kind in the two high bits. */
+#define OREC_LOST 0x80000000u
+#define OREC_OOO  0x40000000u
+#define OREC_IDX  0x3fffffffu
+
+/* OREC_IDX itself marks "received before the mark" (some warm-up interval). */
+static uint32_t orec_index(const ql_udp_rx *rx)
+{
+	return rx->nsnap < OREC_IDX - 2 ? rx->nsnap + 1 : OREC_IDX - 1;
+}
+
+static void orec_book(ql_udp_rx *rx, uint64_t seq, uint32_t kind)
+{
+	if (rx->omit_rec && seq >= rx->omit_lo && seq - rx->omit_lo < QL_UDP_OMIT_REGION)
+		rx->omit_rec[seq - rx->omit_lo] = orec_index(rx) | kind;
+}
+
+/* Book the not-yet-booked sequence numbers of [a, b) in the region as lost
+ * (called by rule_to for the range it rules; received ones are booked). */
+static void orec_rule(ql_udp_rx *rx, uint64_t a, uint64_t b)
+{
+	if (!rx->omit_rec)
+		return;
+	uint64_t hi = rx->omit_lo + QL_UDP_OMIT_REGION;
+	if (a < rx->omit_lo)
+		a = rx->omit_lo;
+	if (b > hi)
+		b = hi;
+	for (uint64_t s = a; s < b; s++)
+		if (rx->omit_rec[s - rx->omit_lo] == 0)
+			rx->omit_rec[s - rx->omit_lo] = orec_index(rx) | OREC_LOST;
+}
+
 /* Move the ruling point to r: every sequence number below r not received
  * by now is lost for good. Bits of [ruled, highest] are still valid because
  * ruled > highest - window is maintained. */
@@ -192,6 +227,7 @@ static void rule_to(ql_udp_rx *rx, uint64_t r)
 	if (r > top)
 		lost += r - (rx->ruled > top ? rx->ruled : top);
 	rx->total.lost_packets += lost;
+	orec_rule(rx, rx->ruled, r);
 	rx->ruled = r;
 }
 
@@ -302,6 +338,7 @@ ql_udp_verdict ql_udp_rx_packet(ql_udp_rx *rx, uint64_t seq,
 		c->out_of_order_packets++;
 		v = QL_UDP_OUT_OF_ORDER;
 	}
+	orec_book(rx, seq, v == QL_UDP_OUT_OF_ORDER ? OREC_OOO : 0);
 	c->unique_packets++;
 	c->unique_bytes += payload_bytes;
 	ql_jitter_update(&rx->jitter, sent_ns, arrival_ns);
@@ -334,6 +371,8 @@ void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,
 		ql_udp_rx_tick(rx, now_ns);
 	ql_udp_counts_sub(&rx->total, &rx->last_snap, interval);
 	rx->last_snap = rx->total;
+	if (rx->nsnap < UINT32_MAX)
+		rx->nsnap++;
 	if (jitter_ms)
 		*jitter_ms = ql_jitter_ms(&rx->jitter);
 }
@@ -364,6 +403,71 @@ int ql_udp_rx_finish(ql_udp_rx *rx, uint64_t sent_packets, ql_err *e)
 	rx->finished_sent = sent_packets;
 	rx->cp_count = 0;
 	return 0;
+}
+
+int ql_udp_rx_mark_omit(ql_udp_rx *rx, ql_err *e)
+{
+	if (rx->omit_rec || rx->finished)
+		return 0;
+	uint64_t lo = rx->highest + 1 > rx->first_seq + QL_UDP_OMIT_BELOW
+		      ? rx->highest + 1 - QL_UDP_OMIT_BELOW : rx->first_seq;
+	if (lo < rx->ruled)
+		lo = rx->ruled;
+	uint32_t *rec = calloc(QL_UDP_OMIT_REGION, sizeof *rec);
+	if (!rec)
+		return ql_err_set(e, ENOMEM, NULL,
+				  "UDP warm-up split: out of memory for %llu records",
+				  (unsigned long long)QL_UDP_OMIT_REGION);
+	/* Far stragglers of the warm-up are ruled now, in the warm-up. */
+	rule_to(rx, lo);
+	/* Received ones of [lo, highest] were booked in some warm-up interval. */
+	for (uint64_t s = lo; s <= rx->highest && s - lo < QL_UDP_OMIT_REGION; s++)
+		if (bit_get(rx, s))
+			rec[s - lo] = OREC_IDX;
+	rx->omit_rec = rec;
+	rx->omit_lo = lo;
+	rx->omit_highest = rx->highest;
+	return 0;
+}
+
+int ql_udp_rx_omit_split(const ql_udp_rx *rx, uint64_t sender_omit_packets,
+			 uint32_t first_nonomitted,
+			 void (*move)(void *ctx, const ql_udp_move *m), void *ctx,
+			 ql_err *e)
+{
+	if (!rx->omit_rec || !rx->finished)
+		return ql_err_set(e, EINVAL, NULL, "UDP warm-up split: books %s",
+				  rx->omit_rec ? "not closed yet" : "not marked at the warm-up end");
+	uint64_t lo = rx->omit_lo, hi = lo + QL_UDP_OMIT_REGION;
+	/* The sender's last warm-up sequence number is P_end = first + P - 1;
+	 * every s <= P_end is warm-up. Exact when lo - 1 <= P_end < hi. */
+	uint64_t p_end = rx->first_seq + sender_omit_packets;   /* one past */
+	if (p_end < lo || p_end > hi) {
+		uint64_t d = p_end < lo ? lo - p_end : p_end - hi;
+		return ql_err_set(e, ERANGE, "ERANGE",
+				  "the sender ended its warm-up %llu datagrams %s the region this "
+				  "receiver recorded around its own (%llu..%llu)",
+				  (unsigned long long)d, p_end < lo ? "before" : "after",
+				  (unsigned long long)lo, (unsigned long long)hi - 1);
+	}
+	uint64_t end = rx->first_seq + rx->finished_sent;
+	if (end > hi)
+		end = hi;
+	int n = 0;
+	for (uint64_t s = lo; s < end; s++) {
+		uint32_t r = rx->omit_rec[s - lo];
+		if (r == 0)
+			continue;   /* not booked (cannot happen once finished) */
+		uint32_t idx = (r & OREC_IDX) == OREC_IDX ? QL_UDP_MOVE_WARMUP : (r & OREC_IDX) - 1;
+		int warm = s < p_end;
+		int booked_warm = idx == QL_UDP_MOVE_WARMUP || idx < first_nonomitted;
+		if (warm == booked_warm)
+			continue;
+		ql_udp_move m = { idx, warm, (r & OREC_LOST) != 0, (r & OREC_OOO) != 0 };
+		move(ctx, &m);
+		n++;
+	}
+	return n;
 }
 
 /* ------------------------------------------------------------- TCP_INFO -- */

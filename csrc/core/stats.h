@@ -202,6 +202,12 @@ typedef struct ql_udp_rx {
 	ql_udp_counts total;       /* cumulative */
 	ql_udp_counts last_snap;   /* total at the previous snapshot */
 	ql_jitter jitter;          /* over unique datagrams, arrival order */
+	uint32_t nsnap;            /* snapshots taken: the interval now booking */
+	/* Warm-up split by sequence number (ql_udp_rx_mark_omit): one record
+	 * per sequence number of [omit_lo, omit_lo + QL_UDP_OMIT_REGION). */
+	uint32_t *omit_rec;
+	uint64_t omit_lo;
+	uint64_t omit_highest;     /* highest at the mark */
 } ql_udp_rx;
 
 /*
@@ -264,6 +270,60 @@ void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,
  *   different count; the books are left unchanged then.
  */
 int ql_udp_rx_finish(ql_udp_rx *rx, uint64_t sent_packets, ql_err *e);
+
+/*
+ * Warm-up split by sequence number (exact lost + unique == sent with omit_s).
+ *
+ * Each end of a test ends its warm-up on its own clock, so a time split puts
+ * the datagrams near the boundary on different sides at the two ends. The
+ * sender's split is the truth: datagrams first_seq .. first_seq + P - 1
+ * went out during its warm-up. The receiver learns P only later, so it
+ * keeps, from its own boundary on, which interval booked each sequence
+ * number near that boundary (as unique, out-of-order or lost), and moves
+ * the ones on the wrong side when P arrives (ql_udp_rx_omit_split).
+ *
+ * ql_udp_rx_mark_omit: call just before the snapshot that closes the last
+ * omitted interval, under the same lock. It rules lost every sequence
+ * number more than QL_UDP_OMIT_BELOW below highest that has not arrived
+ * (booked in that omitted interval; a later arrival is LATE), and records
+ * the region [lo, lo + QL_UDP_OMIT_REGION) with lo = max(ruled, highest + 1
+ * - QL_UDP_OMIT_BELOW). The split is exact when the sender's last warm-up
+ * sequence number lies in [lo - 1, lo + QL_UDP_OMIT_REGION); 256 KiB each.
+ * @return 0; -ENOMEM (books unchanged, no split later); a second call is a
+ *   no-op returning 0.
+ */
+#define QL_UDP_OMIT_REGION ((uint64_t)1 << 16)
+#define QL_UDP_OMIT_BELOW  ((uint64_t)1 << 13)
+int ql_udp_rx_mark_omit(ql_udp_rx *rx, ql_err *e);
+
+/* One sequence number booked on the wrong side of the sender's boundary:
+ * booked in interval `index` (snapshot number; the finish share carries the
+ * number of the snapshot after the last; QL_UDP_MOVE_WARMUP: received
+ * before the mark, in some warm-up interval), as lost or unique
+ * (out_of_order a subset of unique); to_omitted says which way it goes. */
+#define QL_UDP_MOVE_WARMUP UINT32_MAX
+typedef struct ql_udp_move {
+	uint32_t index;
+	int to_omitted;
+	int lost;
+	int out_of_order;
+} ql_udp_move;
+
+/*
+ * After ql_udp_rx_finish: call move(ctx, m) for every sequence number that
+ * the receiver booked on the other side of the sender's boundary than the
+ * sender did. sender_omit_packets = P, the datagrams the sender counted in
+ * its warm-up; first_nonomitted = the index of the first interval that is
+ * not omitted (the snapshot after the mark).
+ * @return the number of moves (>= 0); -ERANGE (code "ERANGE", message with
+ *   the distance) if P lies outside the recorded region, -EINVAL if the
+ *   books were not marked or not finished. The books are left unchanged;
+ *   the caller applies the moves to its interval records.
+ */
+int ql_udp_rx_omit_split(const ql_udp_rx *rx, uint64_t sender_omit_packets,
+			 uint32_t first_nonomitted,
+			 void (*move)(void *ctx, const ql_udp_move *m), void *ctx,
+			 ql_err *e);
 
 /* out = a - b field by field (a must be a later state than b). */
 void ql_udp_counts_sub(const ql_udp_counts *a, const ql_udp_counts *b,

@@ -1003,7 +1003,9 @@ end
 -- UDP packets and loss counters); for UDP `lost + unique == sent` on every
 -- stream and in the sums; Σ of the non-omitted interval bytes of every
 -- stream, role and direction equals that stream's total wherever that side's
--- intervals are present; every interval has a positive duration.
+-- intervals are present (for UDP also a sender's packets and a receiver's
+-- unique and lost datagrams); out-of-order <= unique in every interval;
+-- every interval has a positive duration.
 -- @tparam table res a result table
 -- @treturn boolean true when every identity holds
 -- @treturn table list of violated identities (strings), empty when none
@@ -1064,11 +1066,20 @@ function M.invariants(res)
       bad[#bad + 1] = string.format('interval %d starts at %.6f, previous ended at %.6f', i,
         iv.start_s, res.intervals[i - 1].end_s)
     end
-    if not iv.omitted then
-      for _, s in ipairs(iv.streams or {}) do
+    for _, s in ipairs(iv.streams or {}) do
+      if (s.out_of_order_packets or 0) > (s.unique_packets or math.huge) then
+        bad[#bad + 1] = string.format('interval %d stream %s: out-of-order %d > unique %d', i,
+          tostring(s.id), s.out_of_order_packets, s.unique_packets)
+      end
+      if not iv.omitted then
         local key = string.format('%s/%s/%s', tostring(s.id), s.direction or data_dir(res),
           tostring(s.role))
-        acc[key] = (acc[key] or 0) + (s.bytes or 0)
+        local a = acc[key] or {}
+        acc[key] = a
+        for _, k in ipairs(udp and { 'bytes', 'packets', 'unique_packets', 'lost_packets' }
+            or { 'bytes' }) do
+          if s[k] then a[k] = (a[k] or 0) + s[k] end
+        end
       end
     end
   end
@@ -1076,9 +1087,13 @@ function M.invariants(res)
     local dir = s.direction or data_dir(res)
     for _, role in ipairs { 'sender', 'receiver' } do
       local key = string.format('%s/%s/%s', tostring(s.id), dir, role)
-      if acc[key] and s[role] then
-        eq(acc[key], s[role].bytes, string.format('stream %s %s %s: sum of intervals == total',
-          tostring(s.id), dir, role))
+      for k, sum in pairs(acc[key] or {}) do
+        -- UDP: a sender's packets, a receiver's unique and lost datagrams
+        local counted = k == 'bytes' or (role == 'sender') == (k == 'packets')
+        if s[role] and s[role][k] and counted then
+          eq(sum, s[role][k], string.format('stream %s %s %s: sum of interval %s == total',
+            tostring(s.id), dir, role, k))
+        end
       end
     end
   end

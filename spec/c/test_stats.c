@@ -996,6 +996,148 @@ TEST(udp_books_are_fast)
 	ql_udp_rx_free(&rx);
 }
 
+/* ------------------------------------------- warm-up split by sequence -- */
+
+/* Interval records as the engine keeps them: snapshot deltas by index. */
+#define SPLIT_NIV 64
+typedef struct split_books {
+	int64_t unique[SPLIT_NIV], lost[SPLIT_NIV], ooo[SPLIT_NIV];
+	int niv, bad;
+	uint32_t k0;
+} split_books;
+
+static void split_move(void *ctx, const ql_udp_move *m)
+{
+	split_books *b = ctx;
+	int src = m->index < (uint32_t)b->niv ? (int)m->index : b->niv - 1;
+	int dst = m->to_omitted ? (int)b->k0 - 1 : (int)b->k0;
+	int64_t *from = m->lost ? b->lost : b->unique, *to = m->lost ? b->lost : b->unique;
+	int ooo = m->out_of_order;
+	if (m->index == QL_UDP_MOVE_WARMUP) {
+		/* received before the mark: in some warm-up interval, in order
+		 * or not (whichever that interval still has) */
+		CHECK(!m->to_omitted && !m->lost);
+		src = (int)b->k0 - 1;
+		while (src > 0 && from[src] < 1)
+			src--;
+		ooo = b->unique[src] <= b->ooo[src];
+	}
+	if (from[src] < 1)
+		b->bad = 1;
+	from[src]--;
+	to[dst]++;
+	if (ooo) {
+		b->ooo[src]--;
+		b->ooo[dst]++;
+	}
+}
+
+/* The sender ends its warm-up after P datagrams, the receiver on its own
+ * clock somewhere else; after the split the measured intervals hold exactly
+ * the sequence numbers after P: lost + unique == sent - P, with reordering
+ * and loss across both boundaries, whichever end ended first. */
+TEST(udp_omit_split_at_sender_boundary)
+{
+	ql_err e;
+	ql_udp_rx rx;
+	const uint64_t sent = 40000;
+	ql_udp_rx_opts o = { 0 };
+	o.loss_horizon_ns = -1;   /* rule by window and finish only */
+	split_books base;
+	memset(&base, 0, sizeof base);
+	CHECK_EQ_INT(ql_udp_rx_init(&rx, &o, &e), 0);
+	uint64_t held[8], nheld = 0, release_after[8], B = 0, lo = 0;
+	int marked = 0;
+	for (uint64_t seq = 1, n = 0; seq <= sent; seq++) {
+		if (chance(4))
+			continue;   /* lost on the path */
+		if (nheld < 8 && chance(20)) {
+			held[nheld] = seq;
+			release_after[nheld++] = 1 + rnd() % 5;
+			continue;
+		}
+		ql_udp_rx_packet(&rx, seq, 100, 0, 0);
+		for (uint64_t i = 0; i < nheld;) {
+			if (--release_after[i] == 0) {
+				ql_udp_rx_packet(&rx, held[i], 100, 0, 0);
+				held[i] = held[--nheld];
+				release_after[i] = release_after[nheld];
+			} else {
+				i++;
+			}
+		}
+		if (++n % 1000 == 0) {
+			/* the 12th snapshot closes the warm-up */
+			if (base.niv == 11 && !marked) {
+				CHECK_EQ_INT(ql_udp_rx_mark_omit(&rx, &e), 0);
+				CHECK_EQ_INT(ql_udp_rx_mark_omit(&rx, &e), 0);   /* no-op */
+				B = rx.omit_highest;
+				lo = rx.omit_lo;
+				marked = 1;
+			}
+			ql_udp_counts c;
+			ql_udp_rx_snapshot(&rx, 0, &c, NULL);
+			base.unique[base.niv] = (int64_t)c.unique_packets;
+			base.lost[base.niv] = (int64_t)c.lost_packets;
+			base.ooo[base.niv] = (int64_t)c.out_of_order_packets;
+			base.niv++;
+		}
+	}
+	for (uint64_t i = 0; i < nheld; i++)
+		ql_udp_rx_packet(&rx, held[i], 100, 0, 0);
+	CHECK(marked);
+	CHECK_EQ_INT(ql_udp_rx_finish(&rx, sent, &e), 0);
+	ql_udp_counts c;
+	ql_udp_rx_snapshot(&rx, 0, &c, NULL);
+	base.unique[base.niv - 1] += (int64_t)c.unique_packets;   /* folded as the engine does */
+	base.lost[base.niv - 1] += (int64_t)c.lost_packets;
+	base.ooo[base.niv - 1] += (int64_t)c.out_of_order_packets;
+	base.k0 = 12;
+	CHECK(B > 12000 && B < 20000);
+	CHECK_EQ_U64(lo, B + 1 - QL_UDP_OMIT_BELOW);
+	/* P: the sender ended first, at the receiver's point, later (both by
+	 * a few and by many datagrams), and at the region's edges. */
+	uint64_t ps[] = { B - 700, B - 1, B, B + 1, B + 3, B + 2500, lo - 1,
+			  lo + QL_UDP_OMIT_REGION - 1 };
+	for (size_t j = 0; j < sizeof ps / sizeof ps[0]; j++) {
+		uint64_t P = ps[j] < sent ? ps[j] : sent;
+		split_books b = base;
+		int rc = ql_udp_rx_omit_split(&rx, P, b.k0, split_move, &b, &e);
+		CHECK(rc >= 0);
+		CHECK(!b.bad);
+		if (rc < 0 || b.bad)
+			fprintf(stderr, "  P = B %+lld: rc %d\n", (long long)(P - B), rc);
+		int64_t warm = 0, measured = 0;
+		for (int k = 0; k < b.niv; k++) {
+			CHECK(b.unique[k] >= 0 && b.lost[k] >= 0 && b.ooo[k] >= 0);
+			CHECK(b.ooo[k] <= b.unique[k]);
+			if (k < (int)b.k0)
+				warm += b.unique[k] + b.lost[k];
+			else
+				measured += b.unique[k] + b.lost[k];
+		}
+		CHECK_EQ_U64((uint64_t)warm, P);
+		CHECK_EQ_U64((uint64_t)measured, sent - P);
+		if (P == B + 2500)
+			CHECK(rc >= 2500);
+	}
+	/* Outside the recorded region: refused, books unchanged. */
+	split_books b = base;
+	CHECK_EQ_INT(ql_udp_rx_omit_split(&rx, lo - 2, b.k0, split_move, &b, &e), -ERANGE);
+	CHECK_STR(e.code, "ERANGE");
+	CHECK_EQ_INT(ql_udp_rx_omit_split(&rx, lo + QL_UDP_OMIT_REGION, b.k0, split_move, &b,
+					  &e), -ERANGE);
+	CHECK(memcmp(&b, &base, sizeof b) == 0);
+	ql_udp_rx_free(&rx);
+
+	/* Not marked: refused. */
+	CHECK_EQ_INT(ql_udp_rx_init(&rx, NULL, &e), 0);
+	ql_udp_rx_packet(&rx, 1, 100, 0, 0);
+	CHECK_EQ_INT(ql_udp_rx_finish(&rx, 1, &e), 0);
+	CHECK_EQ_INT(ql_udp_rx_omit_split(&rx, 0, 1, split_move, &b, &e), -EINVAL);
+	ql_udp_rx_free(&rx);
+}
+
 int main(void)
 {
 	RUN(udp_reorder_is_not_loss);
@@ -1027,5 +1169,6 @@ int main(void)
 	RUN(pacer_unlimited_unsend_and_args);
 	RUN(bits_per_second_guard);
 	RUN(udp_books_are_fast);
+	RUN(udp_omit_split_at_sender_boundary);
 	return ctest_done();
 }

@@ -245,7 +245,8 @@ function H.fixture(o)
         s.sender.writes = s.sender.writes + 1
         if udp then
           se.packets = 10
-          re.packets, re.lost_packets, re.jitter_ms = 9, 1, 0.05 * k
+          re.packets, re.unique_packets, re.lost_packets, re.jitter_ms = 9, 9, 1, 0.05 * k
+          re.duplicate_packets, re.out_of_order_packets, re.late_packets = 0, 0, 0
           s.sender.packets = s.sender.packets + 10
           s.receiver.packets = s.receiver.packets + 9
           s.receiver.unique_packets = s.receiver.unique_packets + 9

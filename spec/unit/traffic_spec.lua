@@ -304,7 +304,7 @@ describe('qoslab.traffic.invariants', function()
     broken({ bidir = true }, function(r) r.reverse_received.bytes = 0 end,
       'reverse receiver SUM bytes')
     broken({}, function(r) r.intervals[2].streams[1].bytes = 0 end,
-      'stream 1 forward sender: sum of intervals == total')
+      'stream 1 forward sender: sum of interval bytes == total')
     broken({ proto = 'udp' }, function(r)
       r.streams[1].receiver.lost_packets = r.streams[1].receiver.lost_packets + 1
       r.received.lost_packets = r.received.lost_packets + 1
@@ -314,6 +314,19 @@ describe('qoslab.traffic.invariants', function()
     broken({}, function(r) r.sent.bytes = r.sent.bytes + 0.5 end, 'sent.bytes is not an integer')
     broken({}, function(r) r.intervals[2].seconds = 0 end, 'interval 2 has duration')
     broken({}, function(r) r.intervals[3].start_s = 2.5 end, 'interval 3 starts at')
+    local function udp_rx(r, k)
+      for _, s in ipairs(r.intervals[k].streams) do
+        if s.role == 'receiver' then return s end
+      end
+    end
+    broken({ proto = 'udp' }, function(r)
+      local s = udp_rx(r, 2)
+      s.lost_packets, s.unique_packets = s.lost_packets + 1, s.unique_packets - 1
+    end, 'stream 1 forward receiver: sum of interval lost_packets == total')
+    broken({ proto = 'udp' }, function(r)
+      local s = udp_rx(r, 1)
+      s.out_of_order_packets = s.unique_packets + 1
+    end, 'interval 1 stream 1: out%-of%-order')
   end)
 
   it('ignores omitted intervals in the sums', function()
