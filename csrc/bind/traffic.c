@@ -12,6 +12,7 @@
  *     :finished() -> tests finished since the start (kept or not)
  *     :rejected() -> control connections refused (bad cookie, bad JSON, ...)
  *     :problems() -> rejected, failed tests, the last one's text or nil
+ *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
  *
  * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
@@ -571,6 +572,19 @@ static int l_server_problems(lua_State *L)
 	return 3;
 }
 
+/* :started() -> tests started, last one's description (nil when none) */
+static int l_server_started(lua_State *L)
+{
+	char last[512];
+	uint64_t n = ql_server_started(check_server(L)->s, last, sizeof last);
+	lua_pushinteger(L, (lua_Integer)n);
+	if (last[0])
+		lua_pushstring(L, last);
+	else
+		lua_pushnil(L);
+	return 2;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -611,6 +625,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "results", l_server_results },
 		{ "finished", l_server_finished },
 		{ "tests_running", l_server_running },
+		{ "started", l_server_started },
 		{ "rejected", l_server_rejected },
 		{ "problems", l_server_problems },
 		{ "done", l_server_done },

@@ -158,6 +158,8 @@ struct ql_server {
 	uint64_t rejected;
 	uint64_t failed;                  /* tests that started and did not finish */
 	char problem[QL_ERR_MSG_MAX + 320]; /* the last rejection or failure, for logs */
+	uint64_t nstarted;                /* tests whose parameters were accepted */
+	char started[512];                /* the last of them, for logs */
 	uint64_t accept_seq;
 	int done;
 };
@@ -3116,6 +3118,33 @@ static void server_publish(ql_test *t)
 	kept_unref(evicted);
 }
 
+/* For the server's log: who started what ("test from 10.0.0.2: UDP, 4
+ * streams, reverse, 10 s at 100 Mbit/s each, qoslab client"). */
+static void server_note_start(ql_test *t)
+{
+	const ql_params *p = &t->prm;
+	char what[96];
+	if (t->limited)
+		snprintf(what, sizeof what, "%llu %s",
+			 (unsigned long long)(t->limit_bytes ? t->limit_bytes : t->limit_packets),
+			 t->limit_bytes ? "bytes" : "blocks");
+	else
+		snprintf(what, sizeof what, "%g s", p->time_s);
+	char rate[48] = "";
+	if (p->bandwidth_bps)
+		snprintf(rate, sizeof rate, " at %g Mbit/s each", (double)p->bandwidth_bps / 1e6);
+	ql_server *s = t->srv;
+	pthread_mutex_lock(&s->mu);
+	s->nstarted++;
+	snprintf(s->started, sizeof s->started, "test from %.100s: %s, %d stream%s, %s, %s%s%s, %s client",
+		 t->host[0] ? t->host : "?", t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
+		 p->parallel, p->parallel == 1 ? "" : "s",
+		 p->bidir ? "bidirectional (each way)" : p->reverse ? "reverse (server sends)" : "forward",
+		 what, p->omit_s > 0 ? " after a warm-up" : "", rate,
+		 t->peer == QL_PEER_QOSLAB ? "qoslab" : "iperf3");
+	pthread_mutex_unlock(&s->mu);
+}
+
 static int server_protocol(ql_test *t)
 {
 	int rc;
@@ -3168,6 +3197,7 @@ static int server_protocol(ql_test *t)
 								      : t->limit_bytes));
 	t->period_ns = (int64_t)(p->interval_s * 1e9);
 	t->omit_ns = (int64_t)(p->omit_s * 1e9);
+	server_note_start(t);
 	if ((rc = streams_alloc(t, &t->err)) < 0)
 		return rc;
 	t->pending_fds = calloc((size_t)t->nstreams, sizeof(int));
@@ -3719,6 +3749,16 @@ uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t l
 		snprintf(last, len, "%s", s->problem);
 	pthread_mutex_unlock(&s->mu);
 	return r;
+}
+
+uint64_t ql_server_started(ql_server *s, char *last, size_t len)
+{
+	pthread_mutex_lock(&s->mu);
+	uint64_t n = s->nstarted;
+	if (last && len)
+		snprintf(last, len, "%s", s->started);
+	pthread_mutex_unlock(&s->mu);
+	return n;
 }
 
 void ql_server_stop(ql_server *s)

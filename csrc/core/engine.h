@@ -273,6 +273,11 @@ uint64_t ql_server_rejected(ql_server *s);
  * last[len], e.g. "test failed from 10.0.0.2: peer closed the control
  * connection during the test". For a server's log. */
 uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t len);
+/* Tests whose parameters the server accepted (returned) and a line on the
+ * last of them in last[len] ("" when none), e.g. "test from 10.0.0.2: UDP,
+ * 4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab
+ * client". For a server's log. */
+uint64_t ql_server_started(ql_server *s, char *last, size_t len);
 void ql_server_stop(ql_server *s);
 void ql_server_free(ql_server *s);
 

@@ -413,14 +413,19 @@ local function run_server(a)
     opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
     opts.netns and (' in namespace ' .. opts.netns) or ''))
   log(nil, rule)
-  local shown, running, status = 0, 0, 0
-  local rejected, failed = 0, 0
+  local shown, status = 0, 0
+  local rejected, failed, started = 0, 0, 0
   local function poll()
+    -- each started test with its peer and parameters (several between
+    -- two polls show as a count and the last one)
+    local now_started, last_started = srv:started()
     local now_running = srv:tests_running()
-    if now_running > running then
-      log(nil, string.format('test started (%d running)', now_running))
+    if now_started > started then
+      local n = now_started - started
+      log(nil, (n > 1 and string.format('%d tests started, the last: ', n) or '')
+        .. tostring(last_started) .. string.format(' (%d running)', now_running))
+      started = now_started
     end
-    running = now_running
     -- rejected connections and failed tests are logged too, with the last
     -- one's reason (several between two polls show as a count)
     local rej, fail, last = srv:problems()

@@ -460,6 +460,13 @@ function Server:rejected() return self._ud:rejected() end
 --   peer closed the control connection during the test"
 function Server:problems() return self._ud:problems() end
 
+--- Tests started so far (parameters accepted), for a server's log.
+-- @treturn integer tests started since the server started
+-- @treturn string|nil the last one: peer address, protocol, streams,
+--   direction, length and client kind, e.g. "test from 10.0.0.2: UDP,
+--   4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab client"
+function Server:started() return self._ud:started() end
+
 --- True once a `one_off` server has served its test, or after `stop()`.
 -- @treturn boolean
 function Server:done() return self._ud:done() end

@@ -85,6 +85,9 @@ describe('qoslab server / client commands', function()
       local s = H.read(sout)
       assert.matches('Server listening on ' .. port, s, 1, true)
       assert.matches('test 1 from 127.0.0.1', s, 1, true)
+      -- the start line names the peer and what it asked for
+      assert.matches('test from 127.0.0.1: TCP, 1 stream, forward, 2 s at 200 Mbit/s each, '
+        .. 'qoslab client (1 running)', s, 1, true)
       assert.matches('%[  1%] fwd receiver server', s)
     end)
 
@@ -100,6 +103,8 @@ describe('qoslab server / client commands', function()
     assert.equal('TCP', j.start.test_start.protocol)
     assert.is_number(j['end'].sum_received.bytes)
     assert.matches('Server listening on ' .. port, H.read(sout .. '.err'), 1, true)
+    assert.matches('test from 127.0.0.1: TCP, 1 stream, forward, 1 s, qoslab client',
+      H.read(sout .. '.err'), 1, true)
   end)
 
   it('client -u -J prints iperf3-schema JSON only', function()
