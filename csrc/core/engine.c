@@ -1920,7 +1920,8 @@ static void omit_move(void *ctx, const ql_udp_move *m)
 	entry_give(&t->iv[dst].entries[o->i], m, len);
 }
 
-/* End the receiver's warm-up where the sender ended it: the datagrams the
+/* End the receiver's warm-up where the sender ended it (caller holds
+ * t->mu; this takes s->mu inside it): the datagrams the
  * sender counted in its warm-up are the first P sequence numbers (P = its
  * total minus its measured count, from a qoslab peer's extras), so the
  * measured lost + unique == the sender's measured sent exactly. A stock
@@ -1987,6 +1988,9 @@ static void close_udp_books(ql_test *t, const ql_peer_results *pr)
 			continue;
 		}
 		s->sent_final = ps->packets;
+		/* The interval records are shared with the live queue (a
+		 * client's next_interval copies them under t->mu). */
+		pthread_mutex_lock(&t->mu);
 		if (t->niv > 0) {
 			ql_entry *x = &t->iv[t->niv - 1].entries[i];
 			x->lost_packets += c.lost_packets;
@@ -2000,6 +2004,7 @@ static void close_udp_books(ql_test *t, const ql_peer_results *pr)
 			interval_sums(&t->iv[t->niv - 1]);
 		}
 		udp_omit_split(t, s, i, pr, ps);
+		pthread_mutex_unlock(&t->mu);
 	}
 }
 
