@@ -39,6 +39,14 @@ local function ratio(a, b) return (a and b and b > 0) and string.format('%.2f', 
 
 -- A path: where the servers listen and how a command enters the client's
 -- and the server's namespace ('' on loopback).
+-- bench/udp_ceiling.c, built once for the run (nil without a C compiler)
+local ceiling_bin = os.tmpname()
+if not os.execute(string.format('cc -O2 -o %s bench/udp_ceiling.c 2>/dev/null', ceiling_bin)) then
+  os.remove(ceiling_bin)
+  ceiling_bin = nil
+end
+local last_i3s = {}
+
 local function bench_path(P)
   local srv = assert(core.traffic_server { port = 0, bind_address = P.addr, netns = P.srv_ns })
   local function qoslab(o)
@@ -98,6 +106,7 @@ local function bench_path(P)
     local f = have2 and iperf2('-u -b 100G -l ' .. len, true)
     local i3 = j and j['end'].sum
     local qs, i3s = r.sent.packets / r.sent.seconds, i3 and i3.packets / i3.seconds
+    last_i3s[len] = i3s
     local i2s = f and tonumber(f[8]) and tonumber(f[8]) / len / secs
     row { path = P.name, what = string.format('UDP %d B unpaced, datagrams/s sent (received)', len),
       q = string.format('%s (%s)', num(qs), num(r.received.unique_packets / r.received.seconds)),
@@ -110,6 +119,19 @@ local function bench_path(P)
       q = string.format('%s (%s)', num(gs), num(g.received.unique_packets / g.received.seconds)),
       i3 = 'n/a', i2 = 'n/a', r3 = ratio(gs, i3s), r2 = ratio(gs, i2s),
       note = 'GSO send + GRO receive; ratios against the plain iperf3/iperf rows above' }
+  end
+
+  -- The kernel's ceiling on this host: a bare sendmmsg loop (batch 64) into
+  -- a socket nobody reads (loopback only: it binds its own receiver).
+  if P.name == 'loopback' and ceiling_bin then
+    for _, len in ipairs { 64, 1400 } do
+      local c = tonumber(sh(string.format('%s 64 %d %d', ceiling_bin, len, secs)))
+      local c1 = tonumber(sh(string.format('%s 1 %d %d', ceiling_bin, len, secs)))
+      row { path = P.name, what = string.format('UDP %d B, bare sendmmsg loop, nobody reading '
+        .. '(bench/udp_ceiling.c)', len), q = num(c), i3 = 'n/a', i2 = 'n/a',
+        r3 = '', r2 = '', note = string.format('the kernel path alone; batch 1 (send): %s/s; '
+          .. 'x%s of the iperf3 row above', num(c1), ratio(c, last_i3s[len])) }
+    end
   end
 
   -- UDP paced at 100 Mbit/s: worst 100 ms interval against the target
@@ -176,6 +198,7 @@ local ok, err = pcall(function()
     cx = 'ip netns exec ' .. na .. ' ', sx = 'ip netns exec ' .. nb .. ' ' }
 end)
 veth_down()
+if ceiling_bin then os.remove(ceiling_bin) end
 assert(ok, err)
 
 local load1 = (io.open('/proc/loadavg'):read('*l') or ''):match('^(%S+ %S+ %S+)')

@@ -1764,6 +1764,27 @@ static void cpu_local(ql_test *t, ql_cpu_result *c, int64_t wall_ns)
 	c->has_busiest = 1;
 }
 
+/* Every sequence number a receiving stream booked (unique or lost), the
+ * warm-up included. */
+static uint64_t udp_booked_packets(ql_test *t, int i)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < t->niv; k++)
+		if (i < t->iv[k].nentries)
+			n += t->iv[k].entries[i].unique_packets + t->iv[k].entries[i].lost_packets;
+	return n;
+}
+
+/* What one of our sending streams counted as measured (after the warm-up). */
+static uint64_t udp_measured_sent(ql_test *t, int i)
+{
+	uint64_t n = 0;
+	for (int k = 0; k < t->niv; k++)
+		if (!t->iv[k].omitted && i < t->iv[k].nentries)
+			n += t->iv[k].entries[i].packets;
+	return n;
+}
+
 /* Our results object for the peer. */
 static char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 {
@@ -1792,13 +1813,20 @@ static char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 		p->bytes = x->bytes;
 		p->retransmits = (x->valid & QL_E_RETRANS) ? (int64_t)x->retransmits : -1;
 		if (t->proto == QL_PROTO_UDP) {
+			/* iperf3's convention: packets over the whole test,
+			 * the warm-up's share in omitted_packets; errors are
+			 * the measured losses only (an iperf3 3.12 sender
+			 * shows them as they come). */
+			uint64_t measured = x->role == QL_ROLE_SENDER ? x->packets
+					    : x->unique_packets + x->lost_packets;
 			if (x->role == QL_ROLE_SENDER) {
 				p->packets = atomic_load(&t->st[i].packets);
 			} else {
-				p->packets = x->unique_packets + x->lost_packets;
+				p->packets = udp_booked_packets(t, i);
 				p->errors = (int64_t)x->lost_packets;
 				p->jitter_s = x->jitter_ms / 1000.0;
 			}
+			p->omitted_packets = p->packets > measured ? p->packets - measured : 0;
 		}
 		p->start_time_s = 0;
 		p->end_time_s = x->seconds > 0 ? x->seconds : dur;
@@ -1884,9 +1912,7 @@ static void omit_move(void *ctx, const ql_udp_move *m)
 	ql_test *t = o->t;
 	int src = m->index < (uint32_t)t->niv ? (int)m->index : t->niv - 1;
 	int dst = m->to_omitted ? o->k0 - 1 : o->k0;
-	if (src == dst)
-		return;
-	if (o->i >= t->iv[src].nentries || o->i >= t->iv[dst].nentries) {
+	if (o->i >= t->iv[dst].nentries) {
 		o->bad = 1;
 		return;
 	}
@@ -1913,11 +1939,31 @@ static void omit_move(void *ctx, const ql_udp_move *m)
 			entry_give(&t->iv[dst].entries[o->i], &w, len);
 		return;
 	}
-	if (entry_take(&t->iv[src].entries[o->i], m, len) < 0) {
+	if (src == dst)
+		return;   /* the finish share, folded into the first measured one */
+	if (o->i >= t->iv[src].nentries || entry_take(&t->iv[src].entries[o->i], m, len) < 0) {
 		o->bad = 1;
 		return;
 	}
 	entry_give(&t->iv[dst].entries[o->i], m, len);
+}
+
+/* Datagrams a peer's sending stream counted in its warm-up, or -1 when its
+ * results do not tell: a qoslab peer's extras (its total minus its measured
+ * count), iperf3's omitted_packets, or, from iperf3 3.12 (which sends
+ * neither), its total minus its measured bytes over the datagram length. */
+static int64_t peer_sender_warmup(ql_test *t, const ql_peer_results *pr,
+				  const ql_peer_stream *ps, int id)
+{
+	const ql_entry *pe = peer_entry(pr, id, QL_ROLE_SENDER);
+	if (pe && (pe->valid & QL_E_PACKETS))
+		return pe->packets <= ps->packets ? (int64_t)(ps->packets - pe->packets) : -1;
+	if (ps->has_omitted)
+		return ps->omitted_packets <= ps->packets ? (int64_t)ps->omitted_packets : -1;
+	uint64_t len = (uint64_t)t->prm.len_bytes;
+	if (len > 0 && ps->bytes % len == 0 && ps->bytes / len <= ps->packets)
+		return (int64_t)(ps->packets - ps->bytes / len);
+	return -1;
 }
 
 /* End the receiver's warm-up where the sender ended it (caller holds
@@ -1929,24 +1975,23 @@ static void omit_move(void *ctx, const ql_udp_move *m)
 static void udp_omit_split(ql_test *t, ql_stream *s, int i, const ql_peer_results *pr,
 			   const ql_peer_stream *ps)
 {
-	const ql_entry *pe = peer_entry(pr, s->id, QL_ROLE_SENDER);
-	if (!pe || !s->rx.omit_rec || !(pe->valid & QL_E_PACKETS))
+	if (!s->rx.omit_rec)
 		return;
 	int k0 = 0;
 	while (k0 < t->niv && t->iv[k0].omitted)
 		k0++;
 	if (k0 == 0 || k0 >= t->niv)
 		return;
-	if (pe->packets > ps->packets) {
-		add_warning(t, "stream %d: the sender counted %llu measured datagrams of %llu sent",
-			    s->id, (unsigned long long)pe->packets,
-			    (unsigned long long)ps->packets);
+	int64_t warm = peer_sender_warmup(t, pr, ps, s->id);
+	if (warm < 0) {
+		add_warning(t, "stream %d: the sender's results do not say how many datagrams "
+			    "it sent in its warm-up; the warm-up ends on this side's clock", s->id);
 		return;
 	}
 	omit_mover o = { t, i, k0, 0 };
 	ql_err e;
 	pthread_mutex_lock(&s->mu);
-	int rc = ql_udp_rx_omit_split(&s->rx, ps->packets - pe->packets, (uint32_t)k0,
+	int rc = ql_udp_rx_omit_split(&s->rx, (uint64_t)warm, (uint32_t)k0,
 				      omit_move, &o, &e);
 	pthread_mutex_unlock(&s->mu);
 	if (rc < 0)
@@ -2037,13 +2082,32 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
 		x->valid |= QL_E_RETRANS;
 	}
 	if (t->proto == QL_PROTO_UDP) {
-		x->packets = ps->packets;
+		/* packets counts the whole test (iperf3's convention): the
+		 * measured share is what the peer's sender left after its
+		 * warm-up */
+		int64_t warm = role == QL_ROLE_SENDER ? peer_sender_warmup(t, pr, ps, s->id) : 0;
+		x->packets = warm > 0 ? ps->packets - (uint64_t)warm : ps->packets;
 		x->valid |= QL_E_PACKETS;
 		if (role == QL_ROLE_RECEIVER) {
-			uint64_t sent = atomic_load(&s->packets);
-			uint64_t lost = ps->errors > 0 ? (uint64_t)ps->errors : 0;
+			/* An iperf3 receiver: our measured sent and its losses.
+			 * With a warm-up iperf3 3.12 counts the warm-up's
+			 * losses in errors (no omitted_errors), but its bytes
+			 * are those received after its warm-up: then the
+			 * datagrams it got are bytes / length. */
+			uint64_t sent = udp_measured_sent(t, (int)(s - t->st));
+			uint64_t len = (uint64_t)t->prm.len_bytes, lost;
+			if (t->omit_ns > 0 && !ps->has_omitted && len > 0) {
+				uint64_t got = ps->bytes / len;
+				lost = sent > got ? sent - got : 0;
+			} else {
+				int64_t le = ps->errors - (ps->has_omitted ? ps->omitted_errors : 0);
+				lost = le > 0 ? (uint64_t)le : 0;
+			}
+			if (lost > sent)
+				lost = sent;
 			x->lost_packets = lost;
-			x->unique_packets = sent > lost ? sent - lost : 0;
+			x->unique_packets = sent - lost;
+			x->packets = x->unique_packets;   /* it reports no duplicates */
 			x->valid |= QL_E_UDPRX | QL_E_JITTER;
 			x->jitter_ms = ps->jitter_s * 1000.0;
 			/* iperf3 counts every received byte; goodput from the

@@ -291,6 +291,13 @@ typedef struct ql_peer_stream {
 	double jitter_s;
 	int64_t errors;
 	uint64_t packets;
+	/* iperf3's convention for UDP: packets counts the whole test (the
+	 * warm-up included; a receiver: every sequence number ruled); the
+	 * warm-up's share is omitted_packets (iperf3 3.12 sends none: its
+	 * sender's bytes are the measured ones instead) */
+	uint64_t omitted_packets;
+	int64_t omitted_errors;
+	int has_omitted;              /* omitted_packets was present */
 	double start_time_s, end_time_s;
 } ql_peer_stream;
 

@@ -122,9 +122,9 @@ char *ql_results_encode(const ql_peer_results *r, int extras)
 		cJSON_AddNumberToObject(j, "retransmits", (double)s->retransmits);
 		cJSON_AddNumberToObject(j, "jitter", s->jitter_s);
 		cJSON_AddNumberToObject(j, "errors", (double)s->errors);
-		cJSON_AddNumberToObject(j, "omitted_errors", 0);
+		cJSON_AddNumberToObject(j, "omitted_errors", (double)s->omitted_errors);
 		add_u64(j, "packets", s->packets);
-		cJSON_AddNumberToObject(j, "omitted_packets", 0);
+		add_u64(j, "omitted_packets", s->omitted_packets);
 		cJSON_AddNumberToObject(j, "start_time", s->start_time_s);
 		cJSON_AddNumberToObject(j, "end_time", s->end_time_s);
 		cJSON_AddItemToArray(a, j);
@@ -468,6 +468,12 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		s->jitter_s = val[3];
 		s->errors = val[4] > 9.2e18 ? -1 : (int64_t)val[4];
 		s->packets = (uint64_t)val[5];
+		if (getnum(it, "omitted_packets", 0, U64MAX, &v, e) > 0) {
+			s->omitted_packets = (uint64_t)v;
+			s->has_omitted = 1;
+		}
+		if (getnum(it, "omitted_errors", 0, U64MAX, &v, e) > 0)
+			s->omitted_errors = v > 9.2e18 ? 0 : (int64_t)v;
 		if (getnum(it, "start_time", 0, 1e9, &v, e) > 0)
 			s->start_time_s = v;
 		if (getnum(it, "end_time", 0, 1e9, &v, e) > 0)

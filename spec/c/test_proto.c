@@ -193,6 +193,18 @@ TEST(results_parse_iperf3_and_hostile)
 	CHECK_EQ_INT(pr.sender_has_retransmits, -1);
 	CHECK_EQ_INT(pr.streams[0].retransmits, -1);
 	CHECK_EQ_U64(pr.streams[0].bytes, 1000);
+	CHECK_EQ_INT(pr.streams[0].has_omitted, 0);   /* 3.12 sends none */
+	ql_peer_results_free(&pr);
+	/* Later iperf3 (and qoslab) send the warm-up's share. */
+	const char *om = "{\"cpu_util_total\":1,\"cpu_util_user\":0,\"cpu_util_system\":1,"
+			 "\"sender_has_retransmits\":0,\"streams\":[{\"id\":1,\"bytes\":1000,"
+			 "\"retransmits\":0,\"jitter\":0,\"errors\":7,\"omitted_errors\":2,"
+			 "\"packets\":3000,\"omitted_packets\":1000}]}";
+	CHECK_EQ_INT(ql_results_parse(om, strlen(om), &pr, &e), 0);
+	CHECK_EQ_INT(pr.streams[0].has_omitted, 1);
+	CHECK_EQ_U64(pr.streams[0].omitted_packets, 1000);
+	CHECK_EQ_INT(pr.streams[0].omitted_errors, 2);
+	CHECK_EQ_U64(pr.streams[0].packets, 3000);
 	ql_peer_results_free(&pr);
 	static const char *const bad[] = {
 		"{}", "{\"cpu_util_total\":1}", "null",
