@@ -6,6 +6,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/sig.h"
+
 int qlb_fail(lua_State *L, const ql_err *e)
 {
 	if (e->usage)
@@ -260,4 +262,20 @@ void qlb_newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
 		lua_setfield(L, -2, "__tostring");
 	}
 	lua_pop(L, 1);
+}
+
+lua_Hook qlb_hook_mark(lua_State *L)
+{
+	lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
+	lua_State *main_thread = lua_tothread(L, -1);
+	lua_pop(L, 1);
+	return main_thread ? lua_gethook(main_thread) : NULL;
+}
+
+int qlb_interrupted(lua_State *L, lua_Hook mark)
+{
+	if (ql_sig_stop)
+		return 1;
+	lua_Hook h = qlb_hook_mark(L);
+	return h != NULL && h != mark;
 }

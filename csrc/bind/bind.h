@@ -29,6 +29,18 @@
  * set the error was the caller's: raise instead (never returns then). */
 int qlb_fail(lua_State *L, const ql_err *e);
 
+/*
+ * Interrupts in a plain lua5.4 (REPL or script): the standalone interpreter
+ * answers SIGINT by setting a hook on the main thread, which raises
+ * "interrupted!" at the next Lua instruction, so a long C wait never sees
+ * it. qlb_hook_mark takes the hook at the start of a wait; qlb_interrupted
+ * is true once a hook was set since (or qoslab's own handler, installed by
+ * bin/qoslab, saw SIGINT/SIGTERM): the wait then ends its work early and
+ * returns, and the hook raises as Lua intends.
+ */
+lua_Hook qlb_hook_mark(lua_State *L);
+int qlb_interrupted(lua_State *L, lua_Hook mark);
+
 /* Same as qlb_fail for rc < 0; for rc >= 0 returns 0 (nothing pushed). */
 int qlb_check(lua_State *L, int rc, const ql_err *e);
 

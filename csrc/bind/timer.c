@@ -47,26 +47,39 @@ static int l_now_ns(lua_State *L)
 	return 1;
 }
 
-static int l_sleep(lua_State *L)
+/* Sleep until t (CLOCK_MONOTONIC ns) in slices of at most 100 ms, so an
+ * interrupt of a plain lua5.4 ends it too (qlb_interrupted). */
+static int sleep_until(lua_State *L, int64_t t)
 {
 	ql_err e;
-	int64_t d = seconds_to_ns(L, 1, "qoslab.timer.sleep", "seconds", 0);
-	int rc = ql_sleep_until_ns(ql_now_ns() + d, &ql_sig_stop, &e);
-	if (rc < 0)
-		return qlb_fail(L, &e);
+	lua_Hook mark = qlb_hook_mark(L);
+	for (;;) {
+		int64_t now = ql_now_ns();
+		int64_t until = t - now > 100000000 ? now + 100000000 : t;
+		int rc = ql_sleep_until_ns(until, &ql_sig_stop, &e);
+		if (rc < 0)
+			return qlb_fail(L, &e);
+		if (until >= t)
+			break;
+		if (qlb_interrupted(L, mark)) {
+			ql_err_set(&e, EINTR, "EINTR", "sleep interrupted");
+			return qlb_fail(L, &e);
+		}
+	}
 	lua_pushboolean(L, 1);
 	return 1;
 }
 
+static int l_sleep(lua_State *L)
+{
+	int64_t d = seconds_to_ns(L, 1, "qoslab.timer.sleep", "seconds", 0);
+	return sleep_until(L, ql_now_ns() + d);
+}
+
 static int l_sleep_until(lua_State *L)
 {
-	ql_err e;
 	int64_t t = seconds_to_ns(L, 1, "qoslab.timer.sleep_until", "deadline_s", 0);
-	int rc = ql_sleep_until_ns(t, &ql_sig_stop, &e);
-	if (rc < 0)
-		return qlb_fail(L, &e);
-	lua_pushboolean(L, 1);
-	return 1;
+	return sleep_until(L, t);
 }
 
 static int l_periodic(lua_State *L)

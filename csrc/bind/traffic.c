@@ -373,6 +373,7 @@ static int l_test_next(lua_State *L)
 					       "a number of seconds >= 0", 2);
 	}
 	int64_t deadline = timeout >= 0 ? ql_now_ns() + (int64_t)(timeout * 1e9) : 0;
+	lua_Hook mark = qlb_hook_mark(L);
 	for (;;) {
 		/* Wait in slices so SIGINT can stop the test. */
 		int64_t slice = 100000000;
@@ -398,7 +399,7 @@ static int l_test_next(lua_State *L)
 		}
 		if (rc < 0)
 			return luaL_error(L, "qoslab.Test:next_interval: out of memory");
-		if (ql_sig_stop)
+		if (qlb_interrupted(L, mark))
 			ql_test_stop(u->t);
 		if (timeout >= 0 && ql_now_ns() >= deadline) {
 			lua_pushnil(L);
@@ -410,7 +411,9 @@ static int l_test_next(lua_State *L)
 static int l_test_wait(lua_State *L)
 {
 	ltest *u = check_test(L);
-	/* Drain the live queue while waiting so SIGINT is honoured. */
+	/* Drain the live queue while waiting so SIGINT is honoured: the test
+	 * stops at once (both ends), then the interrupt propagates. */
+	lua_Hook mark = qlb_hook_mark(L);
 	for (;;) {
 		ql_interval *iv = NULL;
 		int rc = ql_test_next_interval(u->t, 100000000, &iv);
@@ -421,7 +424,7 @@ static int l_test_wait(lua_State *L)
 		}
 		if (rc == -ENODATA)
 			break;
-		if (ql_sig_stop)
+		if (qlb_interrupted(L, mark))
 			ql_test_stop(u->t);
 	}
 	const ql_result *r = NULL;

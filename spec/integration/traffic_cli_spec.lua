@@ -171,6 +171,52 @@ describe('qoslab server / client commands', function()
     assert.equal(1, status)
     assert.matches('ECONNREFUSED', out)
   end)
+  -- A plain lua5.4 (REPL or script, no bin/qoslab): lua.c answers SIGINT
+  -- with a hook that raises "interrupted!" at the next Lua instruction; a
+  -- 30 s test once ran to its end first (and timer.sleep too).
+  it('plain lua5.4: SIGINT stops a running test and a sleep at once', function()
+    local port = H.port()
+    local script = H.tmp('plain-int-' .. port .. '.lua')
+    local f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path
+package.cpath = './%s/?.so;' .. package.cpath
+local traffic, timer = require 'qoslab.traffic', require 'qoslab.timer'
+local srv = assert(traffic.server { port = %d })
+local t0 = timer.now()
+local ok, err = pcall(traffic.run, { host = '127.0.0.1', port = %d, duration_s = 30,
+  bitrate_bps = 1e8 })
+io.write(string.format('run %%.2f %%s %%s\n', timer.now() - t0, tostring(ok), tostring(err)))
+io.write('running after: ', srv:tests_running(), '\n')
+io.flush()
+]], os.getenv('QOSLAB_BUILD') or 'build', port, port))
+    f:close()
+    local ok, log = H.sh(string.format('lua5.4 %s & p=$!; sleep 1.5; kill -INT $p; wait $p; echo rc=$?',
+      H.q(script)))
+    assert.is_true(ok, log)
+    local secs, pok, err = log:match('run ([%d.]+) (%a+) ([^\n]*)')
+    assert(secs, log)
+    assert.equal('false', pok)
+    assert.matches('interrupted', err)
+    assert(tonumber(secs) < 4, 'the test ran ' .. secs .. ' s after SIGINT at 1.5 s')
+    assert.matches('running after: 0', log, 1, true)
+    assert.matches('rc=0', log, 1, true)
+    -- timer.sleep
+    f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+package.cpath = './%s/?.so;' .. package.cpath
+package.path = 'lua/?.lua;lua/?/init.lua;' .. package.path
+local timer = require 'qoslab.timer'
+local t0 = timer.now()
+local ok = pcall(timer.sleep, 30)
+io.write(string.format('slept %%.2f %%s\n', timer.now() - t0, tostring(ok)))
+]], os.getenv('QOSLAB_BUILD') or 'build'))
+    f:close()
+    ok, log = H.sh(string.format('lua5.4 %s & p=$!; sleep 1; kill -INT $p; wait $p', H.q(script)))
+    local slept = tonumber(log:match('slept ([%d.]+) false'))
+    assert(slept and slept < 2, log)
+  end)
+
   -- 128 + the signal number, as the README says: 130 for SIGINT, 143 for SIGTERM.
   for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 } } do
     it('server and client exit ' .. sig[2] .. ' on SIG' .. sig[1], function()
