@@ -65,6 +65,8 @@ typedef struct ql_stream {
 	/* sender: when its last write returned (its span's end) and when it
 	 * finished (data acknowledged); set by the worker before `done` */
 	int64_t last_tx_ns, done_ns;
+	int64_t run_ns;                  /* worker: when it started */
+	uint64_t planned_slots, skipped_slots;    /* timed, paced UDP sender */
 	pthread_mutex_t mu;              /* guards rx */
 	ql_udp_rx rx;
 	int rx_init;
@@ -709,7 +711,8 @@ static void udp_send_loop(ql_stream *s)
 	ql_err e;
 	/* The schedule starts on the test's clock, not when this thread got
 	 * going, so the slots before stop_at are exactly rate x duration. */
-	if (ql_pacer_init(&p, t->start_ns ? t->start_ns : ql_now_ns(), t->prm.bandwidth_bps,
+	int64_t origin = t->start_ns ? t->start_ns : ql_now_ns();
+	if (ql_pacer_init(&p, origin, t->prm.bandwidth_bps,
 			  (uint32_t)len,
 			  (uint32_t)burst, &e) < 0) {
 		s->err = EINVAL;
@@ -800,6 +803,18 @@ static void udp_send_loop(ql_stream *s)
 		}
 		if (last)
 			break;
+	}
+	if (t->prm.bandwidth_bps && !t->limited && !atomic_load(&t->stop_req)) {
+		/* The slots of the schedule before the planned end, against
+		 * what went out: re-based stalls, slots still due at the end
+		 * (a full queue at the last attempt) and a late start all
+		 * count as dropped. */
+		unsigned __int128 el = (unsigned __int128)(uint64_t)(stop_at - origin);
+		unsigned __int128 bits_ns = (unsigned __int128)len * 8 * QL_NS_PER_S;
+		uint64_t planned = (uint64_t)((el * t->prm.bandwidth_bps + bits_ns - 1) / bits_ns);
+		uint64_t sent = atomic_load(&s->packets);
+		s->planned_slots = planned;
+		s->skipped_slots = planned > sent ? planned - sent : 0;
 	}
 out:
 	s->last_tx_ns = wrote_at;
@@ -912,6 +927,7 @@ static void *stream_main(void *arg)
 {
 	ql_stream *s = arg;
 	int64_t u0, s0, u1, s1;
+	s->run_ns = ql_now_ns();
 	thread_cpu(&u0, &s0);
 	if (s->t->proto == QL_PROTO_TCP) {
 		if (s->sender)
@@ -1741,27 +1757,73 @@ static void local_totals(ql_test *t, ql_entry *out)
 	}
 }
 
-static void cpu_local(ql_test *t, ql_cpu_result *c, int64_t wall_ns)
+/* CPU use of this end, after its workers were joined. Each thread's CPU
+ * time covers its whole life (receivers start before the test's clock,
+ * senders wait for their acknowledgements, receivers drain after it), so
+ * it is divided by the wall time that covers those lives, not by the
+ * test's duration: a 1-datagram test once read 460 % on 2 cores. A
+ * thread's own share is its CPU over its own life. */
+static void cpu_local(ql_test *t, ql_cpu_result *c)
 {
-	int64_t u1, s1;
+	int64_t u1, s1, now = ql_now_ns();
 	thread_cpu(&u1, &s1);
 	int64_t user = u1 - t->ctl_cpu_user0, sys = s1 - t->ctl_cpu_sys0;
-	int64_t busiest = user + sys;
+	int64_t from = t->start_ns;
+	double busiest = ql_cpu_pct(user + sys, now - t->start_ns);
 	for (int i = 0; i < t->nstreams; i++) {
 		ql_stream *s = &t->st[i];
+		if (!s->th_started && !s->done_ns)
+			continue;
 		user += s->cpu_user_ns;
 		sys += s->cpu_sys_ns;
-		if (s->cpu_user_ns + s->cpu_sys_ns > busiest)
-			busiest = s->cpu_user_ns + s->cpu_sys_ns;
+		if (s->run_ns > 0 && s->run_ns < from)
+			from = s->run_ns;
+		double own = ql_cpu_pct(s->cpu_user_ns + s->cpu_sys_ns,
+					(s->done_ns > s->run_ns ? s->done_ns : now) - s->run_ns);
+		if (own > busiest)
+			busiest = own;
 	}
 	c->present = 1;
-	c->user_pct = ql_cpu_pct(user, wall_ns);
-	c->system_pct = ql_cpu_pct(sys, wall_ns);
+	c->user_pct = ql_cpu_pct(user, now - from);
+	c->system_pct = ql_cpu_pct(sys, now - from);
 	c->total_pct = c->user_pct + c->system_pct;
-	c->busiest_thread_pct = ql_cpu_pct(busiest, wall_ns);
-	if (c->busiest_thread_pct > 100)
-		c->busiest_thread_pct = 100;
+	c->busiest_thread_pct = busiest > 100 ? 100 : busiest;
 	c->has_busiest = 1;
+}
+
+static const char *side_label(int side);
+
+/* A paced UDP sender that fell behind its schedule by more than its slack
+ * dropped the missed slots (no bursts): say so once per side, with the
+ * share and the worst stream. */
+static void warn_skipped_slots(ql_test *t)
+{
+	uint64_t skipped = 0, planned = 0;
+	int n = 0, worst = -1;
+	double worst_pct = 0;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		if (!s->sender)
+			continue;
+		uint64_t p = s->planned_slots;
+		planned += p;
+		if (s->skipped_slots == 0)
+			continue;
+		double pct = 100.0 * (double)s->skipped_slots / (double)p;
+		skipped += s->skipped_slots;
+		n++;
+		if (pct > worst_pct) {
+			worst_pct = pct;
+			worst = s->id;
+		}
+	}
+	if (n == 0)
+		return;
+	add_warning(t, "%s's senders fell behind their schedule and dropped %llu of %llu datagram "
+		    "slots (%.2f %%; %d stream%s, the worst %d with %.2f %%): a busy CPU or a "
+		    "full socket or qdisc queue on the sending host, not loss on the path",
+		    side_label(t->side), (unsigned long long)skipped, (unsigned long long)planned,
+		    100.0 * (double)skipped / (double)planned, n, n == 1 ? "" : "s", worst, worst_pct);
 }
 
 /* Every sequence number a receiving stream booked (unique or lost), the
@@ -1785,6 +1847,27 @@ static uint64_t udp_measured_sent(ql_test *t, int i)
 	return n;
 }
 
+static int online_cpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 && n < (1 << 20) ? (int)n : 0;
+}
+
+/* The kernel's boot id ("" when unreadable): two ends with the same id run
+ * on one host and share its CPUs (loopback, namespaces on one machine). */
+static void host_boot_id(char *out, size_t len)
+{
+	out[0] = 0;
+	FILE *f = fopen("/proc/sys/kernel/random/boot_id", "re");
+	if (!f)
+		return;
+	if (fgets(out, (int)len, f))
+		out[strcspn(out, "\n")] = 0;
+	else
+		out[0] = 0;
+	fclose(f);
+}
+
 /* Our results object for the peer. */
 static char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 {
@@ -1794,6 +1877,8 @@ static char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 	r.cpu_user_pct = cpu->user_pct;
 	r.cpu_system_pct = cpu->system_pct;
 	r.has_busiest = 1;
+	r.cpus = online_cpus();
+	host_boot_id(r.boot_id, sizeof r.boot_id);
 	r.busiest_thread_pct = cpu->busiest_thread_pct;
 	r.sender_has_retransmits = t->proto == QL_PROTO_TCP && local_has(t, 1);
 	if (t->prm.congestion[0])
@@ -2329,7 +2414,24 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	}
 	r->cpu_limited = (mine->has_busiest && mine->busiest_thread_pct >= QL_CPU_LIMITED_PCT) ||
 			 (theirs->has_busiest && theirs->busiest_thread_pct >= QL_CPU_LIMITED_PCT);
-	if (r->cpu_limited)
+	/* Many threads can fill every core while none is busy alone: the
+	 * host as a whole (both ends, when they share it) counts too. */
+	char boot[40];
+	host_boot_id(boot, sizeof boot);
+	int ncpu = online_cpus();
+	int shared = boot[0] && strcmp(boot, pr->boot_id) == 0;
+	double host_pct = mine->total_pct + (shared ? theirs->total_pct : 0);
+	int host_busy = ncpu > 0 && host_pct >= QL_CPU_LIMITED_PCT * ncpu;
+	int peer_busy = !shared && pr->cpus > 0 &&
+			theirs->total_pct >= QL_CPU_LIMITED_PCT * pr->cpus;
+	if (host_busy || peer_busy) {
+		r->cpu_limited = 1;
+		add_warning(t, "CPU-limited: %s used %.0f %% of %d CPUs (the result may measure "
+			    "the host, not the network)",
+			    host_busy ? (shared ? "both ends on this host" : side_label(t->side))
+				      : side_label(!t->side),
+			    host_busy ? host_pct : theirs->total_pct, host_busy ? ncpu : pr->cpus);
+	} else if (r->cpu_limited)
 		add_warning(t, "CPU-limited: the busiest thread on %s used %.0f %% of a core "
 			    "(the result may measure the host, not the network)",
 			    mine->busiest_thread_pct >= theirs->busiest_thread_pct
@@ -2749,7 +2851,8 @@ static int client_protocol(ql_test *t)
 			streams_join(t, 1, 1);
 			if (rc < 0)
 				return rc;
-			cpu_local(t, &cpu, t->end_ns - t->start_ns);
+			cpu_local(t, &cpu);
+			warn_skipped_slots(t);
 			break;
 		}
 		case QL_ST_EXCHANGE_RESULTS:
@@ -3304,7 +3407,8 @@ static int server_protocol(ql_test *t)
 		return rc;
 	ql_cpu_result cpu;
 	memset(&cpu, 0, sizeof cpu);
-	cpu_local(t, &cpu, t->end_ns - t->start_ns);
+	cpu_local(t, &cpu);
+	warn_skipped_slots(t);
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_EXCHANGE_RESULTS, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "EXCHANGE_RESULTS");

@@ -311,6 +311,9 @@ typedef struct ql_peer_results {
 	double duration_s;
 	int has_busiest;
 	double busiest_thread_pct;
+	int cpus;                     /* that host's online CPUs (0 = unknown) */
+	char boot_id[40];             /* that host's boot id ("" = unknown):
+	                                 equal ids = both ends share the CPUs */
 	int nentries;                 /* per-stream totals of that side */
 	ql_entry *entries;
 	int nintervals;

@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "engine.h"
@@ -136,6 +137,10 @@ char *ql_results_encode(const ql_peer_results *r, int extras)
 			cJSON_AddNumberToObject(q, "duration_s", r->duration_s);
 			if (r->has_busiest)
 				cJSON_AddNumberToObject(q, "busiest_thread_pct", r->busiest_thread_pct);
+			if (r->cpus > 0)
+				cJSON_AddNumberToObject(q, "cpus", r->cpus);
+			if (r->boot_id[0])
+				cJSON_AddStringToObject(q, "boot_id", r->boot_id);
 			cJSON *t = cJSON_AddArrayToObject(q, "totals");
 			for (int i = 0; t && i < r->nentries; i++)
 				cJSON_AddItemToArray(t, ql_entry_to_json(&r->entries[i]));
@@ -347,6 +352,13 @@ static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 		pr->has_busiest = 1;
 		pr->busiest_thread_pct = v;
 	}
+	if ((rc = getnum(q, "cpus", 1, 1 << 20, &v, e)) < 0)
+		return rc;
+	if (rc)
+		pr->cpus = (int)v;
+	const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "boot_id");
+	if (cJSON_IsString(b) && strlen(b->valuestring) < sizeof pr->boot_id)
+		snprintf(pr->boot_id, sizeof pr->boot_id, "%s", b->valuestring);
 	rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(q, "totals"), "totals",
 			       MAX_PEER_ENTRIES, &pr->entries, &pr->nentries, e);
 	if (rc < 0)
