@@ -67,6 +67,7 @@ typedef struct ql_stream {
 	int64_t last_tx_ns, done_ns;
 	int64_t run_ns;                  /* worker: when it started */
 	uint64_t planned_slots, skipped_slots;    /* timed, paced UDP sender */
+	uint64_t warm_debt;              /* warm-up slots still to be sent */
 	pthread_mutex_t mu;              /* guards rx */
 	ql_udp_rx rx;
 	int rx_init;
@@ -996,6 +997,31 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 	} else {
 		uint64_t b = atomic_load(&s->bytes), p = atomic_load(&s->packets),
 			 w = atomic_load(&s->writes);
+		if (omit_end && t->proto == QL_PROTO_UDP && s->sender && t->prm.bandwidth_bps &&
+		    t->omit_ns > 0) {
+			/* A paced sender's warm-up holds the slots scheduled
+			 * before its end (slot j at j x length / rate); one
+			 * sent at the boundary before this tick read the
+			 * counter belongs to the measured part (2499 of 2500
+			 * were counted after -O 1 at 10 Mbit/s). */
+			unsigned __int128 bits_ns = (unsigned __int128)t->prm.len_bytes * 8 * QL_NS_PER_S;
+			uint64_t warm = (uint64_t)(((unsigned __int128)(uint64_t)t->omit_ns *
+						    t->prm.bandwidth_bps + bits_ns - 1) / bits_ns);
+			if (p > warm) {
+				b -= (p - warm) * (uint64_t)t->prm.len_bytes;
+				p = warm;
+			} else {
+				/* behind at the boundary: its next datagrams
+				 * are warm-up slots sent late */
+				s->warm_debt = warm - p;
+			}
+		} else if (s->warm_debt && p > s->snap_packets) {
+			uint64_t d = p - s->snap_packets < s->warm_debt ? p - s->snap_packets
+									: s->warm_debt;
+			s->warm_debt -= d;
+			s->snap_packets += d;
+			s->snap_bytes += d * (uint64_t)t->prm.len_bytes;
+		}
 		x->bytes = b - s->snap_bytes;
 		x->writes = w - s->snap_writes;
 		s->snap_bytes = b;
@@ -3094,14 +3120,30 @@ static void srv_thread_exit(ql_server *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
-static void srv_reject(ql_server *s, int fd, int state, const char *why)
+/* A peer's address as text (IPv4-mapped IPv6 addresses as IPv4). */
+static void peer_host(const struct sockaddr_storage *ss, char *out, size_t len)
 {
+	char host[INET6_ADDRSTRLEN] = "";
+	if (ss->ss_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)ss)->sin6_addr, host, sizeof host);
+	else if (ss->ss_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof host);
+	copy_str(out, len, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
+}
+
+static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer, int state,
+		       const char *why)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	if (peer)
+		peer_host(peer, host, sizeof host);
 	if (state)
 		ql_io_write_state(fd, state, ql_now_ns() + 200 * MS, NULL);
 	close(fd);
 	pthread_mutex_lock(&s->mu);
 	s->rejected++;
-	snprintf(s->problem, sizeof s->problem, "control connection rejected: %s", why);
+	snprintf(s->problem, sizeof s->problem, "control connection rejected from %s: %s",
+		 host[0] ? host : "?", why);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -3290,29 +3332,61 @@ static void server_publish(ql_test *t)
 	kept_unref(evicted);
 }
 
-/* For the server's log: who started what ("test from 10.0.0.2: UDP, 4
- * streams, reverse, 10 s at 100 Mbit/s each, qoslab client"). */
+/* A rate in bit/s as "100 Mbit/s", "1.5 Gbit/s", "64 kbit/s". */
+static void fmt_rate(char *out, size_t len, double bps)
+{
+	static const char *const unit[] = { "bit/s", "kbit/s", "Mbit/s", "Gbit/s", "Tbit/s" };
+	int u = 0;
+	while (bps >= 1000 && u < 4) {
+		bps /= 1000;
+		u++;
+	}
+	snprintf(out, len, "%.4g %s", bps, unit[u]);
+}
+
+/* For the server's log: who started what ("test from 10.0.0.2 port 41234:
+ * UDP, 4 streams, reverse (server sends), 10 s after a 2 s warm-up,
+ * 100 Mbit/s each, 1460-byte datagrams, window 262144 B, qoslab client"). */
 static void server_note_start(ql_test *t)
 {
 	const ql_params *p = &t->prm;
-	char what[96];
+	char what[160], rate[64] = "", win[96] = "", r[32];
+	int n = 0;
 	if (t->limited)
-		snprintf(what, sizeof what, "%llu %s",
-			 (unsigned long long)(t->limit_bytes ? t->limit_bytes : t->limit_packets),
-			 t->limit_bytes ? "bytes" : "blocks");
+		n = snprintf(what, sizeof what, "%llu %s",
+			     (unsigned long long)(t->limit_bytes ? t->limit_bytes : t->limit_packets),
+			     t->limit_bytes ? "bytes"
+			     : t->limit_packets == 1 ? "block" : "blocks");
 	else
-		snprintf(what, sizeof what, "%g s", p->time_s);
-	char rate[48] = "";
-	if (p->bandwidth_bps)
-		snprintf(rate, sizeof rate, " at %g Mbit/s each", (double)p->bandwidth_bps / 1e6);
+		n = snprintf(what, sizeof what, "%g s", p->time_s);
+	if (p->omit_s > 0 && n > 0 && (size_t)n < sizeof what)
+		snprintf(what + n, sizeof what - (size_t)n, " after a %g s warm-up", p->omit_s);
+	if (p->bandwidth_bps) {
+		fmt_rate(r, sizeof r, (double)p->bandwidth_bps);
+		snprintf(rate, sizeof rate, ", %s each", r);
+	}
+	if (p->window_bytes)
+		snprintf(win, sizeof win, ", window %llu B", (unsigned long long)p->window_bytes);
+	else if (p->sndbuf_bytes && p->rcvbuf_bytes)
+		snprintf(win, sizeof win, ", SO_SNDBUF %llu B, SO_RCVBUF %llu B",
+			 (unsigned long long)p->sndbuf_bytes, (unsigned long long)p->rcvbuf_bytes);
+	else if (p->sndbuf_bytes || p->rcvbuf_bytes)
+		snprintf(win, sizeof win, ", %s %llu B", p->sndbuf_bytes ? "SO_SNDBUF" : "SO_RCVBUF",
+			 (unsigned long long)(p->sndbuf_bytes ? p->sndbuf_bytes : p->rcvbuf_bytes));
+	int port = 0;
+	if (t->peer_addr.ss_family == AF_INET)
+		port = ntohs(((const struct sockaddr_in *)&t->peer_addr)->sin_port);
+	else if (t->peer_addr.ss_family == AF_INET6)
+		port = ntohs(((const struct sockaddr_in6 *)&t->peer_addr)->sin6_port);
 	ql_server *s = t->srv;
 	pthread_mutex_lock(&s->mu);
 	s->nstarted++;
-	snprintf(s->started, sizeof s->started, "test from %.100s: %s, %d stream%s, %s, %s%s%s, %s client",
-		 t->host[0] ? t->host : "?", t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
+	snprintf(s->started, sizeof s->started,
+		 "test from %.100s port %d: %s, %d stream%s, %s, %s%s, %d-byte %s%s, %s client",
+		 t->host[0] ? t->host : "?", port, t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
 		 p->parallel, p->parallel == 1 ? "" : "s",
 		 p->bidir ? "bidirectional (each way)" : p->reverse ? "reverse (server sends)" : "forward",
-		 what, p->omit_s > 0 ? " after a warm-up" : "", rate,
+		 what, rate, p->len_bytes, t->proto == QL_PROTO_UDP ? "datagrams" : "writes", win,
 		 t->peer == QL_PEER_QOSLAB ? "qoslab" : "iperf3");
 	pthread_mutex_unlock(&s->mu);
 }
@@ -3489,8 +3563,9 @@ static void *conn_main(void *arg)
 	int rc = ql_io_read_full(fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + idle,
 				 (const volatile int *)&s->stop);
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
-		srv_reject(s, fd, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
-			   rc < 0 ? "no cookie within the idle timeout" : "malformed cookie");
+		srv_reject(s, fd, &ca->peer, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
+			   rc == -ETIMEDOUT ? "no cookie within the idle timeout" :
+			   rc < 0 ? "closed before sending its cookie" : "malformed cookie");
 		goto out;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -3507,7 +3582,7 @@ static void *conn_main(void *arg)
 			pthread_mutex_unlock(&s->mu);
 		} else {
 			pthread_mutex_unlock(&s->mu);
-			srv_reject(s, fd, QL_ST_ACCESS_DENIED,
+			srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED,
 				   "data connection for a test not accepting one");
 		}
 		goto out;
@@ -3515,14 +3590,14 @@ static void *conn_main(void *arg)
 	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
 	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nfinished > 0)) {
 		pthread_mutex_unlock(&s->mu);
-		srv_reject(s, fd, QL_ST_ACCESS_DENIED, atomic_load(&s->stop) ? "server stopping" :
+		srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED, atomic_load(&s->stop) ? "server stopping" :
 			   s->running >= limit ? "max_tests running" : "one-off server already served");
 		goto out;
 	}
 	t = test_new(QL_SIDE_SERVER);
 	if (!t) {
 		pthread_mutex_unlock(&s->mu);
-		srv_reject(s, fd, QL_ST_ACCESS_DENIED, "out of memory");
+		srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED, "out of memory");
 		goto out;
 	}
 	t->srv = s;
@@ -3531,12 +3606,7 @@ static void *conn_main(void *arg)
 	t->peer_addr = ca->peer;
 	t->peer_len = ca->plen;
 	t->port = s->port;
-	char host[INET6_ADDRSTRLEN] = "";
-	if (ca->peer.ss_family == AF_INET6)
-		inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ca->peer)->sin6_addr, host, sizeof host);
-	else if (ca->peer.ss_family == AF_INET)
-		inet_ntop(AF_INET, &((struct sockaddr_in *)&ca->peer)->sin_addr, host, sizeof host);
-	copy_str(t->host, sizeof t->host, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
+	peer_host(&ca->peer, t->host, sizeof t->host);
 	t->next = s->tests;
 	s->tests = t;
 	s->running++;
@@ -3712,7 +3782,7 @@ static void *listener_main(void *arg)
 		if (crowded) {
 			/* Connection flood: refuse instead of spawning more
 			 * cookie readers (each waits up to the idle time). */
-			srv_reject(s, fd, 0, "connection flood (512 unidentified connections)");
+			srv_reject(s, fd, &ca->peer, 0, "connection flood (512 unidentified connections)");
 			free(ca);
 			continue;
 		}

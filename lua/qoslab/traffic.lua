@@ -139,6 +139,11 @@ end
 
 -- Called directly from a public function.
 local function check_client(ctx, opts)
+  -- UDP's datagram range first, so -u -l 0 names it rather than TCP's
+  if type(opts) == 'table' and opts.proto == 'udp' and math.type(opts.length_bytes) == 'integer'
+      and (opts.length_bytes < 16 or opts.length_bytes > 65507) then
+    check.fail(ctx, 'opts.length_bytes', 'an integer in [16, 65507] for UDP', opts.length_bytes, 2)
+  end
   check_opts(ctx, opts, CLIENT_KEYS, CLIENT_ALLOWED, 2)
   if opts.host == nil then check.fail(ctx, 'opts.host', 'a host name or address', nil, 2) end
   local udp = opts.proto == 'udp'

@@ -13,18 +13,6 @@ describe('regress 006 timed UDP sends its schedule exactly', function()
     local ok, err = pcall(function()
       o.host, o.port, o.proto, o.length_bytes = '127.0.0.1', port, 'udp', 1000
       local res = assert(traffic.run(o))
-      if o.omit_s then
-        -- The sender ends its warm-up on its own clock (a grid tick of its
-        -- control thread, a few ms late under load), so the count after it
-        -- is near the schedule (seen 998..1003; under TSan 995). The
-        -- receiver's books split at the sender's sequence number: exact
-        -- (regress 012).
-        H.identities(res, label)
-        local tol = math.max(5, 0.02 * expect)
-        assert(math.abs(res.sent.packets - expect) <= tol, string.format('%s: sent %d of %d',
-          label, res.sent.packets, expect))
-        return
-      end
       H.identities(res, label)
       -- a stall can only drop slots (no catch-up beyond one interval), never add
       assert(res.sent.packets <= expect, string.format('%s: sent %d > %d', label,
@@ -41,6 +29,9 @@ describe('regress 006 timed UDP sends its schedule exactly', function()
   it('reverse, 1.5 s at 2000 datagrams/s: 3000', function()
     check({ bitrate_bps = 16e6, duration_s = 1.5, reverse = true }, 3000, 'reverse')
   end)
+  -- The warm-up holds the slots scheduled before its end, so the measured
+  -- part is the schedule's too (a slot sent at the boundary before the
+  -- tick read the counter once made it 999 of 1000; new-user trial).
   it('omit 0.5 s + 1 s at 1000 datagrams/s: 1000 after the omit', function()
     check({ bitrate_bps = 8e6, duration_s = 1, omit_s = 0.5 }, 1000, 'omit')
   end)

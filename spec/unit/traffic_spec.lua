@@ -40,7 +40,7 @@ describe('qoslab.traffic options', function()
     { 'rcvbuf_bytes', {}, { 0, 1 << 31, 'x' } },
     { 'bitrate_bps', {}, { -1, 0 / 0, math.huge, 'x', 2.5, (1 << 50) + 1 } },
     { 'length_bytes', {}, { 0, -1, 1.5, 'x', (1 << 24) + 1 } },
-    { 'length_bytes', { proto = 'udp' }, { 15, 65508 } },
+    { 'length_bytes', { proto = 'udp' }, { 0, 15, 65508 } },
     { 'congestion', {}, { 5, '', string.rep('c', 16) } },
     { 'mss_bytes', {}, { 87, 32768, 'x' } },
     { 'tos', {}, { -1, 256, 'x' } },
