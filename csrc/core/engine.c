@@ -810,7 +810,12 @@ static void udp_send_loop(ql_stream *s)
 		 * what went out: re-based stalls, slots still due at the end
 		 * (a full queue at the last attempt) and a late start all
 		 * count as dropped. */
-		unsigned __int128 el = (unsigned __int128)(uint64_t)(stop_at - origin);
+		/* until the planned end, or the stop that came first (a
+		 * client that ended the test early) */
+		int64_t end = ql_now_ns();
+		if (end > stop_at)
+			end = stop_at;
+		unsigned __int128 el = (unsigned __int128)(uint64_t)(end > origin ? end - origin : 0);
 		unsigned __int128 bits_ns = (unsigned __int128)len * 8 * QL_NS_PER_S;
 		uint64_t planned = (uint64_t)((el * t->prm.bandwidth_bps + bits_ns - 1) / bits_ns);
 		uint64_t sent = atomic_load(&s->packets);
@@ -1846,7 +1851,7 @@ static void warn_skipped_slots(ql_test *t)
 	if (n == 0)
 		return;
 	add_warning(t, "%s's senders fell behind their schedule and dropped %llu of %llu datagram "
-		    "slots (%.2f %%; %d stream%s, the worst %d with %.2f %%): a busy CPU or a "
+		    "slots (%.2f %%; %d stream%s, the worst stream %d: %.2f %%): a busy CPU or a "
 		    "full socket or qdisc queue on the sending host, not loss on the path",
 		    side_label(t->side), (unsigned long long)skipped, (unsigned long long)planned,
 		    100.0 * (double)skipped / (double)planned, n, n == 1 ? "" : "s", worst, worst_pct);
@@ -2175,6 +2180,18 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
 		*x = *pe;
 		x->dir = s->dir;
 		x->side = !t->side;
+		if (t->proto == QL_PROTO_UDP && role == QL_ROLE_RECEIVER &&
+		    t->side == QL_SIDE_SERVER && (x->valid & QL_E_UDPRX)) {
+			/* A client sends its results before it learns our
+			 * sent count, so its books were open: what it had
+			 * not received by then it rules lost at its close,
+			 * and so do we (lost + unique == sent at both ends). */
+			uint64_t sent = udp_measured_sent(t, (int)(s - t->st));
+			if (x->unique_packets <= sent && x->unique_packets + x->lost_packets < sent) {
+				x->lost_packets = sent - x->unique_packets;
+				x->lost_pct = ql_loss_pct(x->lost_packets, sent);
+			}
+		}
 		return 1;
 	}
 	const ql_peer_stream *ps = peer_stream(pr, s->id);
@@ -2340,6 +2357,40 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 		interval_sums(&r->intervals[q]);
 }
 
+/* The loss a server completed in a client's open UDP books (remote_entry)
+ * goes into the client's last measured interval of that stream too, so
+ * the intervals still add up to the totals. */
+static void complete_peer_intervals(ql_test *t, ql_result *r)
+{
+	if (t->proto != QL_PROTO_UDP || t->side != QL_SIDE_SERVER || !r->intervals)
+		return;
+	for (int i = 0; i < r->nstreams; i++) {
+		const ql_entry *tot = &r->streams[i].receiver;
+		if (tot->side == t->side || !(tot->valid & QL_E_UDPRX))
+			continue;
+		uint64_t sum = 0;
+		ql_entry *last = NULL;
+		ql_interval *last_iv = NULL;
+		for (int k = 0; k < r->nintervals; k++) {
+			ql_interval *iv = &r->intervals[k];
+			if (iv->omitted || !iv->entries)
+				continue;
+			for (int j = 0; j < iv->nentries; j++) {
+				ql_entry *x = &iv->entries[j];
+				if (x->id == tot->id && x->role == QL_ROLE_RECEIVER && x->side != t->side) {
+					sum += x->lost_packets;
+					last = x;
+					last_iv = iv;
+				}
+			}
+		}
+		if (last && tot->lost_packets > sum) {
+			last->lost_packets += tot->lost_packets - sum;
+			interval_sums(last_iv);
+		}
+	}
+}
+
 static const char *side_label(int side)
 {
 	return side == QL_SIDE_SERVER ? "the server" : "the client";
@@ -2427,6 +2478,7 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		}
 	free(loc);
 	merge_remote_intervals(t, r);
+	complete_peer_intervals(t, r);
 	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;
 	ql_cpu_result *theirs = t->side == QL_SIDE_CLIENT ? &r->cpu_server : &r->cpu_client;
 	*mine = *cpu_local_r;
@@ -3120,6 +3172,15 @@ static void srv_thread_exit(ql_server *s)
 	pthread_mutex_unlock(&s->mu);
 }
 
+static int peer_port(const struct sockaddr_storage *ss)
+{
+	if (ss->ss_family == AF_INET)
+		return ntohs(((const struct sockaddr_in *)ss)->sin_port);
+	if (ss->ss_family == AF_INET6)
+		return ntohs(((const struct sockaddr_in6 *)ss)->sin6_port);
+	return 0;
+}
+
 /* A peer's address as text (IPv4-mapped IPv6 addresses as IPv4). */
 static void peer_host(const struct sockaddr_storage *ss, char *out, size_t len)
 {
@@ -3142,8 +3203,8 @@ static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer
 	close(fd);
 	pthread_mutex_lock(&s->mu);
 	s->rejected++;
-	snprintf(s->problem, sizeof s->problem, "control connection rejected from %s: %s",
-		 host[0] ? host : "?", why);
+	snprintf(s->problem, sizeof s->problem, "control connection rejected from %s port %d: %s",
+		 host[0] ? host : "?", peer ? peer_port(peer) : 0, why);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -3364,6 +3425,8 @@ static void server_note_start(ql_test *t)
 	if (p->bandwidth_bps) {
 		fmt_rate(r, sizeof r, (double)p->bandwidth_bps);
 		snprintf(rate, sizeof rate, ", %s each", r);
+	} else if (t->proto == QL_PROTO_UDP) {
+		snprintf(rate, sizeof rate, ", unpaced");
 	}
 	if (p->window_bytes)
 		snprintf(win, sizeof win, ", window %llu B", (unsigned long long)p->window_bytes);
@@ -3373,11 +3436,7 @@ static void server_note_start(ql_test *t)
 	else if (p->sndbuf_bytes || p->rcvbuf_bytes)
 		snprintf(win, sizeof win, ", %s %llu B", p->sndbuf_bytes ? "SO_SNDBUF" : "SO_RCVBUF",
 			 (unsigned long long)(p->sndbuf_bytes ? p->sndbuf_bytes : p->rcvbuf_bytes));
-	int port = 0;
-	if (t->peer_addr.ss_family == AF_INET)
-		port = ntohs(((const struct sockaddr_in *)&t->peer_addr)->sin_port);
-	else if (t->peer_addr.ss_family == AF_INET6)
-		port = ntohs(((const struct sockaddr_in6 *)&t->peer_addr)->sin6_port);
+	int port = peer_port(&t->peer_addr);
 	ql_server *s = t->srv;
 	pthread_mutex_lock(&s->mu);
 	s->nstarted++;
@@ -3527,9 +3586,10 @@ static void *server_test_main(ql_test *t)
 			s->rejected++;
 		else
 			s->failed++;
-		snprintf(s->problem, sizeof s->problem, "%s from %s: %s",
+		snprintf(s->problem, sizeof s->problem, "%s from %s port %d: %s",
 			 t->start_ns ? "test failed" : "control connection rejected",
-			 t->host[0] ? t->host : "?", t->err.msg[0] ? t->err.msg : strerror(-rc));
+			 t->host[0] ? t->host : "?", peer_port(&t->peer_addr),
+			 t->err.msg[0] ? t->err.msg : strerror(-rc));
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);

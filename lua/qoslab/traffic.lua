@@ -837,7 +837,9 @@ local function udp_total(sent, recv, flag, view)
     lost_packets = view == 'sender' and 0 or (recv.lost_packets or 0),
     packets = packets,
     lost_percent = view == 'sender' and 0.0 or (recv.lost_pct or 0.0),
-    sender = flag }
+    -- iperf3 3.12 marks UDP's sum_sent as the sender's and sum_received
+    -- as the receiver's, whichever end prints them
+    sender = view == 'sender' }
 end
 
 --- Convert a result to iperf3's `-J` JSON schema (as printed by iperf3 3.12).
@@ -944,6 +946,7 @@ function M.to_iperf3_json(res)
     local lview = lsnd and res.sent or res.received
     s.bytes, s.bits_per_second = lview.bytes, lview.bits_per_second
     s.seconds, s['end'] = lview.seconds, lview.seconds
+    s.sender = lsnd
     e.sum = s
   end
   local mine = res.cpu and res.cpu[res.local_role]

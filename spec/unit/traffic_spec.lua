@@ -388,6 +388,16 @@ describe('qoslab.traffic.to_iperf3_json', function()
     assert.is_false(j['end'].sum_sent.sender)
   end)
 
+  it('UDP: sum_sent is the sender\'s and sum_received the receiver\'s either way (iperf3 3.12)',
+    function()
+      for _, rev in ipairs { false, true } do
+        local e = traffic.to_iperf3_json(fixture { proto = 'udp', reverse = rev })['end']
+        assert.is_true(e.sum_sent.sender)
+        assert.is_false(e.sum_received.sender)
+        assert.equal(not rev, e.sum.sender)
+      end
+    end)
+
   it('bidir: sum and sum_bidir_reverse, *_bidir_reverse totals', function()
     local res = fixture { bidir = true }
     local j = traffic.to_iperf3_json(res)
