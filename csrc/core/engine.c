@@ -1013,7 +1013,10 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 			uint64_t warm = (uint64_t)(((unsigned __int128)(uint64_t)t->omit_ns *
 						    t->prm.bandwidth_bps + bits_ns - 1) / bits_ns);
 			if (p > warm) {
-				b -= (p - warm) * (uint64_t)t->prm.len_bytes;
+				/* (the bytes counter trails the packets one
+				 * by at most a batch being added) */
+				uint64_t d = (p - warm) * (uint64_t)t->prm.len_bytes;
+				b = b > d ? b - d : 0;
 				p = warm;
 			} else {
 				/* behind at the boundary: its next datagrams
