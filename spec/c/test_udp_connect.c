@@ -86,7 +86,8 @@ static void udp_handshake(int ctl, char *cookie, double time_s, double drain_s, 
 	CHECK_EQ_INT(st, QL_ST_CREATE_STREAMS);
 }
 
-TEST(repeated_connect_message_gets_a_reply_and_stays_one_stream)
+/* A server on 127.0.0.1, ephemeral port (NULL after a failed CHECK). */
+static ql_server *local_server(void)
 {
 	ql_server_opts o;
 	ql_server_opts_init(&o);
@@ -95,6 +96,12 @@ TEST(repeated_connect_message_gets_a_reply_and_stays_one_stream)
 	ql_server *srv = NULL;
 	ql_err e;
 	CHECK_EQ_INT(ql_server_start(&o, &srv, &e), 0);
+	return srv;
+}
+
+TEST(repeated_connect_message_gets_a_reply_and_stays_one_stream)
+{
+	ql_server *srv = local_server();
 	if (!srv)
 		return;
 	int port = ql_server_port(srv);
@@ -144,13 +151,7 @@ static void send_data(int u, uint64_t first, uint64_t last)
  * of udp_concurrent_tests_same_address). It must not touch the books. */
 TEST(late_connect_message_is_not_data)
 {
-	ql_server_opts o;
-	ql_server_opts_init(&o);
-	o.port = -1;
-	o.bind_address = "127.0.0.1";
-	ql_server *srv = NULL;
-	ql_err e;
-	CHECK_EQ_INT(ql_server_start(&o, &srv, &e), 0);
+	ql_server *srv = local_server();
 	if (!srv)
 		return;
 	int port = ql_server_port(srv);
