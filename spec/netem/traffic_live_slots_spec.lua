@@ -71,11 +71,21 @@ describe('live records by grid slot under netem', function()
       H.identities(copy, label .. ' (live records)')
       -- every record but the last at the same offset after its end (the
       -- handshake): held for the server's entries at most a scheduling
-      -- slip; measured spread 0.02 s in the guest, bound 0.25 s
-      local lo, hi = math.huge, 0
-      for k = 1, #live - 1 do lo, hi = math.min(lo, at[k]), math.max(hi, at[k]) end
+      -- slip. Measured in the emulated guest: spread 0.02 s usually, but
+      -- 0.386 and 0.403 s once each (2026-11-30, one record, its server
+      -- entries present: one late tick of the TCG guest). So one record may
+      -- slip, by less than a full hold (300 ms + 2 x RTT ~ 0.48 s, what a
+      -- record waiting in vain for missing entries shows); the others
+      -- within 0.25 s of the earliest.
+      local offs = {}
+      for k = 1, #live - 1 do offs[#offs + 1] = at[k] end
+      table.sort(offs)
+      local lo, hi = offs[1] or 0, offs[#offs] or 0
+      local second = offs[#offs - 1] or lo
       print(string.format('  [live netem] %s: %d records, offsets %.3f..%.3f s', label, #live, lo, hi))
-      assert(hi - lo < 0.25, string.format('%s: record offsets spread %.3f s', label, hi - lo))
+      assert(second - lo < 0.25, string.format('%s: two records late, offsets %.3f..%.3f s',
+        label, lo, second))
+      assert(hi - lo < 0.45, string.format('%s: record offsets spread %.3f s', label, hi - lo))
     end)
   end
 end)
