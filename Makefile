@@ -86,7 +86,7 @@ $(BUILD)/san-lua: spec/support/san-lua.c
 # ---------------------------------------------------------------- deps ----
 # Debian/Ubuntu packages. Idempotent: only missing packages are installed.
 DEB_PKGS := lua5.4 liblua5.4-dev libnl-3-dev libnl-route-3-dev libcjson-dev \
-            pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse \
+            pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse lua-filesystem \
             luarocks iproute2 ethtool iputils-ping iperf3 iperf gnuplot-nox \
             qemu-system-x86 busybox-static clang libclang-rt-14-dev xz-utils \
             util-linux

@@ -18,6 +18,7 @@
 -- @module qoslab.cli_plan
 local cli = require 'qoslab.cli'
 local plan = require 'qoslab.plan'
+local fs = require 'qoslab.fs'
 
 local M = {}
 
@@ -77,31 +78,29 @@ local function host_has_netem()
   local vm = try_require('qoslab.vm')
   if vm and vm.host_has_netem then return vm.host_has_netem() end
   -- Without the VM module: the module file is the best hint there is.
+  if ('\n' .. (read_all('/proc/modules') or '')):find('\nsch_netem ') then return true end
   local rel = (read_all('/proc/sys/kernel/osrelease') or ''):gsub('%s+$', '')
-  return os.execute("grep -q '^sch_netem ' /proc/modules 2>/dev/null") and true
-    or os.execute('test -e /lib/modules/' .. rel .. '/kernel/net/sched/sch_netem.ko*') and true
-    or false
+  for _, name in ipairs(fs.list('/lib/modules/' .. rel .. '/kernel/net/sched') or {}) do
+    if name:match('^sch_netem%.ko') then return true end
+  end
+  return false
 end
 
-local function shq(p) return "'" .. tostring(p):gsub("'", "'\\''") .. "'" end
-
 --- Create the results folder (and its parents).
+-- @tparam string dir
 -- @treturn boolean|nil true if it was made now, false if it existed, nil if
 --   it cannot be made
 function M.make_out(dir)
-  if os.execute('test -d ' .. shq(dir)) then return false end
-  if not os.execute('mkdir -p ' .. shq(dir)) then return nil end
-  return true
+  local made = fs.mkdir_p(dir)
+  if made == nil then return nil end
+  return made
 end
 
 --- Remove a folder if it is empty (a failed run that wrote nothing).
+-- @tparam string dir
 -- @treturn boolean true if removed
 function M.remove_if_empty(dir)
-  local p = io.popen('ls -A ' .. shq(dir) .. ' 2>/dev/null')
-  local any = p and p:read('l')
-  if p then p:close() end
-  if any then return false end
-  return os.execute('rmdir ' .. shq(dir) .. ' 2>/dev/null') == true
+  return fs.rmdir_if_empty(dir)
 end
 
 local function exit_of(r)
@@ -132,9 +131,7 @@ function M.run_in_guest(o)
     end
   end
   -- The guest mounts rw_dir at the same absolute path; pass that path.
-  local p = io.popen("cd '" .. o.out:gsub("'", "'\\''") .. "' 2>/dev/null && pwd -P")
-  local out = p and p:read('l') or o.out
-  if p then p:close() end
+  local out = fs.realpath(o.out) or o.out
   local args = { '--in-guest', '--out', out }
   if o.resume then args[#args + 1] = '--resume' end
   if o.quick then args[#args + 1] = '--quick' end
@@ -354,19 +351,29 @@ local function cleanup_cmd(a)
     print('qoslab cleanup: nothing left behind')
     return 0
   end
-  local gone = 0
+  local gone, skipped = 0, 0
+  -- Names as read from a state file may hold control bytes: print them quoted
+  -- when they are not plain.
+  local function name(v)
+    local s = tostring(v)
+    if s:match('^[%w%-_%.@+]+$') then return s end
+    return (string.format('%q', s):gsub('\\\n', '\\n'))
+  end
   for _, r in ipairs(removed) do
-    local what = r.kind == 'netns' and ('netns ' .. tostring(r.name))
-      or (r.kind .. ' ' .. tostring(r.ifname) .. (r.netns and (' in netns ' .. r.netns) or ''))
+    local what = r.kind == 'netns' and ('netns ' .. name(r.name))
+      or (name(r.kind) .. ' ' .. name(r.ifname) .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
     if r.removed then
       print('removed ' .. what)
+    elseif r.skipped then
+      print('skipped (' .. r.skipped .. '): ' .. what)
+      skipped = skipped + 1
     else
-      print('gone already or not removable: ' .. what)
+      print('gone already or not removable: ' .. what .. (r.error and (': ' .. r.error) or ''))
       gone = gone + 1
     end
   end
-  print(string.format('qoslab cleanup: %d removed, %d already gone or not removable',
-    #removed - gone, gone))
+  print(string.format('qoslab cleanup: %d removed, %d already gone or not removable%s',
+    #removed - gone - skipped, gone, skipped > 0 and string.format(', %d skipped', skipped) or ''))
   return 0
 end
 

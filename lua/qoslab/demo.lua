@@ -39,8 +39,6 @@ function M.duration_s(cfg, delay_ms)
   return math.max(cfg.duration_s, math.floor(cfg.long_factor * delay_ms / 1000 + 0.5))
 end
 
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
 -- Buffer limits (net.core.rmem_max / wmem_max) cap SO_SNDBUF/SO_RCVBUF; the
 -- window sweep needs them above its largest window. They are global (read-only
 -- inside a child namespace), so they are raised in this process's namespace
@@ -200,7 +198,7 @@ function M.main(o)
   local quick = o.quick
   if quick == nil then quick = run.quick or os.getenv('QOSLAB_QUICK') == '1' end
   local cfg = M.config(quick)
-  os.execute('mkdir -p ' .. sh_quote(out))
+  must(require('qoslab.fs').mkdir_p(out))
   print(string.format('demo: backend %s, kernel netem on a 1 Gbit/s veth link, results in %s%s',
     run.backend or plan.get_defaults().backend or 'host', out, quick and ' (quick form)' or ''))
 

@@ -15,6 +15,7 @@
 -- @module qoslab.plan
 local cjson = require 'cjson'
 local check = require 'qoslab.check'
+local fs = require 'qoslab.fs'
 
 local M = {}
 
@@ -286,17 +287,13 @@ local function qoslab_version()
   return ok and type(core) == 'table' and core._VERSION or 'unknown'
 end
 
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
 local function mkdir_p(dir)
-  if os.rename(dir, dir) then return true end  -- exists
-  return os.execute('mkdir -p ' .. sh_quote(dir))
+  return fs.mkdir_p(dir) ~= nil
 end
 
 -- Append one line and make it durable before the next point: the line goes out
 -- in one write, the file is closed (so a kill -9 keeps it: it is in the page
--- cache), and sync(1) on the file fsyncs it (so a power cut keeps it).
--- Lua has no fsync; one short process per point is cheap next to a measurement.
+-- cache), and fsync(2) on the file (qoslab.fs) keeps it through a power cut.
 local function append_line(path, line, fsync)
   local f, err = io.open(path, 'a+')
   if not f then error(CTX .. ': cannot append to ' .. tostring(err), 0) end
@@ -312,12 +309,7 @@ local function append_line(path, line, fsync)
   local ok, werr = f:write(prefix .. line .. '\n')
   f:close()
   if not ok then error(CTX .. ': cannot write ' .. path .. ': ' .. tostring(werr), 0) end
-  -- io.popen, not os.execute: system(3) ignores SIGINT while it waits, so a
-  -- Ctrl-C landing during the sync would be lost.
-  if fsync then
-    local p = io.popen('sync ' .. sh_quote(path) .. ' 2>/dev/null')
-    if p then p:close() end
-  end
+  if fsync then fs.fsync(path) end
 end
 
 ---------------------------------------------------------------------------

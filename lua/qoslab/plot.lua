@@ -7,10 +7,9 @@
 -- PNG uses the pngcairo terminal when gnuplot has it (anti-aliased), else png.
 -- @module qoslab.plot
 local check = require 'qoslab.check'
+local fs = require 'qoslab.fs'
 
 local M = {}
-
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 -- gnuplot string literal (single quotes; a quote is doubled).
 local function gq(s) return "'" .. tostring(s):gsub("'", "''") .. "'" end
@@ -25,12 +24,10 @@ function M.gnuplot()
   local path_env = os.getenv('PATH') or ''
   if found_for == path_env and found then return found.path, found.pngcairo end
   found, found_for = nil, path_env
-  local p = io.popen('command -v gnuplot 2>/dev/null')
-  local path = p and p:read('l')
-  if p then p:close() end
-  if not path or path == '' then return nil end
-  local ok = os.execute(sh_quote(path) .. " -e 'set terminal pngcairo' >/dev/null 2>&1")
-  found = { path = path, pngcairo = ok and true or false }
+  local path = fs.which('gnuplot')
+  if not path then return nil end
+  local how, status = fs.run({ path, '-e', 'set terminal pngcairo' }, { output = '/dev/null' })
+  found = { path = path, pngcairo = how == 'exit' and status == 0 }
   return found.path, found.pngcairo
 end
 
@@ -89,10 +86,10 @@ local function render(base, prelude, body, formats, size)
     return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
   end
   local log = base .. '.gnuplot.log'
-  local cmd = 'cd ' .. sh_quote(base:match('^(.*)/[^/]*$') or '.') .. ' && ' .. sh_quote(gp)
-    .. ' ' .. sh_quote(files.gp) .. ' >' .. sh_quote(log) .. ' 2>&1'
-  local rok, how, code = os.execute(cmd)
-  if not rok then
+  -- gnuplot by argv, no shell: a path with quotes or `$` is just a path.
+  local how, code, ecode = fs.run({ gp, files.gp }, { cwd = base:match('^(.*)/[^/]*$') or '.', output = log })
+  if how == nil then return nil, 'cannot run gnuplot: ' .. tostring(code), ecode end
+  if how ~= 'exit' or code ~= 0 then
     local f = io.open(log, 'r')
     local msg = f and f:read('a') or ''
     if f then f:close() end
@@ -141,7 +138,7 @@ local function base_of(ctx, opts)
   end
   local dir = base:match('^(.*)/[^/]*$')
   -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
-  if dir and not os.rename(dir, dir) then os.execute('mkdir -p ' .. sh_quote(dir)) end
+  if dir then fs.mkdir_p(dir) end
   return base
 end
 

@@ -968,9 +968,7 @@ local uname_cache
 -- `uname -a` for iperf3's start.system_info (internal; cached).
 function M._uname()
   if not uname_cache then
-    local p = io.popen('uname -a 2>/dev/null')
-    uname_cache = p and (p:read('l') or '') or ''
-    if p then p:close() end
+    uname_cache = require('qoslab.fs').uname_a()
   end
   return uname_cache
 end

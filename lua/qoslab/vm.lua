@@ -20,6 +20,7 @@
 -- can fetch `linux-image-amd64`'s kernel (`make deps` sets all of it up).
 -- @module qoslab.vm
 local check = require 'qoslab.check'
+local fs = require 'qoslab.fs'
 
 local M = {}
 
@@ -34,13 +35,7 @@ local function sh(cmd)
   return ok == true, out
 end
 
-local function is_dir(p) return os.execute('test -d ' .. shq(p)) == true end
-local function is_file(p) return os.execute('test -f ' .. shq(p)) == true end
-
-local function cwd()
-  local _, out = sh('pwd -P')
-  return (out:gsub('\n$', ''))
-end
+local is_dir, is_file, cwd = fs.is_dir, fs.is_file, fs.cwd
 
 local function absolute(p, base)
   if p:sub(1, 1) == '/' then return p end
@@ -80,9 +75,8 @@ local function qoslab_command()
   if is_file(bin) and is_file(here() .. '/../../lua/qoslab/init.lua') then
     return 'lua5.4 ' .. shq(bin)
   end
-  local ok, out = sh('command -v qoslab')
-  if ok and out ~= '' then return shq((out:gsub('\n$', ''))) end
-  return nil
+  local installed = fs.which('qoslab')
+  return installed and shq(installed) or nil
 end
 
 local netem_answer, netem_why -- cached result of host_has_netem()
@@ -198,8 +192,7 @@ local function signal_pending()
 end
 
 local function send(sig, pid)
-  local p = io.popen('kill -s ' .. sig .. ' ' .. string.format('%d', pid) .. ' 2>/dev/null')
-  if p then p:close() end
+  fs.kill(pid, sig)  -- best effort: the harness may have ended already
 end
 
 local function boot(args, cmd)

@@ -1,0 +1,164 @@
+/*
+ * sys.c - Lua binding of csrc/core/sys.h (what the Lua layers would
+ * otherwise ask a shell for).
+ *
+ * core.fsync(path)                 -> true | nil, msg, code
+ * core.realpath(path)              -> absolute path | nil, msg, code
+ * core.uname()                     -> {sysname=, nodename=, release=, version=, machine=}
+ * core.kill(pid, sig)              -> true | nil, msg, code  (sig "TERM", "INT", "KILL", "HUP", 0)
+ * core.spawn(argv[, {cwd=, output=}]) -> "exit"|"signal", n | nil, msg, code
+ */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/utsname.h>
+
+#include "../core/sys.h"
+#include "bind.h"
+
+/* A string argument without embedded NUL (C would see a shorter one). */
+static const char *path_arg(lua_State *L, int idx, const char *ctx, const char *field)
+{
+	size_t n;
+	if (lua_type(L, idx) != LUA_TSTRING)
+		qlb_field_error(L, ctx, field, "a string", idx);
+	const char *s = lua_tolstring(L, idx, &n);
+	if (n == 0 || strlen(s) != n)
+		qlb_field_error(L, ctx, field, "a non-empty string without NUL bytes", idx);
+	return s;
+}
+
+static int ok_or_fail(lua_State *L, int rc, const ql_err *e)
+{
+	if (rc < 0)
+		return qlb_fail(L, e);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+static int l_fsync(lua_State *L)
+{
+	ql_err e;
+	return ok_or_fail(L, ql_sys_fsync_path(path_arg(L, 1, "qoslab.core.fsync", "path"), &e), &e);
+}
+
+static int l_realpath(lua_State *L)
+{
+	char out[PATH_MAX];
+	ql_err e;
+	if (ql_sys_realpath(path_arg(L, 1, "qoslab.core.realpath", "path"), out, sizeof out, &e) < 0)
+		return qlb_fail(L, &e);
+	lua_pushstring(L, out);
+	return 1;
+}
+
+static int l_uname(lua_State *L)
+{
+	struct utsname u;
+	if (uname(&u) < 0) {
+		ql_err e;
+		ql_err_set(&e, errno, NULL, "uname: %s", strerror(errno));
+		return qlb_fail(L, &e);
+	}
+	lua_createtable(L, 0, 5);
+	qlb_set_string(L, "sysname", u.sysname);
+	qlb_set_string(L, "nodename", u.nodename);
+	qlb_set_string(L, "release", u.release);
+	qlb_set_string(L, "version", u.version);
+	qlb_set_string(L, "machine", u.machine);
+	return 1;
+}
+
+static int l_kill(lua_State *L)
+{
+	const char *ctx = "qoslab.core.kill";
+	lua_Integer pid = luaL_checkinteger(L, 1);
+	if (pid <= 0 || pid > INT_MAX)
+		qlb_field_error(L, ctx, "pid", "a process id in [1, 2^31-1]", 1);
+	int sig;
+	if (lua_type(L, 2) == LUA_TNUMBER && lua_tointeger(L, 2) == 0 && lua_isinteger(L, 2)) {
+		sig = 0;
+	} else {
+		static const char *const names[] = { "TERM", "INT", "KILL", "HUP", NULL };
+		static const int nums[] = { SIGTERM, SIGINT, SIGKILL, SIGHUP };
+		if (lua_type(L, 2) != LUA_TSTRING)
+			qlb_field_error(L, ctx, "sig", "one of \"TERM\", \"INT\", \"KILL\", \"HUP\" or 0", 2);
+		sig = nums[luaL_checkoption(L, 2, NULL, names)];
+	}
+	ql_err e;
+	return ok_or_fail(L, ql_sys_kill((pid_t)pid, sig, &e), &e);
+}
+
+struct waiter {
+	lua_State *L;
+	lua_Hook mark;
+};
+
+static int stop_requested(void *arg)
+{
+	struct waiter *w = arg;
+	return qlb_interrupted(w->L, w->mark);
+}
+
+#define SPAWN_ARGS_MAX 64
+
+static int l_spawn(lua_State *L)
+{
+	const char *ctx = "qoslab.core.spawn";
+	qlb_check_table(L, 1, ctx, "argv");
+	lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
+	if (n < 1 || n > SPAWN_ARGS_MAX)
+		qlb_field_error(L, ctx, "argv", "a list of 1..64 strings", 1);
+	char *argv[SPAWN_ARGS_MAX + 1];
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, 1, i);
+		int vi = lua_gettop(L);
+		size_t len;
+		const char *s = lua_type(L, -1) == LUA_TSTRING ? lua_tolstring(L, -1, &len) : NULL;
+		if (!s || strlen(s) != len || (i == 1 && len == 0)) {
+			lua_pushfstring(L, "argv[%d]", (int)i);
+			qlb_field_error(L, ctx, lua_tostring(L, -1), "a string without NUL bytes", vi);
+		}
+		argv[i - 1] = (char *)s;  /* kept alive by the argv table */
+		lua_pop(L, 1);
+	}
+	argv[n] = NULL;
+	ql_spawn_opts o = { NULL, NULL };
+	if (!lua_isnoneornil(L, 2)) {
+		static const char *const keys[] = { "cwd", "output", NULL };
+		qlb_check_table(L, 2, ctx, "opts");
+		qlb_check_keys(L, 2, ctx, "opts", keys);
+		lua_getfield(L, 2, "cwd");
+		if (!lua_isnil(L, -1))
+			o.cwd = path_arg(L, lua_gettop(L), ctx, "opts.cwd");
+		lua_getfield(L, 2, "output");
+		if (!lua_isnil(L, -1))
+			o.output = path_arg(L, lua_gettop(L), ctx, "opts.output");
+	}
+	ql_err e;
+	pid_t pid;
+	if (ql_sys_spawn(argv, &o, &pid, &e) < 0)
+		return qlb_fail(L, &e);
+	struct waiter w = { L, qlb_hook_mark(L) };
+	int exited, status;
+	if (ql_sys_wait(pid, stop_requested, &w, &exited, &status, &e) < 0)
+		return qlb_fail(L, &e);
+	lua_pushstring(L, exited ? "exit" : "signal");
+	lua_pushinteger(L, status);
+	return 2;
+}
+
+void qlb_open_sys(lua_State *L)
+{
+	static const luaL_Reg fns[] = {
+		{ "fsync", l_fsync },
+		{ "realpath", l_realpath },
+		{ "uname", l_uname },
+		{ "kill", l_kill },
+		{ "spawn", l_spawn },
+		{ NULL, NULL },
+	};
+	luaL_setfuncs(L, fns, 0);
+}

@@ -1,0 +1,187 @@
+--- File system and process helpers of the Lua layers: LuaFileSystem for
+-- directories and file kinds, qoslab.core for what LuaFileSystem lacks
+-- (fsync, realpath, uname, kill, running a program by argv).
+--
+-- No function here starts a shell, so a path or name is never parsed as
+-- shell syntax, and a Ctrl-C reaches this process (system(3) would ignore
+-- SIGINT while it waits). Paths with a NUL byte are refused: the C calls
+-- would see a shorter path.
+-- @module qoslab.fs
+local lfs = require 'lfs'
+
+local M = {}
+
+local core_mod
+local function core()
+  if core_mod == nil then
+    local ok, c = pcall(require, 'qoslab.core')
+    core_mod = ok and type(c) == 'table' and c or false
+  end
+  return core_mod or nil
+end
+
+local function usable(p)
+  return type(p) == 'string' and p ~= '' and not p:find('\0', 1, true)
+end
+
+--- Kind of what a path names, following symbolic links.
+-- @tparam string path
+-- @treturn string|nil "file", "directory", "link", "socket", "named pipe",
+--   "char device", "block device" or "other"; nil when there is nothing
+-- @usage if fs.kind('results') == 'directory' then ... end
+function M.kind(path)
+  if not usable(path) then return nil end
+  return (lfs.attributes(path, 'mode'))
+end
+
+--- Whether path is a directory (like `test -d`).
+-- @tparam string path
+-- @treturn boolean
+function M.is_dir(path) return M.kind(path) == 'directory' end
+
+--- Whether path is a regular file (like `test -f`).
+-- @tparam string path
+-- @treturn boolean
+function M.is_file(path) return M.kind(path) == 'file' end
+
+--- Create a directory and its parents (like `mkdir -p`).
+-- @tparam string dir
+-- @treturn boolean|nil true if it was made now, false if it was there,
+--   or nil, message, CODE ("ENOTDIR", "EACCES", "EINVAL" for an empty path
+--   or one with a NUL byte, ...)
+-- @usage assert(fs.mkdir_p('results/run-1') ~= nil)
+function M.mkdir_p(dir)
+  if not usable(dir) then
+    return nil, 'not a usable directory name: ' .. string.format('%q', tostring(dir)), 'EINVAL'
+  end
+  if M.is_dir(dir) then return false end
+  local made = false
+  local prefix = dir:sub(1, 1) == '/' and '/' or ''
+  for part in dir:gmatch('[^/]+') do
+    prefix = prefix .. part
+    local kind = lfs.attributes(prefix, 'mode')
+    if kind == nil then
+      local ok, err, errno = lfs.mkdir(prefix)
+      -- EEXIST: made meanwhile by someone else (another process of a sweep).
+      if not ok and lfs.attributes(prefix, 'mode') ~= 'directory' then
+        return nil, string.format('cannot create %s: %s', prefix, tostring(err)),
+          errno == 13 and 'EACCES' or errno == 30 and 'EROFS' or 'EIO'
+      end
+      made = true
+    elseif kind ~= 'directory' then
+      return nil, string.format('cannot create %s: %s is a %s', dir, prefix, kind), 'ENOTDIR'
+    end
+    prefix = prefix .. '/'
+  end
+  return made
+end
+
+--- Names in a directory, without "." and "..", sorted.
+-- @tparam string dir
+-- @treturn table|nil list of names, or nil, message, "ENOENT" when dir
+--   cannot be read
+function M.list(dir)
+  if not usable(dir) or not M.is_dir(dir) then
+    return nil, 'not a readable directory: ' .. tostring(dir), 'ENOENT'
+  end
+  local ok, iter, obj = pcall(lfs.dir, dir)
+  if not ok then return nil, tostring(iter), 'EACCES' end
+  local out = {}
+  for name in iter, obj do
+    if name ~= '.' and name ~= '..' then out[#out + 1] = name end
+  end
+  table.sort(out)
+  return out
+end
+
+--- Remove a directory if it is empty (like `rmdir`).
+-- @tparam string dir
+-- @treturn boolean true if removed
+function M.rmdir_if_empty(dir)
+  local names = M.list(dir)
+  if not names or #names > 0 then return false end
+  return lfs.rmdir(dir) == true
+end
+
+--- Flush a written file to stable storage (fsync(2)).
+-- @tparam string path
+-- @return true, or nil, message, CODE (also "ENOTSUP" when qoslab.core
+--   cannot be loaded)
+function M.fsync(path)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot fsync ' .. tostring(path), 'ENOTSUP' end
+  if not usable(path) then return nil, 'not a usable path: ' .. string.format('%q', tostring(path)), 'EINVAL' end
+  return c.fsync(path)
+end
+
+--- The absolute path without symbolic links (like `realpath`, `pwd -P`).
+-- @tparam string path
+-- @treturn string|nil the path, or nil, message, CODE
+function M.realpath(path)
+  if not usable(path) then return nil, 'not a usable path: ' .. string.format('%q', tostring(path)), 'EINVAL' end
+  local c = core()
+  if c then return c.realpath(path) end
+  -- Without the C module: a directory can still be resolved by entering it.
+  local here = lfs.currentdir()
+  if not here or not M.is_dir(path) or not lfs.chdir(path) then
+    return nil, 'cannot resolve ' .. path, 'ENOENT'
+  end
+  local out = lfs.currentdir()
+  lfs.chdir(here)
+  return out
+end
+
+--- The working directory (getcwd(3): no symbolic links, like `pwd -P`).
+-- @treturn string
+function M.cwd() return lfs.currentdir() end
+
+--- uname(2) as `uname -a` prints it: "Linux HOST RELEASE VERSION MACHINE".
+-- @treturn string "" when qoslab.core cannot be loaded
+function M.uname_a()
+  local c = core()
+  if not c then return '' end
+  local u = c.uname()
+  return table.concat({ u.sysname, u.nodename, u.release, u.version, u.machine }, ' ')
+end
+
+--- Send a signal to a process (kill(2)).
+-- @tparam integer pid
+-- @tparam string|integer sig "TERM", "INT", "KILL", "HUP", or 0 (existence check)
+-- @return true, or nil, message, CODE ("ESRCH", "EPERM")
+function M.kill(pid, sig)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot signal ' .. tostring(pid), 'ENOTSUP' end
+  return c.kill(pid, sig)
+end
+
+--- Run a program by argv (no shell) and wait for it.
+-- @tparam table argv program (looked up in PATH unless it has a "/") and arguments
+-- @tparam[opt] table opts `{cwd = DIR, output = FILE}`: the child's working
+--   directory; where its stdout and stderr go (truncated; default: ours)
+-- @treturn string|nil "exit" or "signal", then the status or signal number;
+--   or nil, message, CODE ("ENOENT" for no such program, "EINTR" when this
+--   process was interrupted: the child got SIGTERM)
+-- @usage local how, n = fs.run({'gnuplot', 'plot.gp'}, {cwd = 'results'})
+function M.run(argv, opts)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot run ' .. tostring(argv[1]), 'ENOTSUP' end
+  return c.spawn(argv, opts)
+end
+
+--- The first executable file named `name` in $PATH (like `command -v`).
+-- @tparam string name
+-- @treturn string|nil absolute path
+function M.which(name)
+  if not usable(name) or name:find('/', 1, true) then return nil end
+  for d in (os.getenv('PATH') or ''):gmatch('[^:]+') do
+    local p = d .. '/' .. name
+    local attr = lfs.attributes(p)
+    if attr and attr.mode == 'file' and attr.permissions:find('x', 1, true) then
+      if p:sub(1, 1) ~= '/' then p = M.realpath(p) or p end
+      return p
+    end
+  end
+  return nil
+end
+
+return M
