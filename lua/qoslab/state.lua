@@ -5,10 +5,12 @@
 -- or /run/qoslab): `{"op":"add","id":N,"kind":...}` when something is created,
 -- `{"op":"del","id":N}` when it is removed. The file is deleted when nothing of
 -- the process remains. `cleanup()` replays the files of dead processes and
--- removes what is still recorded, newest first.
+-- removes what is still recorded, newest first, through qoslab.core's own
+-- netlink calls (no `ip`, `tc` or shell: a recorded name is only ever a name).
 -- @module qoslab.state
 local cjson = require 'cjson'
 local check = require 'qoslab.check'
+local fs = require 'qoslab.fs'
 
 local M = {}
 
@@ -35,15 +37,10 @@ end
 
 local function file_of(p) return string.format('%s/%d.jsonl', M.dir(), p) end
 
-local function sh_quote(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
 local function append(obj)
   local f = io.open(file_of(self_pid()), 'a')
   if not f then
-    -- io.popen rather than os.execute: system(3) ignores SIGINT while it
-    -- waits, so a Ctrl-C landing then would be lost.
-    local p = io.popen('mkdir -p ' .. sh_quote(M.dir()) .. ' 2>/dev/null')
-    if p then p:close() end
+    fs.mkdir_p(M.dir())
     f = io.open(file_of(self_pid()), 'a')
   end
   if not f then return end  -- best effort: a read-only /run must not stop experiments
@@ -93,20 +90,75 @@ local function alive(p)
   return false
 end
 
--- Removal through the tools every Linux host has, so cleanup works even when
--- the module that created the object is broken.
-local function remove(e)
-  local nsx = e.netns and ('ip -n ' .. sh_quote(e.netns) .. ' ') or 'ip '
-  if e.kind == 'netns' then
-    return os.execute('ip netns del ' .. sh_quote(e.name) .. ' 2>/dev/null')
-  elseif e.kind == 'link' then
-    return os.execute(nsx .. 'link del ' .. sh_quote(e.ifname) .. ' 2>/dev/null')
-  elseif e.kind == 'qdisc' then
-    local tc = e.netns and ('tc -n ' .. sh_quote(e.netns) .. ' ') or 'tc '
-    local where = (e.parent == nil or e.parent == 'root') and 'root'
-      or (e.parent == 'ingress' and 'ingress') or ('parent ' .. sh_quote(e.parent))
-    return os.execute(tc .. 'qdisc del dev ' .. sh_quote(e.ifname) .. ' ' .. where .. ' 2>/dev/null')
+-- Why a recorded entry cannot be acted on, or nil when it can. A state file
+-- is plain text anyone with write access to the directory could edit: names
+-- are checked here as the kernel would take them (a NUL byte would make C see
+-- a shorter, different name), before anything is removed.
+local function unusable(e)
+  if not kinds[e.kind] then return 'kind is not "netns", "link" or "qdisc"' end
+  local function bad_string(v, max, what)
+    if type(v) ~= 'string' then return what .. ' is not a string' end
+    if v == '' then return what .. ' is empty' end
+    if v:find('\0', 1, true) then return what .. ' contains a NUL byte' end
+    if #v > max then return string.format('%s is longer than %d bytes', what, max) end
+    return nil
   end
+  if e.netns ~= nil then
+    local why = bad_string(e.netns, 200, 'netns')
+    if why then return why end
+    if e.netns:find('/', 1, true) or e.netns == '.' or e.netns == '..' then return 'netns is not a namespace name' end
+  end
+  if e.kind == 'netns' then
+    local why = bad_string(e.name, 200, 'name')
+    if why then return why end
+    if e.name:find('/', 1, true) or e.name == '.' or e.name == '..' then return 'name is not a namespace name' end
+    return nil
+  end
+  local why = bad_string(e.ifname, 15, 'ifname')
+  if why then return why end
+  if e.ifname:find('[/:%s]') then return 'ifname is not an interface name' end
+  if e.kind == 'qdisc' and e.parent ~= nil and e.parent ~= 'root' and e.parent ~= 'ingress'
+      and not (type(e.parent) == 'string' and e.parent:match('^%x+:%x+$')) then
+    return 'parent is not "root", "ingress" or "MAJ:MIN"'
+  end
+  return nil
+end
+
+-- Removal through qoslab.core's netlink code. Returns true (removed), false
+-- (already gone), or nil, message.
+local function remove(e)
+  local core = require 'qoslab.core'
+  local ok, msg, code
+  local call_ok, err = pcall(function()
+    local nsopt = e.netns and { netns = e.netns } or nil
+    if e.kind == 'netns' then
+      ok, msg, code = core.netns_delete(e.name)
+    elseif e.kind == 'link' then
+      ok, msg, code = core.link_delete(e.ifname, nsopt)
+    elseif e.parent == 'ingress' then
+      -- The ingress redirect of netem's ingress impairment: its ifb link is
+      -- a record of its own (removed after this one, or found gone).
+      local ifb
+      ifb, msg, code = core.ifb_name(e.ifname, e.netns)
+      if ifb then ok, msg, code = core.ifb_detach(e.ifname, ifb, e.netns) end
+    elseif e.parent == nil or e.parent == 'root' then
+      -- A root netem, or else a shaper (tbf/htb) at the root: what netem and
+      -- shape put there. Another kind of root qdisc is not touched.
+      ok, msg, code = core.netem_clear(e.ifname, e.netns, 'root')
+      if ok == false then
+        local shaper
+        shaper, msg, code = core.shape_get(e.ifname, nsopt)
+        if shaper then ok, msg, code = core.shape_clear(e.ifname, nsopt)
+        elseif shaper == nil and msg == nil then ok = false end
+      end
+    else
+      ok, msg, code = core.netem_clear(e.ifname, e.netns, e.parent)
+    end
+  end)
+  if not call_ok then return nil, tostring(err) end
+  if ok then return true end
+  if ok == false or code == 'ENOENT' or code == 'ENODEV' then return false end
+  return nil, tostring(msg) .. (code and (' (' .. code .. ')') or '')
 end
 
 --- Entries still recorded in one state file (in creation order).
@@ -128,26 +180,33 @@ local function replay(path)
 end
 
 --- Remove what dead qoslab processes left behind (or every process's, with all).
+-- Entries whose names the kernel could not take (a NUL byte, "/", too long,
+-- not a string) are not acted on: they are reported with `skipped`.
 -- @tparam[opt] table opts `{all = false}`; `all = true` also takes live processes' files
--- @treturn table list of `{kind=, name=|ifname=, netns=, removed = bool}`
+-- @treturn table list of `{kind=, name=|ifname=, netns=, removed = bool,
+--   skipped = why|nil, error = message|nil}` (`removed = false` without
+--   `skipped` or `error`: it was gone already)
 -- @usage for _, r in ipairs(state.cleanup()) do print(r.kind, r.name or r.ifname) end
 function M.cleanup(opts)
   opts = opts or {}
   check.keys('qoslab.state.cleanup', 'opts', opts, { all = true })
   local report = {}
-  local p = io.popen('ls -1 ' .. sh_quote(M.dir()) .. ' 2>/dev/null')
-  local files = {}
-  if p then for name in p:lines() do files[#files + 1] = name end p:close() end
-  for _, name in ipairs(files) do
+  for _, name in ipairs(fs.list(M.dir()) or {}) do
     local fpid = tonumber(name:match('^(%d+)%.jsonl$'))
     if fpid and fpid ~= self_pid() and (opts.all or not alive(fpid)) then
       local entries = replay(M.dir() .. '/' .. name)
       -- Newest first: qdiscs before links before namespaces.
       for i = #entries, 1, -1 do
         local e = entries[i]
-        local ok = remove(e)
-        report[#report + 1] = { kind = e.kind, name = e.name, ifname = e.ifname,
-                                netns = e.netns, removed = ok and true or false }
+        local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
+                    removed = false }
+        r.skipped = unusable(e)
+        if not r.skipped then
+          local ok, err = remove(e)
+          r.removed = ok == true
+          r.error = err
+        end
+        report[#report + 1] = r
       end
       os.remove(M.dir() .. '/' .. name)
     end
