@@ -86,8 +86,11 @@ local function render(base, prelude, body, formats, size)
     return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
   end
   local log = base .. '.gnuplot.log'
-  -- gnuplot by argv, no shell: a path with quotes or `$` is just a path.
-  local how, code, ecode = fs.run({ gp, files.gp }, { cwd = base:match('^(.*)/[^/]*$') or '.', output = log })
+  -- gnuplot by argv, no shell: a path with quotes or `$` is just a path. It
+  -- runs in this process's directory, where the script's relative paths
+  -- point (in BASE's folder, as it ran before, a relative BASE "d/x" failed:
+  -- "Cannot load input from 'd/x.gp'").
+  local how, code, ecode = fs.run({ gp, files.gp }, { output = log })
   if how == nil then return nil, 'cannot run gnuplot: ' .. tostring(code), ecode end
   if how ~= 'exit' or code ~= 0 then
     local f = io.open(log, 'r')

@@ -2,6 +2,7 @@
 -- files come first and stay when gnuplot is missing.
 local plan = require 'qoslab.plan'
 local plot = require 'qoslab.plot'
+local fs_cwd = require('qoslab.fs').cwd()
 
 local function tmpdir()
   local p = assert(io.popen('mktemp -d /tmp/qoslab-plot-spec.XXXXXX'))
@@ -152,6 +153,31 @@ io.write(tostring(ok), '|', msg, '|', code, '|', tostring(h), '|', hmsg, '|', hc
     assert.is_string(slurp(dir .. '/l.gp'))
     assert.matches('0 0 5 "5"', assert(slurp(dir .. '/h.dat')), 1, true)
     assert.is_nil(slurp(dir .. '/l.png'))
+  end)
+
+  it('renders a relative out with a folder, and paths with shell syntax, without a shell', function()
+    -- Run from dir: gnuplot used to start in out's folder, where "sub/x.gp"
+    -- is not ("Cannot load input from 'sub/x.gp'").
+    local script = dir .. '/relative.lua'
+    local f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+package.path = %q .. package.path
+package.cpath = %q .. package.cpath
+local plot = require 'qoslab.plot'
+local a = assert(plot.lines { out = 'sub/x', series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } })
+local b = assert(plot.lines { out = "q'$(touch pwned)`touch pwned`/y", series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } })
+io.write(a.png, ' ', a.svg, ' ', b.png)
+]], fs_cwd .. '/lua/?.lua;' .. fs_cwd .. '/lua/?/init.lua;', fs_cwd .. '/' .. (os.getenv('QOSLAB_BUILD') or 'build') .. '/?.so;'))
+    f:close()
+    local p = assert(io.popen("cd '" .. dir .. "' && /usr/bin/lua5.4 relative.lua 2>&1"))
+    local outp = p:read('a')
+    p:close()
+    assert.equal("sub/x.png sub/x.svg q'$(touch pwned)`touch pwned`/y.png", outp)
+    assert_png(dir .. '/sub/x.png')
+    assert_svg(dir .. '/sub/x.svg')
+    assert_png(dir .. "/q'$(touch pwned)`touch pwned`/y.png")
+    assert.is_nil(slurp(dir .. '/pwned'))
+    assert.is_nil(slurp(dir .. "/q'$(touch pwned)`touch pwned`/pwned"))
   end)
 
   it('a gnuplot error is reported as EIO with gnuplot\'s message', function()
