@@ -26,13 +26,16 @@ local M = {}
 
 local function shq(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
--- Run a shell command; return ok, combined output.
-local function sh(cmd)
-  local p = io.popen(cmd .. ' 2>&1', 'r')
-  if not p then return false, '' end
-  local out = p:read('a')
-  local ok = p:close()
-  return ok == true, out
+-- Run a program by argv (no shell); return ok, combined output.
+local function run(argv)
+  local log = os.tmpname()
+  local how, status = fs.run(argv, { output = log })
+  local f = io.open(log, 'r')
+  local out = f and f:read('a') or ''
+  if f then f:close() end
+  os.remove(log)
+  if how == nil then return false, tostring(status) end
+  return how == 'exit' and status == 0, out
 end
 
 local is_dir, is_file, cwd = fs.is_dir, fs.is_file, fs.cwd
@@ -82,32 +85,31 @@ end
 local netem_answer, netem_why -- cached result of host_has_netem()
 
 --- Does this host's kernel run netem? Decided by trying, not by guessing
--- from module lists: a scratch namespace is created with `ip netns add`,
--- `tc qdisc add dev lo root netem` is tried inside it, and the namespace is
--- deleted again (recorded with `qoslab.state` meanwhile, so `qoslab cleanup`
--- removes it if this process is killed). A decided answer is cached for the
--- life of the process.
+-- from module lists: a scratch namespace is created (qoslab.netns, over
+-- netlink), a netem qdisc is put on its `lo` (qoslab.netem), and the
+-- namespace is deleted again (recorded with `qoslab.state` meanwhile, so
+-- `qoslab cleanup` removes it if this process is killed). A decided answer
+-- is cached for the life of the process.
 -- @treturn boolean true if netem can be added here
--- @treturn[opt] string when false, why: tc's message (e.g. "Specified qdisc
---   kind is unknown" for a kernel without sch_netem), or that the probe
---   could not run (no `ip`, not root; that answer is not cached)
+-- @treturn[opt] string when false, why: qoslab.netem's message (ENOTSUP:
+--   the kernel has no sch_netem), or that the probe could not run (not
+--   root; that answer is not cached)
 -- @usage if not vm.host_has_netem() then return vm.run_script{script = f} end
 function M.host_has_netem()
   if netem_answer ~= nil then return netem_answer, netem_why end
-  local state = require 'qoslab.state'
+  local netns, netem = require 'qoslab.netns', require 'qoslab.netem'
   local ns = string.format('qoslab-probe-%d-%d', self_pid(), math.random(0, 999999))
-  local id = state.record { kind = 'netns', name = ns }
-  local made, out = sh('ip netns add ' .. shq(ns))
+  local made, msg, code = netns.add(ns)
   if not made then
-    state.forget(id)
-    return false, 'cannot create a scratch network namespace to try netem (needs root and iproute2): '
-      .. (out:gsub('\n$', ''))
+    return false, string.format('cannot create a scratch network namespace to try netem (needs root): %s (%s)',
+      tostring(msg), tostring(code))
   end
-  local ok, msg = sh('tc -n ' .. shq(ns) .. ' qdisc add dev lo root netem')
-  sh('ip netns del ' .. shq(ns))
-  state.forget(id)
-  netem_answer = ok
-  if not ok then netem_why = 'tc qdisc add dev lo root netem: ' .. (msg:gsub('\n$', '')) end
+  local ok, nmsg, ncode = netem.apply('lo', { delay_ms = 0 }, { netns = ns })
+  netns.delete(ns)
+  netem_answer = ok ~= nil
+  if not netem_answer then
+    netem_why = string.format('netem on lo of a scratch namespace: %s (%s)', tostring(nmsg), tostring(ncode))
+  end
   return netem_answer, netem_why
 end
 
@@ -134,7 +136,7 @@ function M.available()
   if not script then
     return nil, 'qoslab.vm: run-in-vm.sh not found (set QOSLAB_VM_SCRIPT)', 'ENOENT'
   end
-  local ok, out = sh('bash ' .. shq(script) .. ' --check')
+  local ok, out = run { 'bash', script, '--check' }
   if ok then
     available_ok = true
     return true
