@@ -248,7 +248,9 @@ describe('qoslab.testbed after kill -9', function()
     local cns = made:match('^(%S+)')
     assert.is_true(netns.exists(cns))   -- the kill really left it behind
     -- qoslab.state reads QOSLAB_STATE_DIR: clean up from a child process.
+    -- (qoslab.state removes through qoslab.core's netlink calls: the build's cpath.)
     local out = sh('QOSLAB_STATE_DIR=' .. dir .. [[ lua5.4 -e "package.path='./lua/?.lua;'..package.path
+      package.cpath='./]] .. (os.getenv('QOSLAB_BUILD') or 'build') .. [[/?.so;'..package.cpath
       for _, r in ipairs(require('qoslab.state').cleanup()) do print(r.kind, r.removed) end"]])
     assert.matches('netns\ttrue', out)
     assert.is_false(netns.exists(cns))
