@@ -91,6 +91,15 @@ describe('the rockspec', function()
     end
   end)
 
+  it('without a reachable mirror the local rocks server is not built, and says why (exit 77: skip)', function()
+    local out, rc = sh('QOSLAB_DEB_MIRROR=http://127.0.0.1:9/debian sh spec/support/local-rocks.sh '
+      .. q(tmp .. '/norocks'))
+    assert.equal(77, rc, out)
+    assert.matches('^local%-rocks: the Debian mirror http://127%.0%.0%.1:9/debian cannot be reached: Err:1 .*'
+      .. 'Connection refused', out)
+    assert.is_nil(io.open(tmp .. '/norocks/server/manifest'))
+  end)
+
   it('luarocks make into an empty tree resolves the deps there; the tree alone runs qoslab', function()
     if sh('command -v luarocks') == '' then
       error('luarocks is missing: make deps installs it')

@@ -13,7 +13,8 @@
 # .src.rock, and the server gets a manifest.
 #
 # Exit 0: DIR/server is ready. Exit 77: the mirror cannot be reached (the
-# reason is printed). Other: a real failure.
+# reason is printed). Other: a real failure. QOSLAB_DEB_MIRROR and
+# QOSLAB_DEB_SUITE name another mirror and suite than the system's first.
 set -eu
 dir=$1
 mkdir -p "$dir/apt/lists/partial" "$dir/apt/cache/archives/partial" "$dir/apt/parts" \
@@ -30,6 +31,8 @@ if [ -z "$uri" ] && [ -r /etc/apt/sources.list ]; then
     set -- $(sed -n 's/^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]\+\)[[:space:]]\+\([^[:space:]]\+\).*/\2 \3/p' /etc/apt/sources.list | head -1)
     uri=${1:-}; suite=${2:-}
 fi
+# QOSLAB_DEB_MIRROR / QOSLAB_DEB_SUITE: another mirror or suite than the system's.
+uri=${QOSLAB_DEB_MIRROR:-$uri}; suite=${QOSLAB_DEB_SUITE:-$suite}
 if [ -z "$uri" ] || [ -z "$suite" ]; then
     echo "local-rocks: no Debian mirror in /etc/apt/sources.list.d/debian.sources or /etc/apt/sources.list" >&2
     exit 77
@@ -43,7 +46,7 @@ apt() {
 }
 
 if ! apt update > "$dir/apt/update.log" 2>&1 || grep -q '^\(Err\|E\):' "$dir/apt/update.log"; then
-    echo "local-rocks: the Debian mirror $uri cannot be reached: $(grep -m1 '^\(Err\|E\):' "$dir/apt/update.log" || tail -1 "$dir/apt/update.log")" >&2
+    echo "local-rocks: the Debian mirror $uri cannot be reached: $(grep -m1 -A1 '^\(Err\|E\):' "$dir/apt/update.log" | tr -s ' \n' ' ' || tail -1 "$dir/apt/update.log")" >&2
     exit 77
 fi
 cd "$dir/dl"
