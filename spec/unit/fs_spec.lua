@@ -55,6 +55,28 @@ describe('qoslab.fs', function()
     assert.error_matches(function() fs.run({ 'echo', 'a\0b' }) end, 'argv%[2%]: expected a string without NUL')
   end)
 
+  it('run ends early on SIGINT to this process (system(3) would ignore it while it waits)', function()
+    assert(fs.mkdir_p(dir))
+    local script = dir .. '/intr.lua'
+    local f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+package.path = %q .. package.path
+package.cpath = %q .. package.cpath
+local fs, timer = require 'qoslab.fs', require 'qoslab.timer'
+local t0 = timer.now()
+local ok, err = pcall(fs.run, { 'sleep', '5' })
+io.write(tostring(ok), ' ', tostring(err):match('interrupted') or tostring(err), string.format(' %%.2f', timer.now() - t0))
+]], fs.cwd() .. '/lua/?.lua;', fs.cwd() .. '/' .. (os.getenv('QOSLAB_BUILD') or 'build') .. '/?.so;'))
+    f:close()
+    local p = assert(io.popen("lua5.4 '" .. script .. "' & sleep 0.3; kill -INT $!; wait"))
+    local out = p:read('a')
+    p:close()
+    local ok, why, secs = out:match('^(%a+) (%a+) ([%d%.]+)$')
+    assert.equal('false', ok, out)
+    assert.equal('interrupted', why, out)
+    assert(tonumber(secs) < 2, 'fs.run waited ' .. secs .. ' s for a 5 s child after SIGINT')
+  end)
+
   it('fsync, realpath, cwd, which, kill and uname_a', function()
     assert(fs.mkdir_p(dir .. '/x'))
     assert(io.open(dir .. '/x/f', 'w')):close()
