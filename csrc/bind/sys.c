@@ -7,13 +7,19 @@
  * core.uname()                     -> {sysname=, nodename=, release=, version=, machine=}
  * core.kill(pid, sig)              -> true | nil, msg, code  (sig "TERM", "INT", "KILL", "HUP", 0)
  * core.spawn(argv[, {cwd=, output=}]) -> "exit"|"signal", n | nil, msg, code
+ * core.spawn_reader(argv)          -> file, pid | nil, msg, code
+ *     the child's stdout as a Lua file (stdin and stderr are ours); its
+ *     close() waits for the child and answers as io.popen's close does
  */
 #include <errno.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/utsname.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "../core/sys.h"
 #include "bind.h"
@@ -102,16 +108,15 @@ static int stop_requested(void *arg)
 	return qlb_interrupted(w->L, w->mark);
 }
 
-#define SPAWN_ARGS_MAX 64
+#define SPAWN_ARGS_MAX 256
 
-static int l_spawn(lua_State *L)
+/* argv table at index 1 -> argv (strings kept alive by the table). */
+static void read_argv(lua_State *L, const char *ctx, char *argv[SPAWN_ARGS_MAX + 1])
 {
-	const char *ctx = "qoslab.core.spawn";
 	qlb_check_table(L, 1, ctx, "argv");
 	lua_Integer n = (lua_Integer)lua_rawlen(L, 1);
 	if (n < 1 || n > SPAWN_ARGS_MAX)
-		qlb_field_error(L, ctx, "argv", "a list of 1..64 strings", 1);
-	char *argv[SPAWN_ARGS_MAX + 1];
+		qlb_field_error(L, ctx, "argv", "a list of 1..256 strings", 1);
 	for (lua_Integer i = 1; i <= n; i++) {
 		lua_rawgeti(L, 1, i);
 		int vi = lua_gettop(L);
@@ -125,7 +130,14 @@ static int l_spawn(lua_State *L)
 		lua_pop(L, 1);
 	}
 	argv[n] = NULL;
-	ql_spawn_opts o = { NULL, NULL };
+}
+
+static int l_spawn(lua_State *L)
+{
+	const char *ctx = "qoslab.core.spawn";
+	char *argv[SPAWN_ARGS_MAX + 1];
+	read_argv(L, ctx, argv);
+	ql_spawn_opts o = { NULL, NULL, -1 };
 	if (!lua_isnoneornil(L, 2)) {
 		static const char *const keys[] = { "cwd", "output", NULL };
 		qlb_check_table(L, 2, ctx, "opts");
@@ -150,6 +162,66 @@ static int l_spawn(lua_State *L)
 	return 2;
 }
 
+/* A Lua file over the read end of the child's stdout, and the child. The
+ * io library sees the luaL_Stream at the start. */
+typedef struct reader {
+	luaL_Stream s;
+	pid_t pid;
+} reader;
+
+static int reader_close(lua_State *L)
+{
+	reader *r = (reader *)luaL_checkudata(L, 1, LUA_FILEHANDLE);
+	fclose(r->s.f);
+	int st = 0;
+	pid_t w;
+	while ((w = waitpid(r->pid, &st, 0)) < 0 && errno == EINTR)
+		;
+	if (w < 0)
+		return luaL_fileresult(L, 0, NULL);
+	errno = 0;  /* luaL_execresult reads a non-zero errno as its own failure */
+	return luaL_execresult(L, st);
+}
+
+static int l_spawn_reader(lua_State *L)
+{
+	const char *ctx = "qoslab.core.spawn_reader";
+	char *argv[SPAWN_ARGS_MAX + 1];
+	read_argv(L, ctx, argv);
+	lua_settop(L, 1);
+	reader *r = (reader *)lua_newuserdatauv(L, sizeof *r, 0);
+	r->s.f = NULL;
+	r->s.closef = NULL;  /* a closed file until the child runs */
+	luaL_setmetatable(L, LUA_FILEHANDLE);
+	int fds[2];
+	ql_err e;
+	if (pipe2(fds, O_CLOEXEC) < 0) {
+		ql_err_set(&e, errno, NULL, "cannot make a pipe for %s: %s", argv[0], strerror(errno));
+		return qlb_fail(L, &e);
+	}
+	ql_spawn_opts o = { NULL, NULL, fds[1] };
+	pid_t pid;
+	int rc = ql_sys_spawn(argv, &o, &pid, &e);
+	close(fds[1]);
+	if (rc < 0) {
+		close(fds[0]);
+		return qlb_fail(L, &e);
+	}
+	r->s.f = fdopen(fds[0], "r");
+	if (!r->s.f) {
+		close(fds[0]);
+		kill(pid, SIGTERM);
+		while (waitpid(pid, NULL, 0) < 0 && errno == EINTR)
+			;
+		ql_err_set(&e, errno ? errno : ENOMEM, NULL, "cannot read from %s", argv[0]);
+		return qlb_fail(L, &e);
+	}
+	r->pid = pid;
+	r->s.closef = reader_close;
+	lua_pushinteger(L, pid);
+	return 2;
+}
+
 void qlb_open_sys(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
@@ -158,6 +230,7 @@ void qlb_open_sys(lua_State *L)
 		{ "uname", l_uname },
 		{ "kill", l_kill },
 		{ "spawn", l_spawn },
+		{ "spawn_reader", l_spawn_reader },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);

@@ -58,13 +58,15 @@ int ql_sys_spawn(char *const argv[], const ql_spawn_opts *o, pid_t *pid, ql_err 
 	int rc = posix_spawn_file_actions_init(&fa);
 	if (rc != 0)
 		return ql_err_set(e, rc, NULL, "cannot start %s: %s", argv[0], strerror(rc));
-	rc = posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
+	int to_fd = o && o->stdout_fd >= 0;
+	rc = to_fd ? posix_spawn_file_actions_adddup2(&fa, o->stdout_fd, 1)
+		   : posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
 	if (rc == 0 && o && o->cwd)
 		rc = posix_spawn_file_actions_addchdir_np(&fa, o->cwd);
 	/* The output path is opened after the chdir: a relative one is the
 	 * caller's, so make it absolute first. */
 	char abs[PATH_MAX];
-	const char *out = o ? o->output : NULL;
+	const char *out = o && !to_fd ? o->output : NULL;
 	if (rc == 0 && out && out[0] != '/' && o->cwd) {
 		char here[PATH_MAX];
 		if (!getcwd(here, sizeof here) ||

@@ -25,11 +25,14 @@ typedef struct ql_spawn_opts {
 	const char *cwd;     /* working directory of the child (NULL: ours) */
 	const char *output;  /* stdout and stderr of the child go here, truncated
 			      * (NULL: ours) */
+	int stdout_fd;       /* >= 0: this descriptor becomes the child's stdout
+			      * (instead of output), stdin and stderr stay ours */
 } ql_spawn_opts;
 
 /*
  * Start argv[0] (looked up in PATH when it has no "/") with argv, stdin
- * from /dev/null, via posix_spawn: no shell sees any argument. *pid is set.
+ * from /dev/null (unless stdout_fd is given), via posix_spawn: no shell
+ * sees any argument. *pid is set.
  */
 int ql_sys_spawn(char *const argv[], const ql_spawn_opts *o, pid_t *pid, ql_err *e);
 

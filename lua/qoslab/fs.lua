@@ -168,6 +168,19 @@ function M.run(argv, opts)
   return c.spawn(argv, opts)
 end
 
+--- Start a program by argv (no shell) and read its stdout as it comes.
+-- @tparam table argv program (looked up in PATH unless it has a "/") and arguments
+-- @treturn file|nil a Lua file over the child's stdout (its stdin and stderr
+--   are this process's); `close()` waits for the child and returns as
+--   io.popen's does (`true|nil, "exit"|"signal", n`)
+-- @treturn integer|string the child's pid, or the message (then a CODE follows)
+-- @usage local f, pid = fs.popen({'dmesg'}); for l in f:lines() do ... end; f:close()
+function M.popen(argv)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot run ' .. tostring(argv[1]), 'ENOTSUP' end
+  return c.spawn_reader(argv)
+end
+
 --- The first executable file named `name` in $PATH (like `command -v`).
 -- @tparam string name
 -- @treturn string|nil absolute path

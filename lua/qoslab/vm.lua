@@ -200,32 +200,28 @@ end
 local function boot(args, cmd)
   local ok, msg, code = M.available()
   if not ok then return nil, msg, code end
-  -- exec + pdeathsig: if this process dies, the harness gets SIGTERM and
-  -- stops its guest instead of running on unattended. The shell prints its
-  -- pid first (exec keeps it), so a signal can be passed on to the harness.
-  local line = { 'echo $$; exec setpriv --pdeathsig TERM -- bash', shq(harness()) }
-  for _, a in ipairs(args) do line[#line + 1] = shq(a) end
-  line[#line + 1] = '--'
-  line[#line + 1] = shq(cmd)
+  -- pdeathsig: if this process dies, the harness gets SIGTERM and stops its
+  -- guest instead of running on unattended (setpriv execs bash: the pid
+  -- stays the harness's, so a signal can be passed on to it). By argv, no
+  -- shell: the arguments reach the harness as they are.
+  local argv = { 'setpriv', '--pdeathsig', 'TERM', '--', 'bash', harness() }
+  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  argv[#argv + 1] = '--'
+  argv[#argv + 1] = cmd
   io.stdout:flush()
   io.stderr:flush()
-  -- io.popen, not os.execute: system(3) ignores SIGINT in the caller while it
-  -- waits, so `kill -INT` to this process alone would be lost. The guest's
-  -- stdout is copied through line by line.
-  local p = io.popen(table.concat(line, ' '), 'r')
-  if not p then return nil, 'qoslab.vm: cannot start the harness', 'EIO' end
-  local pid, interrupted
+  -- Not a waiting call like os.execute (system(3) ignores SIGINT in the
+  -- caller while it waits, so `kill -INT` to this process alone would be
+  -- lost): the guest's stdout is copied through line by line.
+  local p, pid, pcode = fs.popen(argv)
+  if not p then return nil, 'qoslab.vm: cannot start the harness: ' .. tostring(pid), pcode end
+  local interrupted
   local function pump()
     while true do
       local l, _, errno = p:read('L')
       if l then
-        if not pid then
-          pid = tonumber(l)
-          if interrupted and pid then send(interrupted, pid) end
-        else
-          io.stdout:write(l)
-          io.stdout:flush()
-        end
+        io.stdout:write(l)
+        io.stdout:flush()
       elseif errno == 4 then
         -- EINTR: a signal arrived (qoslab's handler is installed).
         local sig = signal_pending()
@@ -240,13 +236,13 @@ local function boot(args, cmd)
     if done then break end
     local sig = tostring(e):match('interrupted by (SIG%u+)')
     if not sig then
-      if pid then send('TERM', pid) end
+      send('TERM', pid)
       pcall(p.close, p)
       error(e, 0)
     end
     -- Pass it on: the harness stops qemu and exits; keep reading until then.
     interrupted = sig
-    if pid then send(sig:sub(4), pid) end
+    send(sig:sub(4), pid)
   end
   local _, how, n = p:close()
   if interrupted then error('interrupted by ' .. interrupted, 0) end
