@@ -107,5 +107,6 @@ void qlb_open_timer(lua_State *L);
 void qlb_open_netem(lua_State *L);
 void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
+void qlb_open_file(lua_State *L);
 
 #endif
