@@ -163,6 +163,15 @@ describe('embedded NUL and empty netns', function()
       { prefix = '' })
   end)
 
+  it('qoslab.report: file paths (io.open would cut them at the NUL)', function()
+    local report = require 'qoslab.report'
+    raises('qoslab.report.write_csv: path: ' .. NUL .. '/tmp/x\\0.csv"', report.write_csv, '/tmp/x\0.csv', {})
+    raises('qoslab.report.write_json: path: ' .. NUL, report.write_json, '/tmp/x\0.json', {})
+    raises('qoslab.report.read_csv: path: ' .. NUL, report.read_csv, '/etc/passwd\0.csv')
+    raises('qoslab.report.read_json: path: ' .. NUL, report.read_json, '/etc/passwd\0.json')
+    raises('qoslab.report.read_json: path: expected a string, got nil', report.read_json)
+  end)
+
   it('the CLI: --netns "" and NUL-free strings, with the flag named', function()
     for _, cmd in ipairs { 'client', 'server' } do
       local opts = cmd == 'client' and { host = '127.0.0.1', netns = '' } or { netns = '' }
