@@ -630,6 +630,14 @@ local function resolve_points(o)
     table.sort(order)
   else
     check.table(CTX, 'opts.order', order, 4)
+    local seen = {}
+    for i, k in ipairs(order) do
+      local found = false
+      for _, p in ipairs(o.points) do found = found or (type(k) == 'string' and p[k] ~= nil) end
+      if not found then check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.points', k, 4) end
+      if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', 4) end
+      seen[k] = true
+    end
   end
   local pts = {}
   for i, p in ipairs(o.points) do pts[i] = copy(p) end

@@ -434,6 +434,20 @@ describe('qoslab.plan argument errors', function()
     raises('qoslab.plan.progress_line: info.label: expected a string, got 7', plan.progress_line, info)
   end)
 
+  it('sweep: opts.order of explicit points names keys of the points', function()
+    local run = function() return 1 end
+    raises('qoslab.plan.sweep: opts.order[1]: expected a name in opts.points, got string "zz"',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'zz' }, run = run, progress = false })
+    raises('qoslab.plan.sweep: opts.order[2]: expected a name in opts.points, got 1',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'a', 1 }, run = run, progress = false })
+    raises('qoslab.plan.sweep: opts.order: "a" listed twice',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'a', 'a' }, run = run, progress = false })
+    -- a name some points leave out is allowed
+    local s = plan.sweep { name = 'x', points = { { a = 1 }, { a = 2, b = 3 } }, order = { 'a', 'b' },
+      run = run, progress = false }
+    assert.equal(2, #s.points)
+  end)
+
   it('set_defaults checks each default', function()
     local saved = plan.get_defaults()
     raises('qoslab.plan.set_defaults: d: expected a table, got nil', plan.set_defaults)
