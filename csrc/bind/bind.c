@@ -25,6 +25,21 @@ int qlb_check(lua_State *L, int rc, const ql_err *e)
 	return qlb_fail(L, e);
 }
 
+/* Push s[0..len) with each embedded NUL shown as \0. */
+static const char *push_shown(lua_State *L, const char *s, size_t len)
+{
+	luaL_Buffer b;
+	luaL_buffinit(L, &b);
+	for (size_t i = 0; i < len; i++) {
+		if (s[i])
+			luaL_addchar(&b, s[i]);
+		else
+			luaL_addstring(&b, "\\0");
+	}
+	luaL_pushresult(&b);
+	return lua_tostring(L, -1);
+}
+
 /* A short description of the value at idx for error messages. */
 static const char *describe(lua_State *L, int idx)
 {
@@ -41,8 +56,12 @@ static const char *describe(lua_State *L, int idx)
 		}
 	case LUA_TBOOLEAN:
 		return lua_pushfstring(L, "%s", luaL_tolstring(L, idx, NULL));
-	case LUA_TSTRING:
-		return lua_pushfstring(L, "string \"%s\"", lua_tostring(L, idx));
+	case LUA_TSTRING: {
+		/* The whole value, also past an embedded NUL. */
+		size_t len;
+		const char *s = lua_tolstring(L, idx, &len);
+		return lua_pushfstring(L, "string \"%s\"", push_shown(L, s, len));
+	}
 	default:
 		return luaL_typename(L, idx);
 	}
@@ -83,9 +102,10 @@ void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
 			luaL_error(L, "%s: %s: keys must be strings, got %s", ctx,
 				   prefix, luaL_typename(L, -1));
 		}
-		const char *k = lua_tostring(L, -1);
+		size_t klen;
+		const char *k = lua_tolstring(L, -1, &klen);
 		int ok = 0;
-		for (const char *const *a = allowed; *a; a++)
+		for (const char *const *a = allowed; *a && strlen(k) == klen; a++)
 			if (strcmp(*a, k) == 0) {
 				ok = 1;
 				break;
@@ -99,8 +119,9 @@ void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
 				luaL_addstring(&b, *a);
 			}
 			luaL_pushresult(&b);
+			const char *known = lua_tostring(L, -1);
 			luaL_error(L, "%s: %s.%s: unknown key (known keys: %s)",
-				   ctx, prefix, k, lua_tostring(L, -1));
+				   ctx, prefix, push_shown(L, k, klen), known);
 		}
 	}
 }
@@ -175,18 +196,43 @@ int qlb_opt_boolean(lua_State *L, int idx, const char *ctx, const char *prefix,
 	return 1;
 }
 
+const char *qlb_check_string(lua_State *L, int idx, const char *ctx,
+			     const char *field, size_t *len)
+{
+	size_t n;
+	if (lua_type(L, idx) != LUA_TSTRING)
+		qlb_field_error(L, ctx, field, "a string", idx);
+	const char *s = lua_tolstring(L, idx, &n);
+	/* C sees the string up to its first NUL: "lo\0x" would name lo. */
+	if (strlen(s) != n)
+		qlb_field_error(L, ctx, field, "a string without NUL bytes", idx);
+	if (len)
+		*len = n;
+	return s;
+}
+
+const char *qlb_opt_arg_string(lua_State *L, int idx, const char *ctx,
+			       const char *field, size_t *len)
+{
+	if (lua_isnoneornil(L, idx)) {
+		if (len)
+			*len = 0;
+		return NULL;
+	}
+	return qlb_check_string(L, idx, ctx, field, len);
+}
+
 int qlb_opt_string(lua_State *L, int idx, const char *ctx, const char *prefix,
 		   const char *key, const char **out, size_t *len)
 {
 	idx = lua_absindex(L, idx);
 	if (!getfield(L, idx, key))
 		return 0;
-	if (lua_type(L, -1) != LUA_TSTRING)
-		qlb_field_error(L, ctx, fieldname(L, prefix, key), "a string",
-				-2);
+	int v = lua_gettop(L);
+	const char *f = fieldname(L, prefix, key);
 	/* The string is referenced by the table, so it outlives the pop. */
-	*out = lua_tolstring(L, -1, len);
-	lua_pop(L, 1);
+	*out = qlb_check_string(L, v, ctx, f, len);
+	lua_pop(L, 2);
 	return 1;
 }
 
@@ -197,8 +243,9 @@ int qlb_opt_enum(lua_State *L, int idx, const char *ctx, const char *prefix,
 	if (!getfield(L, idx, key))
 		return 0;
 	if (lua_type(L, -1) == LUA_TSTRING) {
-		const char *s = lua_tostring(L, -1);
-		for (int i = 0; names[i]; i++)
+		size_t len;
+		const char *s = lua_tolstring(L, -1, &len);
+		for (int i = 0; names[i] && strlen(s) == len; i++)
 			if (strcmp(names[i], s) == 0) {
 				*out = i;
 				lua_pop(L, 1);

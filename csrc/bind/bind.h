@@ -67,7 +67,20 @@ int qlb_opt_number(lua_State *L, int idx, const char *ctx, const char *prefix,
 		   const char *key, double min, double max, double *out);
 int qlb_opt_boolean(lua_State *L, int idx, const char *ctx, const char *prefix,
 		    const char *key, int *out);
-/* The string stays valid while the table stays on the stack. */
+/*
+ * Every string handed to C goes through these: a Lua string may hold NUL
+ * bytes, and C would see only the part before the first one. A non-string
+ * raises "<ctx>: <field>: expected a string, got x", an embedded NUL
+ * "<ctx>: <field>: expected a string without NUL bytes, got string "a\0b"".
+ * len (may be NULL) receives the length.
+ */
+const char *qlb_check_string(lua_State *L, int idx, const char *ctx,
+			     const char *field, size_t *len);
+/* Same, but none or nil gives NULL. */
+const char *qlb_opt_arg_string(lua_State *L, int idx, const char *ctx,
+			       const char *field, size_t *len);
+/* The string stays valid while the table stays on the stack (NULs refused
+ * as above). */
 int qlb_opt_string(lua_State *L, int idx, const char *ctx, const char *prefix,
 		   const char *key, const char **out, size_t *len);
 /* names is NULL-ended; *out is the index of the match. */
@@ -95,5 +108,6 @@ void qlb_open_netem(lua_State *L);
 void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
 void qlb_open_sys(lua_State *L);
+void qlb_open_file(lua_State *L);
 
 #endif

@@ -21,5 +21,6 @@ int luaopen_qoslab_core(lua_State *L)
 	qlb_open_netem(L);
 	qlb_open_traffic(L);
 	qlb_open_sys(L);
+	qlb_open_file(L);
 	return 1;
 }

@@ -48,9 +48,7 @@ static int ok(lua_State *L)
 
 static const char *arg_string(lua_State *L, int idx, const char *ctx, const char *field)
 {
-	if (lua_type(L, idx) != LUA_TSTRING)
-		qlb_field_error(L, ctx, field, "a string", idx);
-	return lua_tostring(L, idx);
+	return qlb_check_string(L, idx, ctx, field, NULL);
 }
 
 /* opts table at idx with only "netns" (or none); returns netns or NULL. */

@@ -28,9 +28,11 @@
 
 #include "../core/ifb.h"
 #include "../core/netem.h"
+#include "../core/netns.h"
 #include "bind.h"
 
 #define CTX_APPLY "qoslab.netem.apply"
+#define CTX_CLEAR "qoslab.netem.clear"
 
 static const char *const spec_keys[] = {
 	"delay_ms", "jitter_ms", "delay_corr_pct", "distribution",
@@ -59,6 +61,23 @@ static const char *const dist_names[] = {
 static int usage_fail(lua_State *L, const char *ctx, const ql_err *e)
 {
 	return luaL_error(L, "%s: %s", ctx, e->msg);
+}
+
+/* A netns argument at idx: none/nil gives NULL; "" and bad names raise. */
+static const char *opt_netns(lua_State *L, int idx, const char *ctx)
+{
+	const char *ns = qlb_opt_arg_string(L, idx, ctx, "opts.netns", NULL);
+	ql_err e;
+	if (ns && ql_netns_check_name("opts.netns", ns, &e) < 0)
+		usage_fail(L, ctx, &e);
+	return ns;
+}
+
+/* (ifname, netns) at 1, 2. */
+static void read_dev(lua_State *L, const char *ctx, const char **ifname, const char **netns)
+{
+	*ifname = qlb_check_string(L, 1, ctx, "ifname", NULL);
+	*netns = opt_netns(L, 2, ctx);
 }
 
 static int opt_pct(lua_State *L, int idx, const char *ctx, const char *prefix,
@@ -97,9 +116,10 @@ static size_t read_dist(lua_State *L, int idx, const char *ctx, const char *fiel
 	}
 	size_t n = 0;
 	if (t == LUA_TSTRING) {
-		const char *name = lua_tostring(L, -1);
+		size_t len;
+		const char *name = lua_tolstring(L, -1, &len);
 		int known = 0;
-		for (const char *const *d = dist_names; *d; d++)
+		for (const char *const *d = dist_names; *d && strlen(name) == len; d++)
 			known |= strcmp(*d, name) == 0;
 		if (!known)
 			qlb_field_error(L, ctx, field,
@@ -385,14 +405,16 @@ static int l_normalize(lua_State *L)
 /* ifname, netns, parent, handle at first .. first+3. */
 static void read_target(lua_State *L, int first, const char *ctx, ql_qdisc_target *t)
 {
-	t->ifname = luaL_checkstring(L, first);
-	t->netns = luaL_optstring(L, first + 1, NULL);
-	const char *parent = luaL_optstring(L, first + 2, "root");
+	t->ifname = qlb_check_string(L, first, ctx, "ifname", NULL);
+	t->netns = opt_netns(L, first + 1, ctx);
+	const char *parent = qlb_opt_arg_string(L, first + 2, ctx, "opts.parent", NULL);
+	if (!parent)
+		parent = "root";
 	if (ql_tc_handle_parse(parent, &t->parent) < 0 || (t->parent != TC_H_ROOT && !TC_H_MIN(t->parent)))
 		luaL_error(L, "%s: opts.parent: expected \"root\" or \"MAJ:MIN\" (hex, as tc), got \"%s\"", ctx, parent);
 	t->handle = 0;
 	if (!lua_isnoneornil(L, first + 3)) {
-		const char *h = luaL_checkstring(L, first + 3);
+		const char *h = qlb_check_string(L, first + 3, ctx, "opts.handle", NULL);
 		if (ql_tc_handle_parse(h, &t->handle) < 0 || t->handle == TC_H_ROOT || TC_H_MIN(t->handle) || !t->handle)
 			luaL_error(L, "%s: opts.handle: expected \"MAJ:\" (hex, as tc), got \"%s\"", ctx, h);
 	}
@@ -507,8 +529,8 @@ static int l_raw(lua_State *L)
 
 static int l_link_speed(lua_State *L)
 {
-	const char *ifname = luaL_checkstring(L, 1);
-	const char *netns = luaL_optstring(L, 2, NULL);
+	const char *ifname, *netns;
+	read_dev(L, "qoslab.netem.needed_limit", &ifname, &netns);
 	int64_t mbps;
 	ql_err e;
 	if (ql_link_speed_mbps(netns, ifname, &mbps, &e) < 0)
@@ -522,8 +544,8 @@ static int l_link_speed(lua_State *L)
 
 static int l_ifb_name(lua_State *L)
 {
-	const char *ifname = luaL_checkstring(L, 1);
-	const char *netns = luaL_optstring(L, 2, NULL);
+	const char *ifname, *netns;
+	read_dev(L, CTX_APPLY, &ifname, &netns);
 	char name[32];
 	ql_err e;
 	if (ql_ifb_name(netns, ifname, name, sizeof name, &e) < 0)
@@ -534,10 +556,10 @@ static int l_ifb_name(lua_State *L)
 
 static int l_ifb_attach(lua_State *L)
 {
-	const char *ifname = luaL_checkstring(L, 1);
-	const char *ifb = luaL_checkstring(L, 2);
-	const char *src = luaL_optstring(L, 3, NULL);
-	const char *netns = luaL_optstring(L, 4, NULL);
+	const char *ifname = qlb_check_string(L, 1, CTX_APPLY, "ifname", NULL);
+	const char *ifb = qlb_check_string(L, 2, CTX_APPLY, "ifb", NULL);
+	const char *src = qlb_opt_arg_string(L, 3, CTX_APPLY, "opts.ingress_src", NULL);
+	const char *netns = opt_netns(L, 4, CTX_APPLY);
 	int created;
 	ql_err e;
 	if (ql_ifb_attach(netns, ifname, ifb, src, &created, &e) < 0)
@@ -548,9 +570,9 @@ static int l_ifb_attach(lua_State *L)
 
 static int l_ifb_detach(lua_State *L)
 {
-	const char *ifname = luaL_checkstring(L, 1);
-	const char *ifb = luaL_checkstring(L, 2);
-	const char *netns = luaL_optstring(L, 3, NULL);
+	const char *ifname = qlb_check_string(L, 1, CTX_CLEAR, "ifname", NULL);
+	const char *ifb = qlb_check_string(L, 2, CTX_CLEAR, "ifb", NULL);
+	const char *netns = opt_netns(L, 3, CTX_CLEAR);
 	int removed;
 	ql_err e;
 	if (ql_ifb_detach(netns, ifname, ifb, &removed, &e) < 0)
@@ -561,8 +583,8 @@ static int l_ifb_detach(lua_State *L)
 
 static int l_link_exists(lua_State *L)
 {
-	const char *name = luaL_checkstring(L, 1);
-	const char *netns = luaL_optstring(L, 2, NULL);
+	const char *name, *netns;
+	read_dev(L, "qoslab.netem", &name, &netns);
 	int exists;
 	ql_err e;
 	if (ql_link_exists(netns, name, &exists, &e) < 0)

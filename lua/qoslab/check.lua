@@ -25,7 +25,7 @@ function M.keys(ctx, prefix, t, allowed, level)
       for a in pairs(allowed) do known[#known + 1] = a end
       table.sort(known)
       error(string.format('%s: %s.%s: unknown key (known keys: %s)', ctx,
-        prefix, tostring(k), table.concat(known, ', ')), (level or 1) + 1)
+        prefix, (tostring(k):gsub('%z', '\\0')), table.concat(known, ', ')), (level or 1) + 1)
     end
   end
 end
@@ -66,6 +66,31 @@ end
 function M.string(ctx, field, v, default, level)
   if v == nil then return default end
   if type(v) ~= 'string' then M.fail(ctx, field, 'a string', v, (level or 1) + 1) end
+  return v
+end
+
+--- Optional string that reaches C (a name, an address, a file path): C
+-- reads it up to its first NUL byte, so one inside is refused rather than
+-- silently cutting the value short ("lo\0x" would name lo).
+-- Returns v or default.
+function M.cstring(ctx, field, v, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'string' then M.fail(ctx, field, 'a string', v, (level or 1) + 1) end
+  if v:find('\0', 1, true) then
+    M.fail(ctx, field, 'a string without NUL bytes', v, (level or 1) + 1)
+  end
+  return v
+end
+
+--- Optional network namespace name, as the C binding checks it: 1..200
+-- bytes, no "/" or NUL, not "." or ".." (so `netns = ''` is an error, not
+-- "no namespace"). Returns v or default.
+function M.netns(ctx, field, v, default, level)
+  if v == nil then return default end
+  M.cstring(ctx, field, v, nil, (level or 1) + 1)
+  if v == '' or #v > 200 or v:find('/', 1, true) or v == '.' or v == '..' then
+    M.fail(ctx, field, "a namespace name (1..200 bytes, no '/', not . or ..)", v, (level or 1) + 1)
+  end
   return v
 end
 

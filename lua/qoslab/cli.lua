@@ -30,20 +30,33 @@ M.commands.run = {
   end,
 }
 
---- `loadfile` that says why a path cannot be a script (a directory, not
--- readable) instead of Lua's "cannot read ..." or nil.
+--- The largest script `loadfile` reads: 16 MiB (a plan is a page of Lua;
+-- this only bounds a wrong path such as a log file).
+M.SCRIPT_MAX_BYTES = 16 << 20
+
+--- `loadfile` that says why a path cannot be a script instead of Lua's
+-- "cannot read ..." or nil, and never hangs: a FIFO (whose open would wait
+-- for a writer), a device such as /dev/zero, a socket, a directory or a
+-- file over `SCRIPT_MAX_BYTES` is refused with its code before it is read.
 -- @tparam string path
--- @treturn function|nil chunk, or nil, message
+-- @treturn function|nil chunk, or nil, message (reason and code, e.g.
+--   "is a directory, not a file (EISDIR)")
+-- @treturn string the script's text (with the chunk)
 function M.loadfile(path)
-  local f, oerr = io.open(path, 'r')
-  if not f then return nil, tostring(oerr):gsub('^' .. path:gsub('%p', '%%%0') .. ': ', '') end
-  local _, rerr, rcode = f:read(0)
-  f:close()
-  if rcode == 21 then return nil, 'is a directory, not a Lua file' end
-  if rerr then return nil, tostring(rerr) end
-  local chunk, lerr = loadfile(path)
+  if type(path) ~= 'string' or path:find('\0', 1, true) then
+    return nil, 'expected a file name without NUL bytes'
+  end
+  local read_text = require('qoslab.plan')._read_text
+  local text, err, code = read_text(path, M.SCRIPT_MAX_BYTES, 'plan file')
+  if not text then
+    local prefix = 'plan file ' .. path .. ': '
+    if tostring(err):sub(1, #prefix) == prefix then err = tostring(err):sub(#prefix + 1) end
+    return nil, string.format('%s (%s)', tostring(err), tostring(code))
+  end
+  -- a first line starting with "#" is skipped, as loadfile does
+  local chunk, lerr = load(text:gsub('^#[^\n]*', '', 1), '@' .. path)
   if not chunk then return nil, tostring(lerr) end
-  return chunk
+  return chunk, text
 end
 
 -- A message's leading position when it points into qoslab's own Lua files

@@ -240,12 +240,11 @@ local function run_cmd(a)
     eprint('qoslab run: --resume needs --out DIR: the results folder to continue')
     return 2
   end
-  local chunk, err = cli.loadfile(a.file)
+  local chunk, source = cli.loadfile(a.file)  -- source: the text, or why not
   if not chunk then
-    eprint('qoslab run: cannot load ', a.file, ': ', tostring(err))
+    eprint('qoslab run: cannot load ', a.file, ': ', tostring(source))
     return 2
   end
-  local source = read_all(a.file)
   local out = a.out or M.default_out(a.file)
   local o = { file = a.file, out = out, resume = a.resume, quick = quick_flag(a),
               args = a.args, timeout_s = a.timeout, backend = 'host' }

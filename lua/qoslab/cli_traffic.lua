@@ -309,7 +309,7 @@ local function run_client(a)
   local h, msg, code = t:start()
   if not h then
     if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
-    else io.stderr:write('qoslab client: ', tostring(msg), ' (', tostring(code), ')\n') end
+    else io.stderr:write('qoslab client: ', M.flag_message(msg), ' (', tostring(code), ')\n') end
     return 1
   end
   local show = not a.json and (a.interval or 1) > 0
@@ -359,7 +359,7 @@ local function run_client(a)
   res, msg, code = h:wait()
   if not res then
     if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
-    else io.stderr:write('qoslab client: ', tostring(msg), ' (', tostring(code), ')\n') end
+    else io.stderr:write('qoslab client: ', M.flag_message(msg), ' (', tostring(code), ')\n') end
     return 1
   end
   if a.json then

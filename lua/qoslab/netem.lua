@@ -61,7 +61,7 @@
 -- replacement cannot be emulated: after a `slot.distribution`, `clear` the
 -- netem before applying a min/max slot.
 --
--- **opts** (every function): `netns` (name under /run/netns), `parent`
+-- **opts** (every function): `netns` (name under /run/netns; `''` is an error), `parent`
 -- (`"root"` default, or a class `"MAJ:MIN"` such as `"1:1"` under a tbf/htb),
 -- `handle` (`"MAJ:"`, apply only), `direction` (`"egress"` default or
 -- `"ingress"`: traffic arriving on the device is redirected to an ifb device
@@ -112,14 +112,13 @@ local function read_opts(ctx, opts, for_apply)
   check.table(ctx, 'opts', opts, 2)
   check.keys(ctx, 'opts', opts, OPT_KEYS, 2)
   local o = {
-    netns = check.string(ctx, 'opts.netns', opts.netns, nil, 2),
-    parent = check.string(ctx, 'opts.parent', opts.parent, 'root', 2),
-    handle = check.string(ctx, 'opts.handle', opts.handle, nil, 2),
+    netns = check.netns(ctx, 'opts.netns', opts.netns, nil, 2),
+    parent = check.cstring(ctx, 'opts.parent', opts.parent, 'root', 2),
+    handle = check.cstring(ctx, 'opts.handle', opts.handle, nil, 2),
     direction = check.enum(ctx, 'opts.direction', opts.direction, { 'egress', 'ingress' }, 'egress', 2),
-    ingress_src = check.string(ctx, 'opts.ingress_src', opts.ingress_src, nil, 2),
+    ingress_src = check.cstring(ctx, 'opts.ingress_src', opts.ingress_src, nil, 2),
     quiet = check.boolean(ctx, 'opts.quiet', opts.quiet, false, 2),
   }
-  if o.netns == '' then o.netns = nil end
   if o.parent ~= 'root' and not o.parent:match('^%x+:%x+$') then
     check.fail(ctx, 'opts.parent', '"root" or "MAJ:MIN" (hex, as tc)', o.parent, 2)
   end
@@ -211,8 +210,8 @@ function M.check(spec, ctx)
 end
 
 local function check_ifname(ctx, ifname)
-  if type(ifname) ~= 'string' or ifname == '' or #ifname > 15 then
-    check.fail(ctx, 'ifname', 'a device name of 1..15 characters', ifname, 2)
+  if type(ifname) ~= 'string' or ifname == '' or #ifname > 15 or ifname:find('\0', 1, true) then
+    check.fail(ctx, 'ifname', 'a device name of 1..15 characters (no NUL)', ifname, 2)
   end
 end
 
@@ -260,8 +259,8 @@ function M.needed_limit(ifname, spec, opts)
   local ctx = 'qoslab.netem.needed_limit'
   check_ifname(ctx, ifname)
   check.table(ctx, 'spec', spec)
-  local netns = opts and opts.netns or nil
-  local parent = opts and opts.parent or 'root'
+  local o = read_opts(ctx, opts, true)
+  local netns, parent = o.netns, o.parent
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
   if (not rate_bps or rate_bps <= 0) and parent ~= 'root' then
@@ -408,6 +407,7 @@ function M.update(ifname, changes, opts)
   local ctx = 'qoslab.netem.update'
   check_ifname(ctx, ifname)
   check.table(ctx, 'changes', changes)
+  read_opts(ctx, opts, true)  -- its errors name update, not get or apply
   local gopts = {}
   for k, v in pairs(opts or {}) do gopts[k] = v end
   gopts.handle = nil

@@ -136,7 +136,7 @@ M.list = core.netns_list
 -- @raise when name or fn has the wrong type, or what fn raises
 -- @usage local out = netns.run('lab-1', function() return io.popen('ip -o addr'):read('a') end)
 function M.run(name, fn, ...)
-  check.string('qoslab.netns.run', 'name', name)
+  check.cstring('qoslab.netns.run', 'name', name)
   if name == nil then check.fail('qoslab.netns.run', 'name', 'a string', nil) end
   if type(fn) ~= 'function' then check.fail('qoslab.netns.run', 'fn', 'a function', fn) end
   local token, msg, code = core.netns_enter(name)

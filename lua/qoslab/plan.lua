@@ -42,7 +42,8 @@ local T975 = {
 -- @treturn number
 -- @usage plan.t975(4) --> 2.7764...
 function M.t975(df)
-  check.integer('qoslab.plan.t975', 'df', df, 1)
+  if df == nil then check.fail('qoslab.plan.t975', 'df', 'an integer in [1, inf]', nil) end
+  df = check.integer('qoslab.plan.t975', 'df', df, 1)
   if df <= 30 then return T975[df] end
   local z = 1.959963985
   local z3, z5 = z ^ 3, z ^ 5
@@ -96,17 +97,40 @@ local function fmt_value(v)
   return tostring(v)
 end
 
---- Canonical key of a point's parameters (sorted `name=value` pairs); 1 and 1.0
--- give the same key, so a point read back from JSON matches the one planned.
--- @tparam table params parameter name -> number|string|boolean
--- @treturn string
-function M.point_key(params)
+-- A point's parameters: a table of string name -> number|string|boolean.
+-- level as in check.fail (1 = the caller of the function calling this).
+local function check_params(ctx, field, params, level)
+  check.table(ctx, field, params, level + 1)
+  for k, v in pairs(params) do
+    if type(k) ~= 'string' then
+      check.fail(ctx, field .. ' key', 'a string (a parameter name)', k, level + 1)
+    end
+    local tv = type(v)
+    if tv ~= 'number' and tv ~= 'string' and tv ~= 'boolean' then
+      check.fail(ctx, field .. '.' .. k, 'a number, string or boolean', v, level + 1)
+    end
+  end
+end
+
+-- The key without argument checks (sweep's own points may hold any values).
+local function key_of(params)
   local names = {}
   for k in pairs(params) do names[#names + 1] = k end
   table.sort(names)
   local parts = {}
   for i, k in ipairs(names) do parts[i] = k .. '=' .. fmt_value(params[k]) end
   return table.concat(parts, ',')
+end
+
+--- Canonical key of a point's parameters (sorted `name=value` pairs); 1 and 1.0
+-- give the same key, so a point read back from JSON matches the one planned.
+-- @tparam table params parameter name (string) -> number|string|boolean
+-- @treturn string
+-- @raise when params is not such a table, naming the offending entry
+-- @usage plan.point_key{delay_ms = 10, loss_pct = 1} --> "delay_ms=10,loss_pct=1"
+function M.point_key(params)
+  check_params('qoslab.plan.point_key', 'params', params, 1)
+  return key_of(params)
 end
 
 local function label(point, order)
@@ -121,12 +145,38 @@ local function copy(t)
   return c
 end
 
---- The points of a plan in visiting order (outer → inner).
--- @tparam table params name -> list of values
--- @tparam {string,...} order parameter names, outermost first
--- @treturn {table,...} points (name -> value)
--- @usage plan.product({a = {1, 2}, b = {'x'}}, {'a', 'b'})
-function M.product(params, order)
+-- params: name -> non-empty list of values; order: each name once (default
+-- the sorted names). Returns order. level as in check.fail.
+local function check_product(ctx, params, order, level)
+  local L = level + 1
+  check.table(ctx, 'params', params, L)
+  local names = {}
+  for k, v in pairs(params) do
+    if type(k) ~= 'string' then check.fail(ctx, 'params key', 'a string (a parameter name)', k, L) end
+    if type(v) ~= 'table' or #v == 0 then
+      check.fail(ctx, 'params.' .. k, 'a non-empty list of values', v, L)
+    end
+    names[#names + 1] = k
+  end
+  table.sort(names)
+  if order == nil then return names end
+  check.table(ctx, 'order', order, L)
+  local seen = {}
+  for i, k in ipairs(order) do
+    if type(k) ~= 'string' or params[k] == nil then
+      check.fail(ctx, 'order[' .. i .. ']', 'a name in params', k, L)
+    end
+    if seen[k] then error(ctx .. ': order: "' .. k .. '" listed twice', L + 1) end
+    seen[k] = true
+  end
+  for _, k in ipairs(names) do
+    if not seen[k] then error(ctx .. ': order: parameter "' .. k .. '" missing', L + 1) end
+  end
+  return order
+end
+
+-- The product without argument checks (sweep has checked its options).
+local function product_of(params, order)
   local out = {}
   local cur = {}
   local function rec(depth)
@@ -142,11 +192,23 @@ function M.product(params, order)
   return out
 end
 
+--- The points of a plan in visiting order (outer → inner).
+-- @tparam table params name (string) -> non-empty list of values
+-- @tparam[opt] {string,...} order every parameter name once, outermost first
+--   (default: the sorted names, as `sweep`)
+-- @treturn {table,...} points (name -> value)
+-- @raise when params or order is not of that shape, naming the entry
+-- @usage plan.product({a = {1, 2}, b = {'x'}}, {'a', 'b'})
+function M.product(params, order)
+  order = check_product('qoslab.plan.product', params, order, 1)
+  return product_of(params, order)
+end
+
 -- Row of a point for the stop rule: every parameter but the innermost.
 local function row_key(point, order)
   local r = {}
   for i = 1, #order - 1 do r[order[i]] = point[order[i]] end
-  return M.point_key(r)
+  return key_of(r)
 end
 
 ---------------------------------------------------------------------------
@@ -241,20 +303,57 @@ local function nulls_to_nil(v)
   return v
 end
 
+--- The most `load` reads of a results file: 1 GiB. A larger regular file
+-- is refused from its size before it is read (EFBIG).
+M.LOAD_MAX_BYTES = 1 << 30
+
+-- The whole text of a regular file of at most max bytes, or nil, msg, CODE.
+-- With the C module the file's type is checked before it is opened (a FIFO
+-- would block the open, /dev/zero never end); without it (pure-Lua use) a
+-- directory and an overlong file are still refused.
+local function read_text(path, max, what)
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.read_regular_file then
+    return core.read_regular_file(path, max, what)
+  end
+  local f, err, errno = io.open(path, 'r')
+  if not f then
+    return nil, string.format('%s %s', what, tostring(err)),
+      errno == 13 and 'EACCES' or errno == 2 and 'ENOENT' or 'EIO'
+  end
+  local text, rerr, rcode = f:read(max + 1)
+  f:close()
+  if rcode == 21 then return nil, what .. ' ' .. path .. ': is a directory, not a file', 'EISDIR' end
+  if rerr then return nil, what .. ' ' .. path .. ': ' .. tostring(rerr), 'EIO' end
+  text = text or ''
+  if #text > max then
+    return nil, string.format('%s %s: more than the %d bytes read at most', what, path, max), 'EFBIG'
+  end
+  return text
+end
+M._read_text = read_text
+
 --- Read a results file written by `sweep`.
 -- Lines that do not parse (a line cut by a kill) are counted, not fatal.
--- @tparam string path results.jsonl
+-- @tparam string path results.jsonl (no NUL bytes)
 -- @tparam[opt] string name only records of this sweep
 -- @treturn {table,...} records in file order
 -- @treturn integer number of lines that did not parse
--- @return or nil, message, "ENOENT" when the file does not exist
+-- @return or nil, message, CODE: "ENOENT" (no such file), "EACCES" (not
+--   readable), "EISDIR" (a directory), "EFTYPE" (a FIFO, device or socket:
+--   refused before opening, so it cannot block or run forever), "EFBIG"
+--   (more than `plan.LOAD_MAX_BYTES`)
+-- @raise when path is not a string without NUL bytes or name not a string
 -- @usage local recs = plan.load('results/x/results.jsonl', 'delay sweep')
 function M.load(path, name)
-  check.string('qoslab.plan.load', 'path', path)
-  local f, err = io.open(path, 'r')
-  if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
+  local ctx = 'qoslab.plan.load'
+  if path == nil then check.fail(ctx, 'path', 'a string', nil) end
+  check.cstring(ctx, 'path', path)
+  check.string(ctx, 'name', name)
+  local text, err, code = read_text(path, M.LOAD_MAX_BYTES, 'results file')
+  if not text then return nil, err, code end
   local out, bad = {}, 0
-  for line in f:lines() do
+  for line in text:gmatch('[^\n]+') do
     if line ~= '' then
       local ok, rec = pcall(json.decode, line)
       if ok and type(rec) == 'table' and type(rec.params) == 'table' then
@@ -265,7 +364,6 @@ function M.load(path, name)
       end
     end
   end
-  f:close()
   return out, bad
 end
 
@@ -322,9 +420,17 @@ local defaults = {}
 -- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
 -- @tparam table d `{out = DIR, resume = bool, backend = "host"|"guest", progress = ...}`
 function M.set_defaults(d)
-  check.table('qoslab.plan.set_defaults', 'd', d)
-  check.keys('qoslab.plan.set_defaults', 'd', d,
+  local ctx = 'qoslab.plan.set_defaults'
+  check.table(ctx, 'd', d)
+  check.keys(ctx, 'd', d,
     { out = true, resume = true, backend = true, progress = true, quick = true })
+  check.cstring(ctx, 'd.out', d.out)
+  check.boolean(ctx, 'd.resume', d.resume)
+  check.boolean(ctx, 'd.quick', d.quick)
+  check.enum(ctx, 'd.backend', d.backend, { 'host', 'guest' })
+  if d.progress ~= nil and type(d.progress) ~= 'boolean' and type(d.progress) ~= 'function' then
+    check.fail(ctx, 'd.progress', 'a boolean or a function', d.progress)
+  end
   defaults = copy(d)
 end
 
@@ -336,12 +442,20 @@ function M.get_defaults() return copy(defaults) end
 ---------------------------------------------------------------------------
 
 local function fmt_duration(s)
-  if not s or s ~= s then return '?' end
+  if s ~= nil and type(s) ~= 'number' then
+    check.fail('qoslab.plan.format_duration', 's', 'a number of seconds or nil', s)
+  end
+  if not s or s ~= s or s == math.huge or s == -math.huge then return '?' end
   s = math.floor(s + 0.5)
   if s >= 3600 then return string.format('%dh%02dm', s // 3600, (s % 3600) // 60) end
   if s >= 60 then return string.format('%dm%02ds', s // 60, s % 60) end
   return string.format('%ds', s)
 end
+--- Human form of a duration: "42s", "3m07s", "2h05m"; "?" for nil, NaN or inf.
+-- @tparam number|nil s seconds
+-- @treturn string
+-- @raise when s is neither a number nor nil
+-- @usage plan.format_duration(187) --> "3m07s"
 M.format_duration = fmt_duration
 
 --- Human form of a metric value in bits/s (the default metric).
@@ -349,6 +463,7 @@ M.format_duration = fmt_duration
 -- @treturn string e.g. "226.1 Mbit/s"
 function M.format_rate(v)
   if v == nil then return '-' end
+  if type(v) ~= 'number' then check.fail('qoslab.plan.format_rate', 'v', 'a number (bits/s) or nil', v) end
   local a = math.abs(v)
   if a >= 1e9 then return string.format('%.3g Gbit/s', v / 1e9) end
   if a >= 1e6 then return string.format('%.4g Mbit/s', v / 1e6) end
@@ -361,6 +476,21 @@ end
 -- @tparam table info as given to `opts.progress`
 -- @treturn string
 function M.progress_line(info)
+  local ctx = 'qoslab.plan.progress_line'
+  check.table(ctx, 'info', info)
+  for _, k in ipairs { 'done', 'total' } do
+    if math.type(info[k]) ~= 'integer' then check.fail(ctx, 'info.' .. k, 'an integer', info[k]) end
+  end
+  for _, k in ipairs { 'sweep', 'label' } do
+    if type(info[k]) ~= 'string' then check.fail(ctx, 'info.' .. k, 'a string', info[k]) end
+  end
+  check.func(ctx, 'info.format', info.format)
+  if info.summary ~= nil then check.table(ctx, 'info.summary', info.summary) end
+  if info.summary and info.summary.mean and not info.format then
+    check.fail(ctx, 'info.format', 'a function (to print the mean)', nil)
+  end
+  check.number(ctx, 'info.elapsed_s', info.elapsed_s)
+  check.number(ctx, 'info.eta_s', info.eta_s)
   local last
   if info.skipped then
     last = 'skipped (' .. tostring(info.skip_reason) .. ')'
@@ -437,7 +567,7 @@ local function validate(o)
     check.func(CTX, 'opts.' .. k, o[k], nil, 3)
   end
   check.integer(CTX, 'opts.repeat_count', o.repeat_count, 1, 100000, 1, 3)
-  if o.out ~= nil then check.string(CTX, 'opts.out', o.out, nil, 3) end
+  if o.out ~= nil then check.cstring(CTX, 'opts.out', o.out, nil, 3) end
   check.boolean(CTX, 'opts.resume', o.resume, false, 3)
   check.boolean(CTX, 'opts.keep_results', o.keep_results, true, 3)
   check.boolean(CTX, 'opts.fsync', o.fsync, true, 3)
@@ -479,7 +609,7 @@ local function resolve_points(o)
         if not seen[k] then error(CTX .. ': opts.order: parameter "' .. k .. '" missing', 4) end
       end
     end
-    return M.product(o.params, order), order
+    return product_of(o.params, order), order
   end
   check.table(CTX, 'opts.points', o.points, 4)
   if #o.points == 0 then check.fail(CTX, 'opts.points', 'a non-empty list', o.points, 4) end
@@ -492,6 +622,14 @@ local function resolve_points(o)
     table.sort(order)
   else
     check.table(CTX, 'opts.order', order, 4)
+    local seen = {}
+    for i, k in ipairs(order) do
+      local found = false
+      for _, p in ipairs(o.points) do found = found or (type(k) == 'string' and p[k] ~= nil) end
+      if not found then check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.points', k, 4) end
+      if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', 4) end
+      seen[k] = true
+    end
   end
   local pts = {}
   for i, p in ipairs(o.points) do pts[i] = copy(p) end
@@ -566,9 +704,14 @@ function M.sweep(opts)
     if not ok then error(CTX .. ': cannot create directory ' .. out, 2) end
     results_file = out .. '/results.jsonl'
     if resume then
-      local recs = M.load(results_file, name)
+      local recs, lerr, lcode = M.load(results_file, name)
+      -- no file yet: nothing to resume; any other failure would hide the
+      -- recorded points and run them again
+      if not recs and lcode ~= 'ENOENT' then
+        error(string.format('%s: cannot resume: %s (%s)', CTX, tostring(lerr), tostring(lcode)), 2)
+      end
       for _, r in ipairs(recs or {}) do
-        if not r.error then done[M.point_key(r.params)] = r end
+        if not r.error and type(r.params) == 'table' then done[key_of(r.params)] = r end
       end
     end
   end
@@ -664,7 +807,7 @@ function M.sweep(opts)
   local ok, err = xpcall(function()
     call_hook(opts.setup, ctx)
     for i, point in ipairs(points) do
-      local key = M.point_key(point)
+      local key = key_of(point)
       local entry = { index = i, params = point, label = label(point, order), key = key }
       local rk = row_key(point, order)
       local prev = done[key]
@@ -713,10 +856,18 @@ end
 -- @tparam table summary as returned by sweep
 -- @tparam table params name -> value (all of the point's parameters)
 -- @treturn table|nil the point entry
+-- @raise when summary has no points list or params is not a table of values
+-- @usage local p = plan.find(summary, {delay_ms = 100})
 function M.find(summary, params)
-  local key = M.point_key(params)
+  local ctx = 'qoslab.plan.find'
+  check.table(ctx, 'summary', summary)
+  check.table(ctx, 'summary.points', summary.points)
+  check_params(ctx, 'params', params, 1)
+  local key = key_of(params)
   for _, p in ipairs(summary.points) do
-    if M.point_key(p.params) == key then return p end
+    if type(p) == 'table' and type(p.params) == 'table' and key_of(p.params) == key then
+      return p
+    end
   end
   return nil
 end

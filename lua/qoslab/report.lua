@@ -260,7 +260,8 @@ end
 -- @usage report.write_csv('out/delay.csv', summary)
 function M.write_csv(path, t)
   local ctx = 'qoslab.report.write_csv'
-  check.string(ctx, 'path', path)
+  if path == nil then check.fail(ctx, 'path', 'a string', nil) end
+  check.cstring(ctx, 'path', path)
   check.table(ctx, 't', t)
   if t.points or (t[1] and t[1].params) then t = M.rows(t) end
   check.table(ctx, 't.columns', t.columns)
@@ -336,7 +337,8 @@ end
 --   booleans converted, empty cells nil)
 -- @return or nil, message, "ENOENT"
 function M.read_csv(path)
-  check.string('qoslab.report.read_csv', 'path', path)
+  if path == nil then check.fail('qoslab.report.read_csv', 'path', 'a string', nil) end
+  check.cstring('qoslab.report.read_csv', 'path', path)
   local f, err = io.open(path, 'r')
   if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
   local s = f:read('a')
@@ -365,7 +367,8 @@ end
 -- @return true, or nil, message, "EACCES"|"ENOENT"
 function M.write_json(path, value, opts)
   local ctx = 'qoslab.report.write_json'
-  check.string(ctx, 'path', path)
+  if path == nil then check.fail(ctx, 'path', 'a string', nil) end
+  check.cstring(ctx, 'path', path)
   opts = opts or {}
   check.keys(ctx, 'opts', opts, { results = true })
   if type(value) == 'table' and value.points and not opts.results then
@@ -390,7 +393,8 @@ end
 -- @tparam string path
 -- @return value, or nil, message, "ENOENT"|"EINVAL"
 function M.read_json(path)
-  check.string('qoslab.report.read_json', 'path', path)
+  if path == nil then check.fail('qoslab.report.read_json', 'path', 'a string', nil) end
+  check.cstring('qoslab.report.read_json', 'path', path)
   local f, err = io.open(path, 'r')
   if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
   local s = f:read('a')

@@ -83,7 +83,7 @@ local CLIENT_KEYS = {
   fq_rate_bps = { 'integer', 1, 1 << 50 },
   bind_address = { 'string' },
   bind_device = { 'string', 15 },
-  netns = { 'string' },
+  netns = { 'netns' },
   connect_timeout_s = { 'number', 0.001, 3600 },
   udp_batch = { 'integer', 1, 1024 },
   udp_gso = { 'boolean' },
@@ -94,7 +94,7 @@ local CLIENT_KEYS = {
 local SERVER_KEYS = {
   port = { 'integer', 0, 65535 },
   bind_address = { 'string' },
-  netns = { 'string' },
+  netns = { 'netns' },
   one_off = { 'boolean' },
   window_bytes = { 'integer', 1, INT_MAX },
   sndbuf_bytes = { 'integer', 1, INT_MAX },
@@ -123,12 +123,13 @@ local function check_opts(ctx, opts, keys, allowed_set, depth)
     local v, field = opts[k], 'opts.' .. k
     local kind = spec[1]
     if kind == 'string' then
-      check.string(ctx, field, v, nil, L)
+      check.cstring(ctx, field, v, nil, L)
       if v == '' then check.fail(ctx, field, 'a non-empty string', v, L) end
       if v and spec[2] and #v > spec[2] then
         check.fail(ctx, field, string.format('at most %d characters (IFNAMSIZ, TCP_CA_NAME_MAX)',
           spec[2]), v, L)
       end
+    elseif kind == 'netns' then check.netns(ctx, field, v, nil, L)
     elseif kind == 'integer' then check.integer(ctx, field, v, spec[2], spec[3], nil, L)
     elseif kind == 'number' then check.number(ctx, field, v, spec[2], spec[3], nil, L)
     elseif kind == 'boolean' then check.boolean(ctx, field, v, nil, L)
@@ -165,6 +166,13 @@ local function check_client(ctx, opts)
   end
   if udp and opts.length_bytes and (opts.length_bytes < 16 or opts.length_bytes > 65507) then
     check.fail(ctx, 'opts.length_bytes', 'an integer in [16, 65507] for UDP', opts.length_bytes, 2)
+  end
+  -- TCP_CONGESTION names: what the kernel's modules register and what a
+  -- qoslab server accepts from its peer; whether this kernel has it is
+  -- checked when the test starts (a failure of the world, not a mistake).
+  if opts.congestion and not opts.congestion:match('^[a-z0-9_]+$') then
+    check.fail(ctx, 'opts.congestion', 'a congestion control name (1..15 of a-z, 0-9, _; '
+      .. 'e.g. "cubic", "bbr")', opts.congestion, 2)
   end
   if udp and (opts.mss_bytes or opts.congestion or opts.nodelay ~= nil) then
     local k = opts.mss_bytes and 'mss_bytes' or opts.congestion and 'congestion' or 'nodelay'
@@ -290,7 +298,8 @@ end
 -- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
 -- `:stop()`; it is to-be-closed (closing stops the test).
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
---   (ECONNREFUSED, ENOENT for a missing namespace, ...)
+--   (ECONNREFUSED, ENOENT for a missing namespace, ENOTSUP or EPERM for a
+--   congestion control this kernel or user cannot use, ...)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
   local p = priv[self]
@@ -376,13 +385,18 @@ methods.close = Test.__close
 --   default unlimited; 0 = unlimited), `length_bytes` (TCP write size, up to
 --   16 MiB, default 131072; UDP payload
 --   16–65507, default 1460 or from the path MSS), `congestion` (TCP_CONGESTION
---   name), `mss_bytes` (TCP_MAXSEG, 88–32767), `tos` (IP_TOS, 0–255),
+--   name: 1–15 of a-z, 0-9, _; before the test starts the kernel is asked
+--   whether this user may use it: if not, the test fails with "ENOTSUP"
+--   (the kernel lacks it: the message lists the available ones and the
+--   modprobe to run) or "EPERM" (not in tcp_allowed_congestion_control)),
+--   `mss_bytes` (TCP_MAXSEG, 88–32767), `tos` (IP_TOS, 0–255),
 --   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
 --   sender's last datagram, 0-60 s, default max(0.25 s, 2 × the control
---   connection's smoothed RTT)), `title`.
+--   connection's smoothed RTT)), `title`. No string may hold a NUL byte;
+--   `netns` is a namespace name (1–200 bytes, no "/"; `''` is an error).
 -- @treturn qoslab.Test a pending test (see module text)
 -- @raise on a wrong type, unknown key, out-of-range value or contradictory
 --   combination, naming the field: "qoslab.client: opts.parallel: expected ..."
@@ -398,7 +412,8 @@ end
 -- @tparam table opts as for `client`
 -- @treturn table the result table (TRAFFIC-CONTRACT.md), or nil, message,
 --   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EINTR on
---   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ...)
+--   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ENOTSUP or
+--   EPERM for an unusable congestion control, ...)
 -- @raise like `client`
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)

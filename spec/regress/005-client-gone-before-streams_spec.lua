@@ -1,9 +1,12 @@
--- 005: a client that failed after its parameters reached the server (here
--- TCP_CONGESTION "nosuchcc" on its data socket) closed its control
--- connection, but the server went on waiting for the data connections for
--- the whole connect timeout (10 s): the test showed as running and its
--- socket sat in CLOSE-WAIT. The server now notices the hang-up at once and
--- counts the connection as rejected.
+-- 005: a client that failed after its parameters reached the server (first
+-- seen with TCP_CONGESTION "nosuchcc" on its data socket; the client now
+-- checks a congestion name before it connects, so here SO_BINDTODEVICE on a
+-- device that does not exist fails the data socket, while the control
+-- connection ignores it) closed its control connection, but the server
+-- went on waiting for the data connections for the whole connect timeout
+-- (10 s): the test showed as running and its socket sat in CLOSE-WAIT. The
+-- server now notices the hang-up at once and counts the connection as
+-- rejected.
 local H = require 'integration.traffic_helper'
 local traffic = require 'qoslab.traffic'
 
@@ -13,10 +16,10 @@ describe('regress 005 client gone before its data connections', function()
     local srv = assert(traffic.server { port = port })
     local ok, err = pcall(function()
       local res, msg, code = traffic.run { host = '127.0.0.1', port = port, duration_s = 1,
-        congestion = 'nosuchcc' }
+        bind_device = 'qlnosuchdev0' }
       assert.is_nil(res)
-      assert.equal('ENOENT', code)
-      assert.matches('TCP_CONGESTION', msg)
+      assert.equal('ENODEV', code)
+      assert.matches('SO_BINDTODEVICE', msg)
       local t0 = H.now()
       while srv:rejected() == 0 and H.now() - t0 < 5 do H.sleep(0.01) end
       local waited = H.now() - t0

@@ -105,7 +105,7 @@ qoslab.plan.sweep { name = 'e', params = { x = { 1 } }, run = function() error('
     it('a directory, a non-result return, internal positions: one clear line, no traceback', function()
       local rc, _, err = qoslab(dir, 'run ' .. q(dir))
       assert.equal(2, rc)
-      assert.equal('qoslab run: cannot load ' .. dir .. ': is a directory, not a Lua file\n', err)
+      assert.equal('qoslab run: cannot load ' .. dir .. ': is a directory, not a file (EISDIR)\n', err)
       write(dir .. '/abc.lua', [[
 
 qoslab.plan.sweep { name = 'a', params = { x = { 1 } }, run = function() return 'abc' end }
@@ -128,6 +128,50 @@ local tb = qoslab.testbed { impair = { delay_ms = -5 } }
       rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/abc.lua') .. ' --out ' .. q(dir .. '/o'), 'QOSLAB_DEBUG=1')
       assert.equal(1, rc)
       assert.matches('stack traceback:', err, 1, true)
+    end)
+
+    -- A FIFO nobody writes blocked `qoslab run` in open(2) for ever, and
+    -- /dev/zero was read until Lua gave up: the file type is now checked
+    -- before opening, the size bounded, and each case is one line, exit 2.
+    it('a FIFO, a device, a big, an unreadable or a missing file: one line with the code, exit 2, no hang',
+      function()
+        local fifo = dir .. '/fifo.lua'
+        assert(os.execute('mkfifo ' .. q(fifo)))
+        -- a sparse file: a 16 MiB string here would move malloc's mmap
+        -- threshold for the rest of the run (and the RSS specs after it)
+        assert(os.execute('truncate -s ' .. ((16 << 20) + 1) .. ' ' .. q(dir .. '/big.lua')))
+        write(dir .. '/locked.lua', 'return 0')
+        assert(os.execute('chmod 000 ' .. q(dir .. '/locked.lua') .. ' && chmod 755 ' .. q(dir)))
+        local cases = {
+          { fifo, 'is a FIFO, not a regular file (it could block or never end) (EFTYPE)' },
+          { '/dev/zero', 'is a character device, not a regular file (it could block or never end) (EFTYPE)' },
+          { dir .. '/big.lua', '16777217 bytes, more than the 16777216 read at most (EFBIG)' },
+          { dir .. '/none.lua', 'cannot read it: No such file or directory (check the path) (ENOENT)' },
+        }
+        local t0 = os.time()
+        for _, c in ipairs(cases) do
+          local rc, _, err = qoslab(dir, 'run ' .. q(c[1]) .. ' --out ' .. q(dir .. '/o'), 'timeout 20')
+          assert.equal(2, rc, c[1])
+          assert.equal('qoslab run: cannot load ' .. c[1] .. ': ' .. c[2] .. '\n', err)
+          assert.is_nil(slurp(dir .. '/o/results.jsonl'))
+        end
+        -- root reads any file: the permission case runs as nobody
+        local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/locked.lua') .. ' --out ' .. q(dir .. '/o2'),
+          'setpriv --reuid=65534 --regid=65534 --clear-groups env')
+        if rc ~= 127 and os.execute('test "$(id -u)" = 0') then
+          assert.equal(2, rc)
+          assert.equal('qoslab run: cannot load ' .. dir .. '/locked.lua: cannot open it: Permission denied '
+            .. '(no permission to read it) (EACCES)\n', err)
+        end
+        assert(os.time() - t0 < 60, 'took ' .. (os.time() - t0) .. ' s')
+      end)
+
+    it('a "#" first line is skipped and line numbers stay those of the file', function()
+      write(dir .. '/sh.lua', '#!/usr/bin/env qoslab\nprint("ran", ...)\nerror("boom")\n')
+      local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/sh.lua') .. ' --out ' .. q(dir .. '/o') .. ' -- x')
+      assert.equal(1, rc)
+      assert.equal('ran\tx\n', out)
+      assert.matches(dir .. '/sh.lua:3: boom', err, 1, true)
     end)
 
     it('--resume without --out is refused; a failed run leaves no empty folder', function()

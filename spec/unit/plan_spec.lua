@@ -362,3 +362,207 @@ plan.sweep { name = 'killed', out = dir, resume = true, progress = false, params
     end)
   end)
 end)
+
+-- Wrong arguments to qoslab.plan's public functions raised raw Lua errors
+-- ("attempt to get length of a nil value (local 'order')" from
+-- plan.product{a = {}}, "bad argument #1 to 'for iterator'" from
+-- plan.point_key(nil), "bad argument #1 to 'open'" from plan.load(nil), "Is a
+-- directory" from plan.load('/etc')), and plan.load of a FIFO nobody writes
+-- blocked in open(2). Now a caller's mistake names the argument, and a file
+-- that cannot be read is nil, message, CODE, in bounded time.
+describe('qoslab.plan argument errors', function()
+  local function raises(expected, fn, ...)
+    local args = table.pack(...)
+    local ok, err = pcall(fn, table.unpack(args, 1, args.n))
+    assert(not ok, 'expected an error: ' .. expected)
+    assert.equal(expected, (tostring(err):gsub('^[^:]*:%d+: ', '')))
+  end
+
+  it('product names params and order', function()
+    raises('qoslab.plan.product: params.a: expected a non-empty list of values, got table',
+      plan.product, { a = {} })
+    raises('qoslab.plan.product: params: expected a table, got nil', plan.product)
+    raises('qoslab.plan.product: params.a: expected a non-empty list of values, got 1', plan.product, { a = 1 })
+    raises('qoslab.plan.product: params key: expected a string (a parameter name), got 1',
+      plan.product, { { 1 } })
+    raises('qoslab.plan.product: order: expected a table, got string "a"', plan.product, { a = { 1 } }, 'a')
+    raises('qoslab.plan.product: order[1]: expected a name in params, got string "b"',
+      plan.product, { a = { 1 } }, { 'b' })
+    raises('qoslab.plan.product: order: "a" listed twice', plan.product, { a = { 1 } }, { 'a', 'a' })
+    raises('qoslab.plan.product: order: parameter "b" missing', plan.product, { a = { 1 }, b = { 2 } }, { 'a' })
+    -- order defaults to the sorted names, as in sweep
+    assert.same({ { a = 1, b = 'x' }, { a = 1, b = 'y' }, { a = 2, b = 'x' }, { a = 2, b = 'y' } },
+      plan.product { b = { 'x', 'y' }, a = { 1, 2 } })
+  end)
+
+  it('point_key and find name their argument', function()
+    raises('qoslab.plan.point_key: params: expected a table, got nil', plan.point_key, nil)
+    raises('qoslab.plan.point_key: params.a: expected a number, string or boolean, got table',
+      plan.point_key, { a = {} })
+    raises('qoslab.plan.point_key: params key: expected a string (a parameter name), got 1',
+      plan.point_key, { 5 })
+    assert.equal('a=1,b=x', plan.point_key { b = 'x', a = 1.0 })
+    raises('qoslab.plan.find: summary: expected a table, got nil', plan.find)
+    raises('qoslab.plan.find: summary.points: expected a table, got nil', plan.find, {}, {})
+    raises('qoslab.plan.find: params: expected a table, got string "a"', plan.find, { points = {} }, 'a')
+    local pt = { params = { a = 2 } }
+    assert.equal(pt, plan.find({ points = { { params = { a = 1 } }, pt } }, { a = 2 }))
+    assert.is_nil(plan.find({ points = { pt } }, { a = 3 }))
+  end)
+
+  it('the statistics and formatting helpers name their argument', function()
+    raises('qoslab.plan.t975: df: expected an integer in [1, inf], got nil', plan.t975)
+    raises('qoslab.plan.t975: df: expected an integer in [1, inf], got string "3"', plan.t975, '3')
+    raises('qoslab.plan.stats: values: expected a table, got nil', plan.stats)
+    raises('qoslab.plan.format_duration: s: expected a number of seconds or nil, got string "x"',
+      plan.format_duration, 'x')
+    assert.equal('?', plan.format_duration(nil))
+    assert.equal('?', plan.format_duration(math.huge))
+    assert.equal('3m07s', plan.format_duration(187))
+    raises('qoslab.plan.format_rate: v: expected a number (bits/s) or nil, got string "x"',
+      plan.format_rate, 'x')
+    assert.equal('-', plan.format_rate(nil))
+    raises('qoslab.plan.progress_line: info: expected a table, got nil', plan.progress_line)
+    raises('qoslab.plan.progress_line: info.done: expected an integer, got nil', plan.progress_line, {})
+    local info = { sweep = 's', done = 1, total = 2, label = 'x=1', format = plan.format_rate,
+      summary = { mean = 2e6, n = 1 }, elapsed_s = 5, eta_s = 5 }
+    assert.equal('[s 1/2] x=1: 2 Mbit/s  elapsed 5s, ETA 5s', plan.progress_line(info))
+    info.format = nil
+    raises('qoslab.plan.progress_line: info.format: expected a function (to print the mean), got nil',
+      plan.progress_line, info)
+    info.format, info.label = plan.format_rate, 7
+    raises('qoslab.plan.progress_line: info.label: expected a string, got 7', plan.progress_line, info)
+  end)
+
+  it('sweep: opts.order of explicit points names keys of the points', function()
+    local run = function() return 1 end
+    raises('qoslab.plan.sweep: opts.order[1]: expected a name in opts.points, got string "zz"',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'zz' }, run = run, progress = false })
+    raises('qoslab.plan.sweep: opts.order[2]: expected a name in opts.points, got 1',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'a', 1 }, run = run, progress = false })
+    raises('qoslab.plan.sweep: opts.order: "a" listed twice',
+      plan.sweep, { name = 'x', points = { { a = 1 } }, order = { 'a', 'a' }, run = run, progress = false })
+    -- a name some points leave out is allowed
+    local s = plan.sweep { name = 'x', points = { { a = 1 }, { a = 2, b = 3 } }, order = { 'a', 'b' },
+      run = run, progress = false }
+    assert.equal(2, #s.points)
+  end)
+
+  it('set_defaults checks each default', function()
+    local saved = plan.get_defaults()
+    raises('qoslab.plan.set_defaults: d: expected a table, got nil', plan.set_defaults)
+    raises('qoslab.plan.set_defaults: d.out: expected a string, got 5', plan.set_defaults, { out = 5 })
+    raises('qoslab.plan.set_defaults: d.out: expected a string without NUL bytes, got string "a\\0"',
+      plan.set_defaults, { out = 'a\0' })
+    raises('qoslab.plan.set_defaults: d.resume: expected a boolean, got string "yes"',
+      plan.set_defaults, { resume = 'yes' })
+    raises('qoslab.plan.set_defaults: d.backend: expected one of "host", "guest", got string "vm"',
+      plan.set_defaults, { backend = 'vm' })
+    raises('qoslab.plan.set_defaults: d.progress: expected a boolean or a function, got 1',
+      plan.set_defaults, { progress = 1 })
+    assert.same(saved, plan.get_defaults())
+    raises('qoslab.plan.sweep: opts.out: expected a string without NUL bytes, got string "o\\0x"',
+      plan.sweep, { name = 'x', params = { a = { 1 } }, run = function() return 1 end, out = 'o\0x',
+        progress = false })
+  end)
+
+  describe('load', function()
+    local dir
+    before_each(function() dir = tmpdir() end)
+    after_each(function() rmrf(dir) end)
+
+    it('a wrong path or name raises naming it', function()
+      raises('qoslab.plan.load: path: expected a string, got nil', plan.load, nil)
+      raises('qoslab.plan.load: path: expected a string, got 5', plan.load, 5)
+      raises('qoslab.plan.load: path: expected a string without NUL bytes, got string "/etc\\0x"',
+        plan.load, '/etc\0x')
+      raises('qoslab.plan.load: name: expected a string, got 5', plan.load, dir .. '/r.jsonl', 5)
+    end)
+
+    it('a file that cannot be read is nil, message, CODE, in bounded time', function()
+      local timer = require 'qoslab.timer'
+      local fifo = dir .. '/fifo.jsonl'
+      assert(os.execute("mkfifo '" .. fifo .. "'"))
+      local t0 = timer.now()
+      local cases = {
+        { '/etc', 'results file /etc: is a directory, not a file', 'EISDIR' },
+        { dir .. '/none', 'results file ' .. dir .. '/none: cannot read it: No such file or directory '
+          .. '(check the path)', 'ENOENT' },
+        { '/dev/zero', 'results file /dev/zero: is a character device, not a regular file '
+          .. '(it could block or never end)', 'EFTYPE' },
+        { fifo, 'results file ' .. fifo .. ': is a FIFO, not a regular file (it could block or never end)',
+          'EFTYPE' },
+      }
+      for _, c in ipairs(cases) do
+        local recs, msg, code = plan.load(c[1])
+        assert.is_nil(recs, c[1])
+        assert.equal(c[2], msg)
+        assert.equal(c[3], code)
+      end
+      assert(timer.now() - t0 < 2, 'took ' .. (timer.now() - t0) .. ' s')
+    end)
+
+    it('a file over LOAD_MAX_BYTES is EFBIG; at the bound it is read', function()
+      local path = dir .. '/r.jsonl'
+      local line = '{"sweep":"s","params":{"a":1}}\n'
+      local f = assert(io.open(path, 'w'))
+      f:write(line, line)
+      f:close()
+      local saved = plan.LOAD_MAX_BYTES
+      plan.LOAD_MAX_BYTES = 2 * #line
+      local recs, bad = plan.load(path)
+      plan.LOAD_MAX_BYTES = 2 * #line - 1
+      local none, msg, code = plan.load(path)
+      plan.LOAD_MAX_BYTES = saved
+      assert.equal(2, #recs)
+      assert.equal(0, bad)
+      assert.is_nil(none)
+      assert.equal('EFBIG', code)
+      assert.equal(string.format('results file %s: %d bytes, more than the %d read at most', path,
+        2 * #line, 2 * #line - 1), msg)
+    end)
+
+    it('an unreadable file is EACCES (as an unprivileged user)', function()
+      local path = dir .. '/locked.jsonl'
+      local f = assert(io.open(path, 'w'))
+      f:write('{}\n')
+      f:close()
+      assert(os.execute("chmod 000 '" .. path .. "' && chmod 755 '" .. dir .. "'"))
+      local script = string.format([[
+package.path = './lua/?.lua;' .. package.path
+package.cpath = './%s/?.so;' .. package.cpath
+local recs, msg, code = require('qoslab.plan').load(%q)
+io.write(tostring(recs), '|', tostring(msg), '|', tostring(code))
+]], os.getenv('QOSLAB_BUILD') or 'build', path)
+      local sf = assert(io.open(dir .. '/load.lua', 'w'))
+      sf:write(script)
+      sf:close()
+      local p = assert(io.popen("id -u"))
+      local uid = p:read('l')
+      p:close()
+      if uid ~= '0' then
+        local recs, _, code = plan.load(path)
+        assert.is_nil(recs)
+        assert.equal('EACCES', code)
+        return
+      end
+      p = assert(io.popen("setpriv --reuid=65534 --regid=65534 --clear-groups lua5.4 '"
+        .. dir .. "/load.lua' 2>&1"))
+      local out = p:read('a')
+      p:close()
+      assert.equal('nil|results file ' .. path .. ': cannot open it: Permission denied '
+        .. '(no permission to read it)|EACCES', out)
+    end)
+
+    it('resume from a results file that cannot be read raises instead of running all again', function()
+      assert(os.execute("mkdir '" .. dir .. "/results.jsonl'"))
+      local runs = 0
+      local ok, err = pcall(plan.sweep, { name = 'r', params = { a = { 1 } }, out = dir, resume = true,
+        progress = false, run = function() runs = runs + 1 return 1 end })
+      assert.is_false(ok)
+      assert.matches('qoslab.plan.sweep: cannot resume: results file ' .. dir
+        .. '/results.jsonl: is a directory, not a file (EISDIR)', err, 1, true)
+      assert.equal(0, runs)
+    end)
+  end)
+end)
