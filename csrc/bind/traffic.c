@@ -465,7 +465,9 @@ static int l_test_tostring(lua_State *L)
 
 static const char *const SERVER_KEYS[] = {
 	"port", "bind_address", "netns", "one_off", "window_bytes", "sndbuf_bytes",
-	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", NULL
+	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", "max_tests_per_address",
+	"max_streams_per_address", "max_unidentified", "max_unidentified_per_address",
+	"data_idle_s", "max_duration_s", "test_buffer_bytes", NULL
 };
 
 static int l_server(lua_State *L)
@@ -499,6 +501,20 @@ static int l_server(lua_State *L)
 			o.max_tests = (int)v;
 		if (qlb_opt_integer(L, 1, ctx, "opts", "keep_results", 0, QL_KEEP_RESULTS_MAX, &v))
 			o.keep_results = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests_per_address", 1, 4096, &v))
+			o.max_tests_per_address = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_streams_per_address", 1, 65536, &v))
+			o.max_streams_per_address = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified", 1, 65536, &v))
+			o.max_unidentified = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified_per_address", 1, 65536, &v))
+			o.max_unidentified_per_address = (int)v;
+		if (qlb_opt_number(L, 1, ctx, "opts", "data_idle_s", 0.001, 86400, &d))
+			o.data_idle_s = d;
+		if (qlb_opt_number(L, 1, ctx, "opts", "max_duration_s", 0.001, 2678400, &d))
+			o.max_duration_s = d;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "test_buffer_bytes", 1, (lua_Integer)1 << 40, &v))
+			o.test_buffer_bytes = v;
 	}
 	lserver *u = lua_newuserdatauv(L, sizeof *u, 0);
 	u->s = NULL;

@@ -102,6 +102,13 @@ local SERVER_KEYS = {
   idle_timeout_s = { 'number', 0.001, 86400 },
   max_tests = { 'integer', 1, 4096 },
   keep_results = { 'integer', 0, 100000 },
+  max_tests_per_address = { 'integer', 1, 4096 },
+  max_streams_per_address = { 'integer', 1, 65536 },
+  max_unidentified = { 'integer', 1, 65536 },
+  max_unidentified_per_address = { 'integer', 1, 65536 },
+  data_idle_s = { 'number', 0.001, 86400 },
+  max_duration_s = { 'number', 0.001, 2678400 },
+  test_buffer_bytes = { 'integer', 1, 1 << 40 },
 }
 
 local function allowed(keys)
@@ -524,6 +531,31 @@ end
 --   (concurrent tests, 1-4096, default 64), `keep_results` (finished
 --   results kept for `:results()`, 0-100000, default 100; older ones are
 --   freed).
+--   Limits for a server shared by untrusted peers (each refusal, eviction
+--   and forced end is in `:problems()` with the peer's address; a qoslab
+--   client is told which limit refused it and its value):
+--   `max_tests_per_address` (running tests per peer address, default 2:
+--   one peer cannot take more than 2 of the 64 slots, and a plan's
+--   one-test-at-a-time sweeps never notice), `max_streams_per_address`
+--   (data streams of those tests, bidir counts both ways, default 128 =
+--   the client's `parallel` maximum), `max_unidentified_per_address`
+--   (connections not yet past the cookie and parameter exchange, per
+--   address, default 8: a client opens its data connections one at a time,
+--   so 8 leaves room for several clients behind one NAT) and
+--   `max_unidentified` (all addresses, default 256); over either the newest
+--   connection is kept and the oldest unidentified one closed, so a flood
+--   of silent connections cannot lock others out. `data_idle_s` (a test
+--   whose streams move no byte for this long is ended; its data
+--   connections must arrive within it too; default max(10 s, 64 x the
+--   control connection's RTO), at least 3 x a paced test's gap between
+--   writes), `max_duration_s` (time + omit a test may ask for, else it is
+--   refused with iperf3's error 37; a byte-limited test is ended there;
+--   default 3600: a shared server's slot is not held for more than an
+--   hour unless its owner says so), `test_buffer_bytes` (per-test buffer
+--   budget: the server's write/read buffers per stream plus the socket
+--   buffers the test asks for, as the kernel would grant them; default
+--   128 MiB = 128 streams of 128 KiB writes with room for large windows;
+--   a 32-stream reverse test with 16 MiB writes (512 MiB) is refused).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
 --   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
 --   `:problems()`,
