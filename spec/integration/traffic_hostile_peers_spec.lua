@@ -255,3 +255,77 @@ describe('a server under hostile peers', function()
     assert.equal(1, srv:rejected())
   end)
 end)
+
+-- Peak RSS of a server process (`qoslab server`, so VmHWM is the server's
+-- alone) under the hostile results messages and under the largest reverse
+-- test its buffer budget allows.
+describe('a server process under hostile results and the largest reverse test', function()
+  local function status_kib(pid, key)
+    local s = H.read('/proc/' .. pid .. '/status') or ''
+    return tonumber(s:match(key .. ':%s*(%d+) kB'))
+  end
+
+  it('stays within the stated memory bounds', function()
+    local port = H.port()
+    local log = H.tmp('server-rss.log')
+    -- the plain build (a sanitizer build's module needs its runtime loaded first)
+    local pid = H.spawn(string.format('exec env -u QOSLAB_BUILD bin/qoslab server -p %d -B 127.0.0.1',
+      port), log)
+    local ok, err = pcall(function()
+      assert(H.wait_listen(port, nil, 5), 'server did not listen')
+      -- warm up: one ordinary test from each address the hostile peers use
+      for i = 2, 5 do
+        assert(traffic.run { host = '127.0.0.1', port = port, bind_address = '127.0.0.' .. i,
+          duration_s = 0.3 })
+      end
+      local base = status_kib(pid, 'VmHWM')
+      -- four at once, from four addresses: 4 MiB of {} entries (1.4 M entries; refused by
+      -- the length prefix: more than the 63.4 KiB a 1 s single-stream test can need),
+      -- then 20000 entries in 60 KiB (within the length, refused by the value count)
+      local figures = {}
+      for _, entries in ipairs { 1398000, 20000 } do
+        local ps = {}
+        for i = 2, 5 do
+          ps[#ps + 1] = peer('results', port, string.format('--src 127.0.0.%d --entries %d', i,
+            entries), 15)
+        end
+        for _, p in ipairs(ps) do
+          local r = p.result()
+          assert(r.message_bytes, 'no results message sent: ' .. tostring(r.error))
+          -- the server closed without EXCHANGE_RESULTS' answer (no DISPLAY_RESULTS)
+          assert(r.reply ~= 14, 'server accepted the hostile results')
+          assert(r.reply_s < 5, 'server took ' .. r.reply_s .. ' s')
+        end
+        local hwm = status_kib(pid, 'VmHWM')
+        figures[#figures + 1] = string.format('%d entries: +%d KiB', entries, hwm - base)
+        -- bound: 4 tests x (150.3 KiB of parsing + the 128 KiB read buffer of
+        -- the test's one TCP stream) + 16 MiB for the eight threads' stacks
+        -- and malloc arenas
+        assert(hwm - base <= 4 * (151 + 128) + 16384, figures[#figures])
+      end
+      local text = H.read(log) or ''
+      assert.matches("test failed from 127%.0%.0%.[2-5] port %d+: the client's results are "
+        .. 'longer than the %d+ bytes this test can need', text)
+      assert.matches('test failed from 127%.0%.0%.[2-5] port %d+: peer results: %d+ JSON values, '
+        .. 'more than the %d+ this test can report', text)
+      -- the largest reverse test the 128 MiB budget allows: 8 x 16 MiB writes
+      local before = status_kib(pid, 'VmHWM')
+      local r = assert(traffic.run { host = '127.0.0.1', port = port, reverse = true,
+        parallel = 8, length_bytes = 16 << 20, duration_s = 2 })
+      assert(r.received.bytes > 0)
+      local hwm = status_kib(pid, 'VmHWM')
+      figures[#figures + 1] = string.format('reverse 8 x 16 MiB: +%d KiB (VmHWM %d KiB)',
+        hwm - before, hwm)
+      -- bound: the budget (131072 KiB) + 16 MiB for threads and allocator
+      assert(hwm - before <= 131072 + 16384, figures[#figures])
+      -- one more stream is over the budget
+      local no, msg = traffic.run { host = '127.0.0.1', port = port, reverse = true,
+        parallel = 9, length_bytes = 16 << 20, duration_s = 1 }
+      assert.is_nil(no)
+      assert.matches("more than the server's test_buffer_bytes 134217728", msg)
+      print('  [rss] baseline VmHWM ' .. base .. ' KiB; ' .. table.concat(figures, '; '))
+    end)
+    H.kill(pid)
+    assert(ok, err)
+  end)
+end)
