@@ -14,6 +14,7 @@
  *     :problems() -> rejected, failed tests, the last one's text or nil
  *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
+ *     :limits() -> the shared-server limits in effect (defaults filled in)
  *
  * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
  * Worker threads never see the lua_State: these functions copy snapshots.
@@ -604,6 +605,33 @@ static int l_server_started(lua_State *L)
 	return 2;
 }
 
+/* :limits() -> { max_tests =, max_tests_per_address =, ..., data_idle_s = (0 = auto) } */
+static int l_server_limits(lua_State *L)
+{
+	ql_server_opts o;
+	ql_server_limits(check_server(L)->s, &o);
+	lua_createtable(L, 0, 9);
+	lua_pushinteger(L, o.max_tests);
+	lua_setfield(L, -2, "max_tests");
+	lua_pushinteger(L, o.max_tests_per_address);
+	lua_setfield(L, -2, "max_tests_per_address");
+	lua_pushinteger(L, o.max_streams_per_address);
+	lua_setfield(L, -2, "max_streams_per_address");
+	lua_pushinteger(L, o.max_unidentified);
+	lua_setfield(L, -2, "max_unidentified");
+	lua_pushinteger(L, o.max_unidentified_per_address);
+	lua_setfield(L, -2, "max_unidentified_per_address");
+	lua_pushnumber(L, o.data_idle_s);
+	lua_setfield(L, -2, "data_idle_s");
+	lua_pushnumber(L, o.max_duration_s);
+	lua_setfield(L, -2, "max_duration_s");
+	lua_pushinteger(L, (lua_Integer)o.test_buffer_bytes);
+	lua_setfield(L, -2, "test_buffer_bytes");
+	lua_pushnumber(L, o.idle_timeout_s);
+	lua_setfield(L, -2, "idle_timeout_s");
+	return 1;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -647,6 +675,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "started", l_server_started },
 		{ "rejected", l_server_rejected },
 		{ "problems", l_server_problems },
+		{ "limits", l_server_limits },
 		{ "done", l_server_done },
 		{ "stop", l_server_stop },
 		{ NULL, NULL }

@@ -143,7 +143,8 @@ struct ql_test {
 	uint64_t *pending_seq;            /* accept order of pending_fds */
 	int npending;
 	struct conn_arg *unid;            /* its control connection while unidentified */
-	int admitted;                     /* counted in srv->running */
+	int admitted;                     /* counted in srv->running (under srv->mu) */
+	int admitted_streams;             /* its streams, for the per-address limit */
 	int64_t idle_ns;                  /* data-idle limit */
 };
 
@@ -3406,7 +3407,7 @@ static int srv_tests_from(ql_server *s, const struct sockaddr_storage *peer, int
 	for (ql_test *t = s->tests; t; t = t->next)
 		if (t->admitted && !t->published && same_ip(&t->peer_addr, peer)) {
 			n++;
-			st += t->nstreams;
+			st += t->admitted_streams;
 		}
 	if (streams)
 		*streams = st;
@@ -3528,6 +3529,7 @@ static int srv_admit(ql_test *t)
 	if (!why[0]) {
 		unid_unlink(s, t->unid);
 		t->admitted = 1;
+		t->admitted_streams = n;
 		s->running++;
 	}
 	pthread_mutex_unlock(&s->mu);
@@ -4530,6 +4532,11 @@ uint64_t ql_server_started(ql_server *s, char *last, size_t len)
 		snprintf(last, len, "%s", s->started);
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+void ql_server_limits(const ql_server *s, ql_server_opts *out)
+{
+	*out = s->o;
 }
 
 void ql_server_stop(ql_server *s)

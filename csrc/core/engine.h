@@ -325,6 +325,8 @@ uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t l
  * 4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab
  * client". For a server's log. */
 uint64_t ql_server_started(ql_server *s, char *last, size_t len);
+/* The options in effect (defaults filled in; data_idle_s 0 = the rule). */
+void ql_server_limits(const ql_server *s, ql_server_opts *out);
 void ql_server_stop(ql_server *s);
 void ql_server_free(ql_server *s);
 

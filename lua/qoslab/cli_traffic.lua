@@ -436,6 +436,13 @@ local function run_server(a)
   log(nil, string.format('Server listening on %d%s%s', srv:port(),
     opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
     opts.netns and (' in namespace ' .. opts.netns) or ''))
+  local l = srv:limits()
+  log(nil, string.format('Limits: %d tests and %d streams per address (%d tests in all), '
+    .. '%d unidentified connections per address (%d in all, the oldest is closed), data idle %s, '
+    .. 'max duration %g s, %s of buffers per test', l.max_tests_per_address,
+    l.max_streams_per_address, l.max_tests, l.max_unidentified_per_address, l.max_unidentified,
+    l.data_idle_s > 0 and string.format('%g s', l.data_idle_s) or 'max(10 s, 64 x RTO)',
+    l.max_duration_s, traffic.format_bytes(l.test_buffer_bytes)))
   log(nil, rule)
   local shown, status = 0, 0
   local rejected, failed, started = 0, 0, 0

@@ -465,12 +465,23 @@ function Server:rejected() return self._ud:rejected() end
 
 --- What went wrong so far, for a server's log.
 -- @treturn integer control connections rejected (bad cookie, malformed or
---   oversized message, silence, a client that left before its test ran)
+--   oversized message, silence, a client that left before its test ran, a
+--   test refused by a limit, an unidentified connection closed to make room)
 -- @treturn integer tests that started and did not finish (client gone,
---   connection reset, ...)
--- @treturn string|nil the last of either, e.g. "test failed from 10.0.0.2:
---   peer closed the control connection during the test"
+--   connection reset, ended by the data-idle watchdog or max_duration_s, ...)
+-- @treturn string|nil the last of either, naming the peer, e.g. "test failed
+--   from 10.0.0.2 port 41234: peer closed the control connection during the
+--   test", "closed the oldest unidentified connection, from 10.0.0.9 port
+--   5555 (no cookie for 0.3 s): max_unidentified_per_address (8) reached"
 function Server:problems() return self._ud:problems() end
+
+--- The limits in effect (see `server`; defaults filled in).
+-- @treturn table `max_tests`, `max_tests_per_address`, `max_streams_per_address`,
+--   `max_unidentified`, `max_unidentified_per_address`, `data_idle_s` (0 = the
+--   automatic rule), `max_duration_s`, `test_buffer_bytes`, `idle_timeout_s`
+--   (0 = 10 s for the cookie, 30 s for the parameters)
+-- @usage print(srv:limits().max_tests_per_address) --> 2
+function Server:limits() return self._ud:limits() end
 
 --- Tests started so far (parameters accepted), for a server's log.
 -- @treturn integer tests started since the server started
@@ -558,7 +569,7 @@ end
 --   a 32-stream reverse test with 16 MiB writes (512 MiB) is refused).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
 --   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
---   `:problems()`,
+--   `:problems()`, `:limits()`,
 --   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
 -- @raise on a wrong type, unknown key or out-of-range value, naming the field
