@@ -559,7 +559,8 @@ end
 --   whose streams move no byte for this long is ended; its data
 --   connections must arrive within it too; default max(10 s, 64 x the
 --   control connection's RTO), at least 3 x a paced test's gap between
---   writes), `max_duration_s` (time + omit a test may ask for, else it is
+--   writes; raise it for experiments that cut the path for longer, e.g. a
+--   link taken down for 30 s), `max_duration_s` (time + omit a test may ask for, else it is
 --   refused with iperf3's error 37; a byte-limited test is ended there;
 --   default 3600: a shared server's slot is not held for more than an
 --   hour unless its owner says so), `test_buffer_bytes` (per-test buffer

@@ -145,6 +145,31 @@ describe('a server under hostile peers', function()
     assert.equal(0, srv:tests_running())
   end)
 
+  it('keeps serving another address while 64 clients stop after PARAM_EXCHANGE', function()
+    -- (they used to hold a test slot each until the 30 s idle timeout)
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local hold = track(peer('hold', port, '--src ' .. BAD .. ' --count 64 --no-params', 12))
+    H.sleep(1.5)
+    local seen = {}
+    local pass, tried, fails = legit(port, 8, 9, srv, seen)
+    local h = hold.result()
+    print(string.format('  [stop after PARAM_EXCHANGE] %d of %d legit tests passed; the '
+      .. 'stallers started %d, the server closed %d', pass, tried, h.started, h.closed))
+    assert(pass >= math.ceil(0.9 * tried) and tried >= 6,
+      string.format('%d of %d passed: %s', pass, tried, table.concat(fails, '; ')))
+    assert.equal(0, h.admitted)
+    assert(h.closed >= 64 - 8, 'closed ' .. h.closed)
+    local named = 0
+    for _, l in ipairs(seen) do
+      if l:match('^closed the oldest unidentified connection, from 127%.0%.0%.2 port %d+ %(no '
+        .. 'parameters for [%d.]+ s%): max_unidentified_per_address %(8%) reached$') then
+        named = named + 1
+      end
+    end
+    assert(named >= 1, table.concat(seen, '\n'))
+    assert.equal(pass, srv:finished())
+  end)
+
   it('ends a test that moves no data after the data-idle time, naming the peer', function()
     local srv, port = srv_of { bind_address = '127.0.0.1', data_idle_s = 1.5 }
     -- one with its data connection open, silent

@@ -8,7 +8,8 @@ prints one JSON line with what it saw. Modes:
   flood    keep --count silent TCP connections open (no cookie ever);
            each one the server closes is opened again at once.
   hold     keep --count clients that send a cookie and parameters for a
-           long test (--time), then send nothing; --streams also opens the
+           long test (--time), then send nothing (--no-params: fall silent
+           right after PARAM_EXCHANGE instead); --streams also opens the
            data connection (with the cookie) before falling silent. A
            client the server refuses or ends is started again (not with
            --once: then the mode ends when its clients are gone).
@@ -111,7 +112,8 @@ def hold(a):
             s.sendall(ck)
             b = s.recv(1)
             if b and struct.unpack('b', b)[0] == PARAM_EXCHANGE:
-                s.sendall(framed(params(a.time)))
+                if not a.no_params:
+                    s.sendall(framed(params(a.time)))
                 b = b''
             s.setblocking(False)
         except OSError:
@@ -253,6 +255,8 @@ def main():
     ap.add_argument('--time', type=float, default=3000)
     ap.add_argument('--streams', action='store_true')
     ap.add_argument('--once', action='store_true', help='hold: do not start again')
+    ap.add_argument('--no-params', action='store_true',
+                    help='hold: fall silent after PARAM_EXCHANGE, sending no parameters')
     ap.add_argument('--entries', type=int, default=1000)
     a = ap.parse_args()
     a.seconds = min(a.seconds, 120)   # every hostile peer is bounded in time
