@@ -4024,6 +4024,60 @@ static void *server_test_main(ql_test *t)
 	return NULL;
 }
 
+/* Wait until the whole cookie is queued (SO_RCVLOWAT: poll wakes at
+ * QL_COOKIE_SIZE bytes or at the end), then, under the lock, mark the
+ * connection as past its cookie before reading it: a connection is never
+ * seen as silent by the evicting listener once its cookie has come.
+ * Returns 0, -ECANCELED when it was evicted meanwhile, or the wait's
+ * error. */
+static int read_cookie(conn_arg *ca, char *cookie, int64_t deadline)
+{
+	ql_server *s = ca->s;
+	int lowat = QL_COOKIE_SIZE, one = 1;
+	setsockopt(ca->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+	int rc = 0;
+	for (;;) {
+		if (atomic_load(&s->stop)) {
+			rc = -EINTR;
+			break;
+		}
+		int64_t left = deadline - ql_now_ns();
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		struct pollfd p = { .fd = ca->fd, .events = POLLIN };
+		int pr = poll(&p, 1, left > 50 * MS ? 50 : (int)((left + MS - 1) / MS));
+		if (pr < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		if (pr <= 0)
+			continue;
+		int n = 0;
+		if (ioctl(ca->fd, FIONREAD, &n) == 0 && n >= QL_COOKIE_SIZE)
+			break;
+		rc = -ECONNRESET;   /* woken below the mark: the peer closed */
+		break;
+	}
+	setsockopt(ca->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+	if (rc < 0) {
+		/* take what came, so that the close is a FIN, not a reset */
+		char junk[QL_COOKIE_SIZE];
+		while (recv(ca->fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
+			;
+		return rc;
+	}
+	pthread_mutex_lock(&s->mu);
+	int ev = ca->evicted;
+	if (!ev)
+		ca->past_cookie = 1;
+	pthread_mutex_unlock(&s->mu);
+	if (ev)
+		return -ECANCELED;
+	return ql_io_read_full(ca->fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + 200 * MS, NULL);
+}
+
 static void *conn_main(void *arg)
 {
 	conn_arg *ca = arg;
@@ -4033,8 +4087,7 @@ static void *conn_main(void *arg)
 	char why[320];
 	int64_t idle = s->o.idle_timeout_s > 0 ? (int64_t)(s->o.idle_timeout_s * 1e9)
 					       : CTL_TIMEOUT_NS;
-	int rc = ql_io_read_full(fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + idle,
-				 (const volatile int *)&s->stop);
+	int rc = read_cookie(ca, cookie, ql_now_ns() + idle);
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
 		if (unid_leave(s, ca))
 			close(fd);
@@ -4050,7 +4103,6 @@ static void *conn_main(void *arg)
 		close(fd);
 		goto out;
 	}
-	ca->past_cookie = 1;
 	ql_test *t;
 	for (t = s->tests; t; t = t->next)
 		if (memcmp(t->cookie, cookie, QL_COOKIE_SIZE) == 0)

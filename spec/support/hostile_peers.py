@@ -163,8 +163,20 @@ def hold(a):
                         except OSError:
                             pass
                 elif state in (ACCESS_DENIED, SERVER_ERROR, SERVER_TERMINATE):
-                    # state [+ 8 bytes] + the length-prefixed reason
+                    # state [+ 8 bytes] + the length-prefixed reason, which
+                    # may come in a later segment
                     skip = 9 if state == SERVER_ERROR else 1
+                    s.setblocking(True)
+                    s.settimeout(1)
+                    try:
+                        while len(st['buf']) < skip + 4 or len(st['buf']) < skip + 4 + \
+                                struct.unpack('>I', st['buf'][skip:skip + 4])[0]:
+                            more = s.recv(4096)
+                            if not more:
+                                break
+                            st['buf'] += more
+                    except OSError:
+                        pass
                     rest = st['buf'][skip:]
                     reason = None
                     if len(rest) >= 4:
