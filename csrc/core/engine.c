@@ -3439,7 +3439,9 @@ static int srv_full(ql_server *s, const struct sockaddr_storage *peer, char *why
 
 /* The user-space buffers a server test allocates (the stream workers'
  * rules) plus the socket buffers it asks the kernel for, as granted:
- * 2 x min(request, sysctl maximum). In `how` a short account. */
+ * 2 x min(request, sysctl maximum), the send buffer of each sending
+ * stream and the receive buffer of each receiving one. In `how` a short
+ * account. */
 static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_t len)
 {
 	const ql_params *p = &t->prm;
@@ -3475,7 +3477,9 @@ static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_
 		sreq = wmax;
 	if (rmax > 0 && rreq > rmax)
 		rreq = rmax;
-	kern = (int64_t)nstreams * 2 * (sreq + rreq);
+	/* a stream fills the buffer of its own role: the send buffer of a
+	 * sender, the receive buffer of a receiver (the other holds ACKs) */
+	kern = 2 * (snd * sreq + rcv * rreq);
 	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers",
 		 nstreams, nstreams == 1 ? "" : "s", (long long)user, p->udp ? "datagram" : "write/read",
 		 (long long)kern);

@@ -249,9 +249,11 @@ void ql_test_free(ql_test *t);
  * ql_server_problems, naming the peer.
  *
  * Per test: its user-space buffers (per stream the write or read buffer:
- * TCP len or 128 KiB, UDP batch x len) plus the socket buffers it requests
- * (as the kernel would grant them: 2 x min(request, net.core.wmem_max /
- * rmem_max)) must fit test_buffer_bytes; time + omit at most
+ * TCP len or 128 KiB, UDP batch x len) plus the socket buffer of its role
+ * that it requests (as the kernel would grant it: 2 x min(request,
+ * net.core.wmem_max / rmem_max)) must fit test_buffer_bytes (the default
+ * holds 128 streams of 128 KiB writes, or 32 streams with 1 MiB windows
+ * where the sysctls allow them); time + omit at most
  * max_duration_s (else SERVER_ERROR 37, iperf3's "requested duration
  * exceeds the server's maximum"), and a test still running at
  * max_duration_s + idle_timeout_s (a byte-limited one too) is ended.

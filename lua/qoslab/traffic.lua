@@ -564,10 +564,11 @@ end
 --   refused with iperf3's error 37; a byte-limited test is ended there;
 --   default 3600: a shared server's slot is not held for more than an
 --   hour unless its owner says so), `test_buffer_bytes` (per-test buffer
---   budget: the server's write/read buffers per stream plus the socket
---   buffers the test asks for, as the kernel would grant them; default
---   128 MiB = 128 streams of 128 KiB writes with room for large windows;
---   a 32-stream reverse test with 16 MiB writes (512 MiB) is refused).
+--   budget: the server's write/read buffer per stream plus the socket
+--   buffer of the stream's role the test asks for, as the kernel would
+--   grant it (2 x min(request, rmem_max/wmem_max)); default 128 MiB: 128
+--   streams of 128 KiB writes, or 32 streams with 1 MiB windows, fit; a
+--   32-stream reverse test with 16 MiB writes (512 MiB) is refused).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
 --   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
 --   `:problems()`, `:limits()`,

@@ -371,3 +371,54 @@ describe('a server process under hostile results and the largest reverse test', 
     assert(ok, err)
   end)
 end)
+
+-- The refusal reason after the state byte is for qoslab clients; a stock
+-- iperf3 client stops at the state byte and says what it always says.
+describe('refusals and iperf3', function()
+  local has_iperf3 = H.sh('command -v iperf3 >/dev/null')
+  if not has_iperf3 then
+    it('needs iperf3', function() pending('iperf3 is not installed') end)
+    return
+  end
+
+  it('a stock iperf3 client is refused promptly, and a stock iperf3 server says only busy',
+    function()
+    local port = H.port()
+    local srv = assert(traffic.server { port = port, bind_address = '127.0.0.1',
+      max_duration_s = 5, max_tests_per_address = 1 })
+    local ok, err = pcall(function()
+      local t0 = H.now()
+      local done, out = H.sh(string.format('timeout 10 iperf3 -c 127.0.0.1 -p %d -t 10', port))
+      assert.is_false(done)
+      assert(H.now() - t0 < 3, 'iperf3 took ' .. (H.now() - t0) .. ' s')
+      assert.matches('error', out)
+      local busy = assert(traffic.start { host = '127.0.0.1', port = port, duration_s = 2,
+        bitrate_bps = 10e6 })
+      local t1 = H.now()
+      while srv:tests_running() == 0 and H.now() - t1 < 3 do H.sleep(0.02) end
+      done, out = H.sh(string.format('timeout 10 iperf3 -c 127.0.0.1 -p %d -t 1', port))
+      assert.is_false(done)
+      assert.matches('busy', out)
+      assert(busy:wait())
+    end)
+    srv:stop()
+    assert(ok, err)
+    -- our client against a busy stock iperf3 server
+    local iport = H.port()
+    local pid = H.spawn(string.format('exec iperf3 -s -p %d -B 127.0.0.1', iport), H.tmp('i3.log'))
+    ok, err = pcall(function()
+      assert(H.wait_listen(iport, nil, 5))
+      local first = assert(traffic.start { host = '127.0.0.1', port = iport, duration_s = 2,
+        bitrate_bps = 10e6 })
+      H.sleep(0.5)
+      local r, msg, code = traffic.run { host = '127.0.0.1', port = iport, duration_s = 1 }
+      assert.is_nil(r)
+      assert.equal('EBUSY', code)
+      assert.matches('refused the test %(busy: an iperf3 server serves one test at a time; '
+        .. 'retry later%)', msg)
+      assert(first:wait())
+    end)
+    H.kill(pid)
+    assert(ok, err)
+  end)
+end)
