@@ -422,3 +422,24 @@ describe('refusals and iperf3', function()
     assert(ok, err)
   end)
 end)
+
+-- The data-idle watchdog counts what a TCP sender got acknowledged, not what
+-- it wrote: a server whose writes all went into its send buffer at once keeps
+-- its test while a slow path drains it.
+describe('the data-idle watchdog and a slow path', function()
+  it('keeps a reverse byte-limited test draining through a 1 Mbit/s shaper', function()
+    local qoslab = require 'qoslab'
+    local tb <close> = assert(qoslab.testbed { rate_bps = 1000000 })
+    local srv <close> = assert(qoslab.server { netns = tb.server_netns, data_idle_s = 1 })
+    local t0 = H.now()
+    -- 256 KiB fit the server's send buffer (200000 B asked, 400000 granted) at
+    -- once; the shaper takes about 2.1 s for them, twice the data-idle time
+    local r, msg = traffic.run { host = tb.server_addr, netns = tb.client_netns, reverse = true,
+      bytes = 256 * 1024, window_bytes = 200000 }
+    local took = H.now() - t0
+    assert(r, msg)
+    assert.equal(256 * 1024, r.received.bytes)
+    assert(took > 2, string.format('%.1f s: the shaper did not hold the data', took))
+    assert.equal(0, select(2, srv:problems()))
+  end)
+end)
