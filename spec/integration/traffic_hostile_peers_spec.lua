@@ -10,6 +10,13 @@ local H = require 'integration.traffic_helper'
 local PEERS = 'spec/support/hostile_peers.py'
 local BAD, GOOD = '127.0.0.2', '127.0.0.3'
 
+if not H.sh('command -v python3 >/dev/null') then
+  describe('hostile peers', function()
+    pending('python3 is not installed (make deps installs it)')
+  end)
+  return
+end
+
 -- Start a hostile peer in the background; :result() waits for its JSON line.
 local function peer(mode, port, args, seconds)
   local out = H.tmp(string.format('peer-%s-%d.json', mode, math.random(1 << 30)))
@@ -302,6 +309,7 @@ end)
 -- alone) under the hostile results messages and under the largest reverse
 -- test its buffer budget allows.
 describe('a server process under hostile results and the largest reverse test', function()
+  teardown(function() H.cleanup_tmp() end)
   local function status_kib(pid, key)
     local s = H.read('/proc/' .. pid .. '/status') or ''
     return tonumber(s:match(key .. ':%s*(%d+) kB'))
@@ -375,6 +383,7 @@ end)
 -- The refusal reason after the state byte is for qoslab clients; a stock
 -- iperf3 client stops at the state byte and says what it always says.
 describe('refusals and iperf3', function()
+  teardown(function() H.cleanup_tmp() end)
   local has_iperf3 = H.sh('command -v iperf3 >/dev/null')
   if not has_iperf3 then
     it('needs iperf3', function() pending('iperf3 is not installed') end)
