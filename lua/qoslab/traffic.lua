@@ -545,25 +545,27 @@ end
 --   Limits for a server shared by untrusted peers (each refusal, eviction
 --   and forced end is in `:problems()` with the peer's address; a qoslab
 --   client is told which limit refused it and its value):
---   `max_tests_per_address` (running tests per peer address, default 2:
+--   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
 --   one peer cannot take more than 2 of the 64 slots, and a plan's
 --   one-test-at-a-time sweeps never notice), `max_streams_per_address`
---   (data streams of those tests, bidir counts both ways, default 128 =
+--   (data streams of those tests, bidir counts both ways, 1-65536, default 128 =
 --   the client's `parallel` maximum), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
---   address, default 8: a client opens its data connections one at a time,
+--   address, 1-65536, default 8: a client opens its data connections one at a time,
 --   so 8 leaves room for several clients behind one NAT) and
---   `max_unidentified` (all addresses, default 256); over either the newest
+--   `max_unidentified` (all addresses, 1-65536, default 256); over either the newest
 --   connection is kept and the oldest unidentified one closed, so a flood
---   of silent connections cannot lock others out. `data_idle_s` (a test
---   whose streams move no byte for this long is ended; its data
---   connections must arrive within it too; default max(10 s, 64 x the
---   control connection's RTO), at least 3 x a paced test's gap between
+--   of silent connections cannot lock others out. `data_idle_s` (0.001-86400
+--   s; a test whose streams move no byte (a TCP sender: none acknowledged)
+--   for this long is ended; its data connections must arrive within it
+--   too; default max(10 s, 64 x the control connection's RTO, so at least
+--   12.8 s: six back-to-back RTO backoffs), at least 3 x a paced test's gap between
 --   writes; raise it for experiments that cut the path for longer, e.g. a
---   link taken down for 30 s), `max_duration_s` (time + omit a test may ask for, else it is
+--   link taken down for 30 s), `max_duration_s` (0.001-2678400 s: time +
+--   omit a test may ask for, else it is
 --   refused with iperf3's error 37; a byte-limited test is ended there;
 --   default 3600: a shared server's slot is not held for more than an
---   hour unless its owner says so), `test_buffer_bytes` (per-test buffer
+--   hour unless its owner says so), `test_buffer_bytes` (1-2^40, per-test buffer
 --   budget: the server's write/read buffer per stream plus the socket
 --   buffer of the stream's role the test asks for, as the kernel would
 --   grant it (2 x min(request, rmem_max/wmem_max)); default 128 MiB: 128
