@@ -14,6 +14,7 @@
  *     :problems() -> rejected, failed tests, the last one's text or nil
  *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
+ *     :limits() -> the shared-server limits in effect (defaults filled in)
  *
  * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
  * Worker threads never see the lua_State: these functions copy snapshots.
@@ -483,7 +484,9 @@ static int l_test_tostring(lua_State *L)
 
 static const char *const SERVER_KEYS[] = {
 	"port", "bind_address", "netns", "one_off", "window_bytes", "sndbuf_bytes",
-	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", NULL
+	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", "max_tests_per_address",
+	"max_streams_per_address", "max_unidentified", "max_unidentified_per_address",
+	"data_idle_s", "max_duration_s", "test_buffer_bytes", NULL
 };
 
 static int l_server(lua_State *L)
@@ -517,6 +520,20 @@ static int l_server(lua_State *L)
 			o.max_tests = (int)v;
 		if (qlb_opt_integer(L, 1, ctx, "opts", "keep_results", 0, QL_KEEP_RESULTS_MAX, &v))
 			o.keep_results = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests_per_address", 1, 4096, &v))
+			o.max_tests_per_address = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_streams_per_address", 1, 65536, &v))
+			o.max_streams_per_address = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified", 1, 65536, &v))
+			o.max_unidentified = (int)v;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified_per_address", 1, 65536, &v))
+			o.max_unidentified_per_address = (int)v;
+		if (qlb_opt_number(L, 1, ctx, "opts", "data_idle_s", 0.001, 86400, &d))
+			o.data_idle_s = d;
+		if (qlb_opt_number(L, 1, ctx, "opts", "max_duration_s", 0.001, 2678400, &d))
+			o.max_duration_s = d;
+		if (qlb_opt_integer(L, 1, ctx, "opts", "test_buffer_bytes", 1, (lua_Integer)1 << 40, &v))
+			o.test_buffer_bytes = v;
 	}
 	lserver *u = lua_newuserdatauv(L, sizeof *u, 0);
 	u->s = NULL;
@@ -606,6 +623,33 @@ static int l_server_started(lua_State *L)
 	return 2;
 }
 
+/* :limits() -> { max_tests =, max_tests_per_address =, ..., data_idle_s = (0 = auto) } */
+static int l_server_limits(lua_State *L)
+{
+	ql_server_opts o;
+	ql_server_limits(check_server(L)->s, &o);
+	lua_createtable(L, 0, 9);
+	lua_pushinteger(L, o.max_tests);
+	lua_setfield(L, -2, "max_tests");
+	lua_pushinteger(L, o.max_tests_per_address);
+	lua_setfield(L, -2, "max_tests_per_address");
+	lua_pushinteger(L, o.max_streams_per_address);
+	lua_setfield(L, -2, "max_streams_per_address");
+	lua_pushinteger(L, o.max_unidentified);
+	lua_setfield(L, -2, "max_unidentified");
+	lua_pushinteger(L, o.max_unidentified_per_address);
+	lua_setfield(L, -2, "max_unidentified_per_address");
+	lua_pushnumber(L, o.data_idle_s);
+	lua_setfield(L, -2, "data_idle_s");
+	lua_pushnumber(L, o.max_duration_s);
+	lua_setfield(L, -2, "max_duration_s");
+	lua_pushinteger(L, (lua_Integer)o.test_buffer_bytes);
+	lua_setfield(L, -2, "test_buffer_bytes");
+	lua_pushnumber(L, o.idle_timeout_s);
+	lua_setfield(L, -2, "idle_timeout_s");
+	return 1;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -649,6 +693,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "started", l_server_started },
 		{ "rejected", l_server_rejected },
 		{ "problems", l_server_problems },
+		{ "limits", l_server_limits },
 		{ "done", l_server_done },
 		{ "stop", l_server_stop },
 		{ NULL, NULL }

@@ -48,6 +48,9 @@
 #define TCP_DRAIN_CAP_NS (3 * QL_NS_PER_S)
 #define TCP_RX_BYTES (128 * 1024)
 #define UDP_TX_BATCH 64
+/* A server's reason for refusing or ending a test, after the state byte. */
+#define QL_REFUSAL_PREFIX "qoslab-refused: "
+#define QL_REFUSAL_MAX_BYTES 512
 
 enum {
 	T_NEW = 0, T_ACCEPTING, T_RUNNING, T_ENDING, T_DONE
@@ -139,6 +142,10 @@ struct ql_test {
 	int *pending_fds;
 	uint64_t *pending_seq;            /* accept order of pending_fds */
 	int npending;
+	struct conn_arg *unid;            /* its control connection while unidentified */
+	int admitted;                     /* counted in srv->running (under srv->mu) */
+	int admitted_streams;             /* its streams, for the per-address limit */
+	int64_t idle_ns;                  /* data-idle limit */
 };
 
 struct ql_server {
@@ -165,6 +172,9 @@ struct ql_server {
 	char started[512];                /* the last of them, for logs */
 	uint64_t accept_seq;
 	int done;
+	/* unidentified connections, oldest first (see ql_server_opts) */
+	struct conn_arg *unid_head, *unid_tail;
+	int nunid;
 };
 
 /* A finished server test's result, shared by the server's ring and the
@@ -2737,6 +2747,25 @@ static void peer_announced_live(ql_test *t)
 	pthread_mutex_unlock(&t->mu);
 }
 
+/* A qoslab server's reason after a refusal or an end (QL_REFUSAL_PREFIX
+ * text, printable ASCII kept) in out[len]; "" when none came (a stock
+ * iperf3 server closes at once). */
+static void peer_reason(ql_test *t, char *out, size_t len)
+{
+	out[0] = 0;
+	char *js = NULL;
+	size_t jl = 0;
+	if (ql_io_read_json(t->ctl_fd, QL_REFUSAL_MAX_BYTES, &js, &jl, ql_now_ns() + 500 * MS,
+			    NULL) < 0)
+		return;
+	size_t pl = strlen(QL_REFUSAL_PREFIX), k = 0;
+	if (jl > pl && memcmp(js, QL_REFUSAL_PREFIX, pl) == 0)
+		for (size_t i = pl; i < jl && k + 1 < len; i++)
+			out[k++] = js[i] >= 32 && js[i] < 127 ? js[i] : '?';
+	out[k] = 0;
+	free(js);
+}
+
 static int client_done_cond(ql_test *t, int sender_done_signal)
 {
 	if (atomic_load(&t->stop_req))
@@ -2778,9 +2807,18 @@ static int client_run(ql_test *t)
 			else if (st == QL_ST_QL_LIVE)
 				peer_announced_live(t);
 			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
-				 st == QL_ST_ACCESS_DENIED)
+				 st == QL_ST_ACCESS_DENIED) {
+				char why[QL_REFUSAL_MAX_BYTES];
+				if (st == QL_ST_SERVER_ERROR) {
+					uint32_t v[2];
+					ql_io_read_full(t->ctl_fd, v, sizeof v,
+							ql_now_ns() + QL_NS_PER_S, NULL);
+				}
+				peer_reason(t, why, sizeof why);
 				return ql_err_set(&t->err, ECONNABORTED, NULL,
-						  "server ended the test (state %d)", st);
+						  "server ended the test (state %d)%s%s", st,
+						  why[0] ? ": " : "", why);
+			}
 		}
 	}
 	int64_t send_end = ql_now_ns();
@@ -2800,6 +2838,15 @@ static int exchange_results(ql_test *t, int client_first, ql_cpu_result *cpu)
 	char *mine = NULL, *theirs = NULL;
 	size_t tl = 0;
 	int64_t dl = ql_now_ns() + CTL_TIMEOUT_NS;
+	/* The peer's results can hold no more than this test could report:
+	 * its streams, and intervals over the time it ran. Both ends start
+	 * their clock when TEST_RUNNING leaves or arrives and read the other's
+	 * results one trip after it encoded them, so the time this end ran
+	 * until now covers the peer's; a peer that ends a long test early
+	 * gets the caps of the short one. */
+	ql_results_caps caps;
+	double ran_s = t->start_ns ? (double)(ql_now_ns() - t->start_ns) / 1e9 : t->prm.time_s;
+	ql_results_caps_for(t->nstreams, t->prm.interval_s, t->prm.omit_s, ran_s, &caps);
 	if (client_first) {
 		mine = encode_local(t, cpu);
 		if (!mine)
@@ -2808,21 +2855,24 @@ static int exchange_results(ql_test *t, int client_first, ql_cpu_result *cpu)
 		free(mine);
 		if (rc < 0)
 			return fail_io(t, rc, "sending results");
-		rc = ql_io_read_json(t->ctl_fd, QL_RESULTS_MAX_BYTES, &theirs, &tl, dl, NULL);
+		rc = ql_io_read_json(t->ctl_fd, caps.bytes, &theirs, &tl, dl, NULL);
 		if (rc < 0)
 			return fail_io(t, rc, "reading the server's results");
-		rc = ql_results_parse(theirs, tl, &t->peer_res, &t->err);
+		rc = ql_results_parse_capped(theirs, tl, &caps, &t->peer_res, &t->err);
 		free(theirs);
 		if (rc < 0)
 			return rc;
 		close_udp_books(t, &t->peer_res);
 		return 0;
 	}
-	rc = ql_io_read_json(t->ctl_fd, QL_RESULTS_MAX_BYTES, &theirs, &tl, dl,
+	rc = ql_io_read_json(t->ctl_fd, caps.bytes, &theirs, &tl, dl,
 			     (const volatile int *)&t->stop_req);
+	if (rc == -EMSGSIZE)
+		return ql_err_set(&t->err, EMSGSIZE, NULL, "the client's results are longer than "
+				  "the %zu bytes this test can need", caps.bytes);
 	if (rc < 0)
 		return fail_io(t, rc, "reading the client's results");
-	rc = ql_results_parse(theirs, tl, &t->peer_res, &t->err);
+	rc = ql_results_parse_capped(theirs, tl, &caps, &t->peer_res, &t->err);
 	free(theirs);
 	if (rc < 0)
 		return rc;
@@ -2953,21 +3003,44 @@ static int client_protocol(ql_test *t)
 			if ((rc = read_peer_interval(t)) < 0)
 				return rc;
 			break;
-		case QL_ST_ACCESS_DENIED:
+		case QL_ST_ACCESS_DENIED: {
+			/* a qoslab server says which of its limits refused us; a
+			 * stock iperf3 server only says busy (it serves one test
+			 * at a time) */
+			char why[QL_REFUSAL_MAX_BYTES];
+			peer_reason(t, why, sizeof why);
+			if (why[0])
+				return ql_err_set(&t->err, EBUSY, "EBUSY",
+						  "server %s port %d refused the test: %s", t->host,
+						  t->port, why);
 			return ql_err_set(&t->err, EBUSY, "EBUSY",
-					  "server %s port %d refused the test (busy: iperf3 serves one test "
-					  "at a time; retry later)", t->host, t->port);
+					  "server %s port %d refused the test (busy: an iperf3 server "
+					  "serves one test at a time; retry later)", t->host, t->port);
+		}
 		case QL_ST_SERVER_ERROR: {
 			uint32_t v[2] = { 0, 0 };
 			ql_io_read_full(t->ctl_fd, v, sizeof v, ql_now_ns() + QL_NS_PER_S, NULL);
 			int ierr = (int)ntohl(v[0]), eno = (int)ntohl(v[1]);
+			char why[QL_REFUSAL_MAX_BYTES];
+			peer_reason(t, why, sizeof why);
+			if (why[0])
+				return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
+						  "server %s port %d refused the test: %s", t->host,
+						  t->port, why);
+			if (ierr == 37)   /* iperf3's IEMAXSERVERTESTDURATIONEXCEEDED */
+				return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
+						  "server %s port %d refused the test: the requested "
+						  "duration exceeds the server's maximum", t->host, t->port);
 			return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
 					  "server reported error %d (errno %d: %s)", ierr, eno,
 					  eno > 0 ? strerror(eno) : "none");
 		}
-		case QL_ST_SERVER_TERMINATE:
+		case QL_ST_SERVER_TERMINATE: {
+			char why[QL_REFUSAL_MAX_BYTES];
+			peer_reason(t, why, sizeof why);
 			return ql_err_set(&t->err, ECONNABORTED, "ECONNABORTED",
-					  "server terminated the test");
+					  "server terminated the test%s%s", why[0] ? ": " : "", why);
+		}
 		default:
 			return ql_err_set(&t->err, EPROTO, "EPROTO", "unexpected control state %d", st);
 		}
@@ -3167,6 +3240,23 @@ void ql_test_free(ql_test *t)
 
 /* ------------------------------------------------------------- server --- */
 
+/* A connection from its accept on; while unidentified (no cookie of a
+ * test, no accepted parameters) it is in the server's unid list, oldest
+ * first, and its fd stays open until it leaves the list (so the listener
+ * may shut it down under s->mu to evict it). */
+typedef struct conn_arg {
+	ql_server *s;
+	int fd;
+	uint64_t seq;
+	struct sockaddr_storage peer;
+	socklen_t plen;
+	struct conn_arg *prev, *next;
+	int listed, evicted, past_cookie;
+	int64_t since_ns;
+} conn_arg;
+
+static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
 static void srv_thread_exit(ql_server *s)
 {
 	pthread_mutex_lock(&s->mu);
@@ -3195,6 +3285,27 @@ static void peer_host(const struct sockaddr_storage *ss, char *out, size_t len)
 	copy_str(out, len, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
 }
 
+/* Tell a peer why the server refuses or ends its test: the state byte
+ * (SERVER_ERROR with iperf3's error number ierr and errno 0), then a
+ * length-prefixed "qoslab-refused: why" that a qoslab client reads and a
+ * stock iperf3 client, which stops at the state, never sees. */
+static void srv_tell(int fd, int state, int ierr, const char *why)
+{
+	int64_t dl = ql_now_ns() + 200 * MS;
+	if (ql_io_write_state(fd, state, dl, NULL) < 0)
+		return;
+	if (state == QL_ST_SERVER_ERROR) {
+		uint32_t v[2] = { htonl((uint32_t)ierr), 0 };
+		if (ql_io_write_full(fd, v, sizeof v, dl, NULL) < 0)
+			return;
+	}
+	if (why && why[0]) {
+		char msg[QL_REFUSAL_MAX_BYTES];
+		snprintf(msg, sizeof msg, "%s%s", QL_REFUSAL_PREFIX, why);
+		ql_io_write_json(fd, msg, dl, NULL);
+	}
+}
+
 static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer, int state,
 		       const char *why)
 {
@@ -3202,7 +3313,7 @@ static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer
 	if (peer)
 		peer_host(peer, host, sizeof host);
 	if (state)
-		ql_io_write_state(fd, state, ql_now_ns() + 200 * MS, NULL);
+		srv_tell(fd, state, 0, why);
 	close(fd);
 	pthread_mutex_lock(&s->mu);
 	s->rejected++;
@@ -3211,11 +3322,290 @@ static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer
 	pthread_mutex_unlock(&s->mu);
 }
 
+/* Caller holds s->mu. */
+static void unid_unlink(ql_server *s, conn_arg *c)
+{
+	if (!c || !c->listed)
+		return;
+	if (c->prev)
+		c->prev->next = c->next;
+	else
+		s->unid_head = c->next;
+	if (c->next)
+		c->next->prev = c->prev;
+	else
+		s->unid_tail = c->prev;
+	c->prev = c->next = NULL;
+	c->listed = 0;
+	s->nunid--;
+}
+
+/* The connection is identified or about to close: it leaves the list.
+ * Returns 1 when it had been evicted (shut down, and already logged). */
+static int unid_leave(ql_server *s, conn_arg *c)
+{
+	if (!c)
+		return 0;
+	pthread_mutex_lock(&s->mu);
+	unid_unlink(s, c);
+	int ev = c->evicted;
+	pthread_mutex_unlock(&s->mu);
+	return ev;
+}
+
+/* Its cookie is queued: its thread is about to read it, so a legitimate
+ * data connection that waited for a busy thread is not taken for silent. */
+static int unid_ready(const conn_arg *c)
+{
+	int n = 0;
+	return !c->past_cookie && ioctl(c->fd, FIONREAD, &n) == 0 && n >= QL_COOKIE_SIZE;
+}
+
+/* Caller holds s->mu: the unidentified connection from `peer` (all when
+ * NULL) to close first: the oldest that sent nothing, else the oldest
+ * that sent a cookie but no parameters yet, else the oldest. A flood of
+ * silent connections thus never pushes out a client in the middle of its
+ * handshake, however fast the flood comes. */
+static conn_arg *unid_victim(ql_server *s, const struct sockaddr_storage *peer)
+{
+	conn_arg *first = NULL, *stalled = NULL;
+	for (conn_arg *c = s->unid_head; c; c = c->next) {
+		if (peer && !same_ip(&c->peer, peer))
+			continue;
+		if (!first)
+			first = c;
+		if (c->past_cookie) {
+			if (!stalled)
+				stalled = c;
+		} else if (!unid_ready(c)) {
+			return c;
+		}
+	}
+	return stalled ? stalled : first;
+}
+
+/* Caller holds s->mu. Its thread wakes on the shutdown and closes it. */
+static void unid_evict(ql_server *s, conn_arg *c, const char *limit, int value, int64_t now)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	peer_host(&c->peer, host, sizeof host);
+	c->evicted = 1;
+	shutdown(c->fd, SHUT_RDWR);
+	unid_unlink(s, c);
+	s->rejected++;
+	snprintf(s->problem, sizeof s->problem,
+		 "closed the oldest unidentified connection, from %s port %d (%s for %.1f s): "
+		 "%s (%d) reached", host, peer_port(&c->peer),
+		 c->past_cookie ? "no parameters" : "no cookie", (double)(now - c->since_ns) / 1e9,
+		 limit, value);
+}
+
+/* Caller holds s->mu: admitted tests and their streams from `peer`. */
+static int srv_tests_from(ql_server *s, const struct sockaddr_storage *peer, int *streams)
+{
+	int n = 0, st = 0;
+	for (ql_test *t = s->tests; t; t = t->next)
+		if (t->admitted && !t->published && same_ip(&t->peer_addr, peer)) {
+			n++;
+			st += t->admitted_streams;
+		}
+	if (streams)
+		*streams = st;
+	return n;
+}
+
+/* Caller holds s->mu: why a new control connection from `peer` cannot
+ * get a test now ("" when it may try), in why[len]. */
+static int srv_full(ql_server *s, const struct sockaddr_storage *peer, char *why, size_t len)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	peer_host(peer, host, sizeof host);
+	int mine = srv_tests_from(s, peer, NULL);
+	if (atomic_load(&s->stop))
+		snprintf(why, len, "server stopping");
+	else if (s->o.one_off && s->nfinished > 0)
+		snprintf(why, len, "one-off server already served");
+	else if (s->running >= s->o.max_tests)
+		snprintf(why, len, "busy: %d tests running, the server's max_tests is %d; retry later",
+			 s->running, s->o.max_tests);
+	else if (mine >= s->o.max_tests_per_address)
+		snprintf(why, len, "busy: %d tests from %s running, the server's "
+			 "max_tests_per_address is %d; retry when one ends", mine, host,
+			 s->o.max_tests_per_address);
+	else
+		return 0;
+	return 1;
+}
+
+/* The user-space buffers a server test allocates (the stream workers'
+ * rules) plus the socket buffers it asks the kernel for, as granted:
+ * 2 x min(request, sysctl maximum), the send buffer of each sending
+ * stream and the receive buffer of each receiving one. In `how` a short
+ * account. */
+static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_t len)
+{
+	const ql_params *p = &t->prm;
+	int64_t l = p->len_bytes, user = 0, kern = 0;
+	int snd = 0, rcv = 0;
+	int p_ = p->parallel;
+	for (int i = 0; i < nstreams; i++) {
+		int client_sends = p->bidir ? i < p_ : !p->reverse;
+		if (client_sends)
+			rcv++;
+		else
+			snd++;
+	}
+	int64_t per_snd, per_rcv;
+	if (!p->udp) {
+		per_snd = l;
+		per_rcv = TCP_RX_BYTES;
+	} else {
+		int64_t batch = UDP_TX_BATCH;
+		if (p->udp_gso && batch * l > 65000)
+			batch = 65000 / l > 0 ? 65000 / l : 1;
+		per_snd = batch * l;
+		int64_t cap = p->udp_gso ? 65536 : ((l + 64 + 63) & ~(int64_t)63);
+		per_rcv = (int64_t)RX_BATCH * (cap < 2048 ? 2048 : cap) +
+			  (int64_t)(QL_UDP_WINDOW_DEFAULT / 8);
+	}
+	user = snd * per_snd + rcv * per_rcv;
+	int64_t sreq = p->window_bytes ? (int64_t)p->window_bytes : (int64_t)p->sndbuf_bytes;
+	int64_t rreq = p->window_bytes ? (int64_t)p->window_bytes : (int64_t)p->rcvbuf_bytes;
+	int64_t wmax = read_sysctl("/proc/sys/net/core/wmem_max");
+	int64_t rmax = read_sysctl("/proc/sys/net/core/rmem_max");
+	if (wmax > 0 && sreq > wmax)
+		sreq = wmax;
+	if (rmax > 0 && rreq > rmax)
+		rreq = rmax;
+	/* a stream fills the buffer of its own role: the send buffer of a
+	 * sender, the receive buffer of a receiver (the other holds ACKs) */
+	kern = 2 * (snd * sreq + rcv * rreq);
+	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers",
+		 nstreams, nstreams == 1 ? "" : "s", (long long)user, p->udp ? "datagram" : "write/read",
+		 (long long)kern);
+	return user + kern;
+}
+
 static void server_error(ql_test *t, int code, int eno)
 {
 	uint32_t v[2] = { htonl((uint32_t)code), htonl((uint32_t)eno) };
 	if (ql_io_write_state(t->ctl_fd, QL_ST_SERVER_ERROR, ql_now_ns() + 200 * MS, NULL) == 0)
 		ql_io_write_full(t->ctl_fd, v, sizeof v, ql_now_ns() + 200 * MS, NULL);
+}
+
+/* The parameters are in: refuse the test over a limit (telling the peer
+ * which, and logging it), else count it as running from now on. */
+static int srv_admit(ql_test *t)
+{
+	ql_server *s = t->srv;
+	const ql_params *p = &t->prm;
+	char why[320] = "", how[160];
+	int state = QL_ST_ACCESS_DENIED, ierr = 0;
+	int n = p->bidir ? 2 * p->parallel : p->parallel;
+	if (!t->limited && p->time_s + p->omit_s > s->o.max_duration_s) {
+		/* iperf3's IEMAXSERVERTESTDURATIONEXCEEDED: its client names
+		 * the reason too */
+		snprintf(why, sizeof why, "time %g s + omit %g s exceeds the server's "
+			 "max_duration_s %g s", p->time_s, p->omit_s, s->o.max_duration_s);
+		state = QL_ST_SERVER_ERROR;
+		ierr = 37;
+	}
+	int64_t need = test_buffer_need(t, n, how, sizeof how);
+	if (!why[0] && need > s->o.test_buffer_bytes)
+		snprintf(why, sizeof why, "the test needs %lld bytes of buffers (%s), more than the "
+			 "server's test_buffer_bytes %lld", (long long)need, how,
+			 (long long)s->o.test_buffer_bytes);
+	pthread_mutex_lock(&s->mu);
+	if (t->unid && t->unid->evicted) {
+		pthread_mutex_unlock(&s->mu);
+		return ql_err_set(&t->err, ECONNRESET, NULL, "evicted");
+	}
+	int streams = 0;
+	int mine = srv_tests_from(s, &t->peer_addr, &streams);
+	if (why[0])
+		;
+	else if (srv_full(s, &t->peer_addr, why, sizeof why))
+		;
+	else if (streams + n > s->o.max_streams_per_address)
+		snprintf(why, sizeof why, "busy: %d streams asked, %d running in %d test%s from %.64s, "
+			 "the server's max_streams_per_address is %d", n, streams, mine,
+			 mine == 1 ? "" : "s", t->host, s->o.max_streams_per_address);
+	if (!why[0]) {
+		unid_unlink(s, t->unid);
+		t->admitted = 1;
+		t->admitted_streams = n;
+		s->running++;
+	}
+	pthread_mutex_unlock(&s->mu);
+	if (!why[0])
+		return 0;
+	srv_tell(t->ctl_fd, state, ierr, why);
+	return ql_err_set(&t->err, state == QL_ST_SERVER_ERROR ? EINVAL : EBUSY, NULL,
+			  "test refused: %s", why);
+}
+
+/* The data-idle limit of a running test (see ql_server_opts). */
+static int64_t srv_idle_ns(ql_test *t)
+{
+	const ql_params *p = &t->prm;
+	int64_t idle;
+	if (t->srv->o.data_idle_s > 0) {
+		idle = (int64_t)(t->srv->o.data_idle_s * 1e9);
+	} else {
+		idle = (int64_t)(QL_SRV_DATA_IDLE_FLOOR_S * 1e9);
+		int64_t rto = 200 * MS;
+		ql_tcp_sample ts;
+		if (t->ctl_fd >= 0 && ql_tcp_sample_read(t->ctl_fd, &ts, 0, NULL) == 0 &&
+		    (ts.valid & QL_TCPS_RTT)) {
+			int64_t r = ((int64_t)ts.rtt_us + 4LL * ts.rttvar_us) * 1000;
+			if (r > rto)
+				rto = r;
+		}
+		if (64 * rto > idle)
+			idle = 64 * rto;
+	}
+	if (p->bandwidth_bps > 0) {
+		double gap = 3.0 * (double)p->len_bytes * 8.0 / (double)p->bandwidth_bps;
+		if (gap > 120)
+			gap = 120;
+		if ((int64_t)(gap * 1e9) > idle)
+			idle = (int64_t)(gap * 1e9);
+	}
+	return idle;
+}
+
+/* What the test's streams moved: bytes read by TCP receivers, datagrams
+ * taken by UDP receivers (their bytes are in the books), bytes
+ * acknowledged for TCP senders (written minus what the send queue still
+ * holds), so a sender blocked by a peer that reads nothing does not count
+ * as moving, while one draining a slow path does. */
+static uint64_t test_progress(ql_test *t)
+{
+	uint64_t m = 0;
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *st = &t->st[i];
+		uint64_t b = atomic_load(&st->bytes) + atomic_load(&st->packets);
+		int q = 0;
+		if (st->sender && t->proto == QL_PROTO_TCP && st->fd >= 0 &&
+		    ioctl(st->fd, SIOCOUTQ, &q) == 0 && q > 0)
+			b = b > (uint64_t)q ? b - (uint64_t)q : 0;
+		m += b;
+	}
+	return m;
+}
+
+/* End a running test for a server limit: tell the peer, then fail it. */
+static int srv_end_test(ql_test *t, int eno, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int srv_end_test(ql_test *t, int eno, const char *fmt, ...)
+{
+	char why[256];
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(why, sizeof why, fmt, ap);
+	va_end(ap);
+	srv_tell(t->ctl_fd, QL_ST_SERVER_TERMINATE, 0, why);
+	return ql_err_set(&t->err, eno, NULL, "ended by the server: %s", why);
 }
 
 /* Wait for the test's data sockets (TCP via cookie, UDP via handshake). */
@@ -3238,11 +3628,18 @@ static int ctl_gone(int fd)
 static int server_collect_streams(ql_test *t)
 {
 	ql_server *s = t->srv;
-	int64_t deadline = ql_now_ns() + CTL_TIMEOUT_NS;
-	int gone = 0;
+	/* A client that connects none (or stops connecting) holds its slot
+	 * for the data-idle time at most; each stream that comes restarts
+	 * the wait, so many streams over a long path still make it. */
+	int64_t deadline = ql_now_ns() + t->idle_ns;
+	int gone = 0, seen = 0;
 	pthread_mutex_lock(&s->mu);
 	while (t->npending < t->nstreams && !atomic_load(&s->stop) &&
 	       !atomic_load(&t->stop_req)) {
+		if (t->npending > seen) {
+			seen = t->npending;
+			deadline = ql_now_ns() + t->idle_ns;
+		}
 		if (ql_now_ns() >= deadline)
 			break;
 		if (ctl_gone(t->ctl_fd)) {
@@ -3265,9 +3662,12 @@ static int server_collect_streams(ql_test *t)
 		return ql_err_set(&t->err, ECONNRESET, NULL,
 				  "client left after opening %d of %d data connections", got,
 				  t->nstreams);
-	if (got < t->nstreams)
+	if (got < t->nstreams) {
+		srv_tell(t->ctl_fd, QL_ST_SERVER_TERMINATE, 0, "data connections did not arrive");
 		return ql_err_set(&t->err, ETIMEDOUT, NULL,
-				  "client opened %d of %d data connections", got, t->nstreams);
+				  "client opened %d of %d data connections within the data-idle "
+				  "time (%.1f s)", got, t->nstreams, (double)t->idle_ns / 1e9);
+	}
 	for (int i = 1; i < t->nstreams; i++)   /* insertion sort by accept order */
 		for (int j = i; j > 0 && t->pending_seq[j] < t->pending_seq[j - 1]; j--) {
 			uint64_t q = t->pending_seq[j];
@@ -3302,7 +3702,12 @@ static int server_run(ql_test *t)
 					   (int64_t)(t->prm.time_s * 1e9) + silence;
 	int signalled = 0;
 	uint64_t moved = 0;
-	int64_t moved_at = ql_now_ns();
+	int64_t moved_at = ql_now_ns(), checked_at = 0;
+	/* No test outlives max_duration_s: a timed one was admitted within
+	 * it (and gets the silence allowance for its end), a limited one is
+	 * ended there. */
+	double maxd = t->srv->o.max_duration_s;
+	int64_t max_end = t->start_ns + (int64_t)(maxd * 1e9) + (t->limited ? 0 : silence);
 	for (;;) {
 		maybe_tick(t);
 		int src = ship_live(t);
@@ -3312,18 +3717,28 @@ static int server_run(ql_test *t)
 			return ql_err_set(&t->err, EINTR, "EINTR", "server stopped");
 		if (hard_end && ql_now_ns() > hard_end)
 			return ql_err_set(&t->err, ETIMEDOUT, NULL, "client silent after the test time");
-		/* A limited test has no planned end: give up when no byte moved
-		 * and no TEST_END came for the idle time. */
-		uint64_t m = 0;
-		for (int i = 0; i < t->nstreams; i++)
-			m += atomic_load(&t->st[i].bytes);
-		if (m != moved) {
-			moved = m;
-			moved_at = ql_now_ns();
-		} else if (t->limited && ql_now_ns() - moved_at > silence) {
-			return ql_err_set(&t->err, ETIMEDOUT, NULL,
-					  "client silent: no data and no TEST_END for %.0f s",
-					  (double)silence / 1e9);
+		if (ql_now_ns() > max_end)
+			return srv_end_test(t, ETIMEDOUT, "the test ran past the server's "
+					    "max_duration_s %g s", maxd);
+		/* The data-idle watchdog (while data should flow), and a limited
+		 * test, which has no planned end, gives up when no byte moved and
+		 * no TEST_END came for the idle time. */
+		int64_t now0 = ql_now_ns();
+		if (now0 - checked_at >= 100 * MS) {
+			checked_at = now0;
+			uint64_t m = test_progress(t);
+			if (m != moved) {
+				moved = m;
+				moved_at = now0;
+			} else if (!atomic_load(&t->send_stop) && now0 - moved_at > t->idle_ns) {
+				return srv_end_test(t, ETIMEDOUT, "no data moved for %.1f s (the "
+						    "server's data-idle limit)",
+						    (double)(now0 - moved_at) / 1e9);
+			} else if (t->limited && now0 - moved_at > silence) {
+				return ql_err_set(&t->err, ETIMEDOUT, NULL,
+						  "client silent: no data and no TEST_END for %.0f s",
+						  (double)silence / 1e9);
+			}
 		}
 		/* Timed test: our senders stop at the planned end by themselves,
 		 * so a client whose clock started a little later still receives
@@ -3505,6 +3920,9 @@ static int server_protocol(ql_test *t)
 								      : t->limit_bytes));
 	t->period_ns = (int64_t)(p->interval_s * 1e9);
 	t->omit_ns = (int64_t)(p->omit_s * 1e9);
+	if ((rc = srv_admit(t)) < 0)
+		return rc;
+	t->idle_ns = srv_idle_ns(t);
 	server_note_start(t);
 	if ((rc = streams_alloc(t, &t->err)) < 0)
 		return rc;
@@ -3562,14 +3980,6 @@ static int server_protocol(ql_test *t)
 	return 0;
 }
 
-typedef struct conn_arg {
-	ql_server *s;
-	int fd;
-	uint64_t seq;
-	struct sockaddr_storage peer;
-	socklen_t plen;
-} conn_arg;
-
 static void *server_test_main(ql_test *t)
 {
 	ql_server *s = t->srv;
@@ -3578,12 +3988,15 @@ static void *server_test_main(ql_test *t)
 	ql_netns_enter(s->netns, &restore, &e2);
 	int rc = server_protocol(t);
 	ql_netns_restore(restore, &e2);
+	int evicted = unid_leave(s, t->unid);
+	t->unid = NULL;
 	atomic_store(&t->send_stop, 1);
 	atomic_store(&t->recv_stop, 1);
 	streams_join(t, 1, 1);
 	/* A control connection that failed before its test ran (bad JSON,
-	 * oversized or missing parameters, silence) counts as rejected. */
-	if (rc < 0) {
+	 * oversized or missing parameters, silence, a limit) counts as
+	 * rejected; an evicted one was counted and logged when evicted. */
+	if (rc < 0 && !evicted) {
 		pthread_mutex_lock(&s->mu);
 		if (t->start_ns == 0)
 			s->rejected++;
@@ -3605,7 +4018,7 @@ static void *server_test_main(ql_test *t)
 			*pp = t->next;
 			break;
 		}
-	if (!t->published)
+	if (t->admitted && !t->published)
 		s->running--;
 	if (s->o.one_off)
 		atomic_store(&s->stop, 1);
@@ -3615,29 +4028,92 @@ static void *server_test_main(ql_test *t)
 	return NULL;
 }
 
+/* Wait until the whole cookie is queued (SO_RCVLOWAT: poll wakes at
+ * QL_COOKIE_SIZE bytes or at the end), then, under the lock, mark the
+ * connection as past its cookie before reading it: a connection is never
+ * seen as silent by the evicting listener once its cookie has come.
+ * Returns 0, -ECANCELED when it was evicted meanwhile, or the wait's
+ * error. */
+static int read_cookie(conn_arg *ca, char *cookie, int64_t deadline)
+{
+	ql_server *s = ca->s;
+	int lowat = QL_COOKIE_SIZE, one = 1;
+	setsockopt(ca->fd, SOL_SOCKET, SO_RCVLOWAT, &lowat, sizeof lowat);
+	int rc = 0;
+	for (;;) {
+		if (atomic_load(&s->stop)) {
+			rc = -EINTR;
+			break;
+		}
+		int64_t left = deadline - ql_now_ns();
+		if (left <= 0) {
+			rc = -ETIMEDOUT;
+			break;
+		}
+		struct pollfd p = { .fd = ca->fd, .events = POLLIN };
+		int pr = poll(&p, 1, left > 50 * MS ? 50 : (int)((left + MS - 1) / MS));
+		if (pr < 0 && errno != EINTR) {
+			rc = -errno;
+			break;
+		}
+		if (pr <= 0)
+			continue;
+		int n = 0;
+		if (ioctl(ca->fd, FIONREAD, &n) == 0 && n >= QL_COOKIE_SIZE)
+			break;
+		rc = -ECONNRESET;   /* woken below the mark: the peer closed */
+		break;
+	}
+	setsockopt(ca->fd, SOL_SOCKET, SO_RCVLOWAT, &one, sizeof one);
+	if (rc < 0) {
+		/* take what came, so that the close is a FIN, not a reset */
+		char junk[QL_COOKIE_SIZE];
+		while (recv(ca->fd, junk, sizeof junk, MSG_DONTWAIT) > 0)
+			;
+		return rc;
+	}
+	pthread_mutex_lock(&s->mu);
+	int ev = ca->evicted;
+	if (!ev)
+		ca->past_cookie = 1;
+	pthread_mutex_unlock(&s->mu);
+	if (ev)
+		return -ECANCELED;
+	return ql_io_read_full(ca->fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + 200 * MS, NULL);
+}
+
 static void *conn_main(void *arg)
 {
 	conn_arg *ca = arg;
 	ql_server *s = ca->s;
 	int fd = ca->fd;
 	char cookie[QL_COOKIE_SIZE];
+	char why[320];
 	int64_t idle = s->o.idle_timeout_s > 0 ? (int64_t)(s->o.idle_timeout_s * 1e9)
 					       : CTL_TIMEOUT_NS;
-	int rc = ql_io_read_full(fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + idle,
-				 (const volatile int *)&s->stop);
+	int rc = read_cookie(ca, cookie, ql_now_ns() + idle);
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
-		srv_reject(s, fd, &ca->peer, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
-			   rc == -ETIMEDOUT ? "no cookie within the idle timeout" :
-			   rc < 0 ? "closed before sending its cookie" : "malformed cookie");
+		if (unid_leave(s, ca))
+			close(fd);
+		else
+			srv_reject(s, fd, &ca->peer, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
+				   rc == -ETIMEDOUT ? "no cookie within the idle timeout" :
+				   rc < 0 ? "closed before sending its cookie" : "malformed cookie");
 		goto out;
 	}
 	pthread_mutex_lock(&s->mu);
+	if (ca->evicted) {
+		pthread_mutex_unlock(&s->mu);
+		close(fd);
+		goto out;
+	}
 	ql_test *t;
 	for (t = s->tests; t; t = t->next)
 		if (memcmp(t->cookie, cookie, QL_COOKIE_SIZE) == 0)
 			break;
 	if (t) {
-		/* A data connection of a running test. */
+		/* A data connection of a running test: identified. */
+		unid_unlink(s, ca);
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_TCP && t->npending < t->nstreams) {
 			t->pending_seq[t->npending] = ca->seq;
 			t->pending_fds[t->npending++] = fd;
@@ -3650,21 +4126,25 @@ static void *conn_main(void *arg)
 		}
 		goto out;
 	}
-	int limit = s->o.max_tests > 0 ? s->o.max_tests : 64;
-	if (s->running >= limit || atomic_load(&s->stop) || (s->o.one_off && s->nfinished > 0)) {
+	/* A new control connection: refused at once when the server or this
+	 * address is full; otherwise it stays unidentified until its
+	 * parameters are admitted (srv_admit). */
+	if (srv_full(s, &ca->peer, why, sizeof why)) {
+		unid_unlink(s, ca);
 		pthread_mutex_unlock(&s->mu);
-		srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED, atomic_load(&s->stop) ? "server stopping" :
-			   s->running >= limit ? "max_tests running" : "one-off server already served");
+		srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED, why);
 		goto out;
 	}
 	t = test_new(QL_SIDE_SERVER);
 	if (!t) {
+		unid_unlink(s, ca);
 		pthread_mutex_unlock(&s->mu);
 		srv_reject(s, fd, &ca->peer, QL_ST_ACCESS_DENIED, "out of memory");
 		goto out;
 	}
 	t->srv = s;
 	t->ctl_fd = fd;
+	t->unid = ca;
 	memcpy(t->cookie, cookie, QL_COOKIE_SIZE);
 	t->peer_addr = ca->peer;
 	t->peer_len = ca->plen;
@@ -3672,7 +4152,6 @@ static void *conn_main(void *arg)
 	peer_host(&ca->peer, t->host, sizeof t->host);
 	t->next = s->tests;
 	s->tests = t;
-	s->running++;
 	pthread_mutex_unlock(&s->mu);
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
@@ -3839,29 +4318,42 @@ static void *listener_main(void *arg)
 			free(ca);
 			continue;
 		}
-		pthread_mutex_lock(&s->mu);
-		int crowded = s->threads >= 512;
-		pthread_mutex_unlock(&s->mu);
-		if (crowded) {
-			/* Connection flood: refuse instead of spawning more
-			 * cookie readers (each waits up to the idle time). */
-			srv_reject(s, fd, &ca->peer, 0, "connection flood (512 unidentified connections)");
-			free(ca);
-			continue;
-		}
 		ca->s = s;
 		ca->fd = fd;
+		ca->since_ns = ql_now_ns();
+		/* Over a limit of unidentified connections the newcomer stays
+		 * and the oldest goes: a flood pushes out only its own (or
+		 * older, equally silent) connections, never the next client. */
+		pthread_mutex_lock(&s->mu);
+		int same = 0;
+		for (conn_arg *c = s->unid_head; c; c = c->next)
+			same += same_ip(&c->peer, &ca->peer);
+		conn_arg *v;
+		if (same >= s->o.max_unidentified_per_address &&
+		    (v = unid_victim(s, &ca->peer)))
+			unid_evict(s, v, "max_unidentified_per_address",
+				   s->o.max_unidentified_per_address, ca->since_ns);
+		if (s->nunid >= s->o.max_unidentified && (v = unid_victim(s, NULL)))
+			unid_evict(s, v, "max_unidentified", s->o.max_unidentified, ca->since_ns);
 		/* Cookie readers run in parallel; the accept order is what
 		 * tells a test's streams apart (client creation order). */
 		ca->seq = ++s->accept_seq;
+		ca->prev = s->unid_tail;
+		if (s->unid_tail)
+			s->unid_tail->next = ca;
+		else
+			s->unid_head = ca;
+		s->unid_tail = ca;
+		ca->listed = 1;
+		s->nunid++;
+		s->threads++;
+		pthread_mutex_unlock(&s->mu);
 		pthread_attr_t at;
 		pthread_attr_init(&at);
 		pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
 		pthread_t th;
-		pthread_mutex_lock(&s->mu);
-		s->threads++;
-		pthread_mutex_unlock(&s->mu);
 		if (pthread_create(&th, &at, conn_main, ca) != 0) {
+			unid_leave(s, ca);
 			close(fd);
 			free(ca);
 			srv_thread_exit(s);
@@ -3940,6 +4432,23 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 	if (o->keep_results < 0 || o->keep_results > QL_KEEP_RESULTS_MAX)
 		return ql_err_usage(e, "opts.keep_results: expected 0..%d, got %d",
 				    QL_KEEP_RESULTS_MAX, o->keep_results);
+	static const struct { const char *name; int hi; } lim[] = {
+		{ "max_tests", 4096 }, { "max_tests_per_address", 4096 },
+		{ "max_streams_per_address", 65536 }, { "max_unidentified", 65536 },
+		{ "max_unidentified_per_address", 65536 },
+	};
+	const int val[] = { o->max_tests, o->max_tests_per_address, o->max_streams_per_address,
+			    o->max_unidentified, o->max_unidentified_per_address };
+	for (size_t i = 0; i < sizeof val / sizeof val[0]; i++)
+		if (val[i] < 0 || val[i] > lim[i].hi)
+			return ql_err_usage(e, "opts.%s: expected 1..%d (0 = default), got %d",
+					    lim[i].name, lim[i].hi, val[i]);
+	if (!(o->data_idle_s >= 0 && o->data_idle_s <= 86400))
+		return ql_err_usage(e, "opts.data_idle_s: expected 0..86400 s (0 = default)");
+	if (!(o->max_duration_s >= 0 && o->max_duration_s <= 31 * 86400.0))
+		return ql_err_usage(e, "opts.max_duration_s: expected 0..2678400 s (0 = default)");
+	if (o->test_buffer_bytes < 0)
+		return ql_err_usage(e, "opts.test_buffer_bytes: expected >= 0 (0 = default)");
 	ql_server *s = calloc(1, sizeof *s);
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
@@ -3955,6 +4464,20 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 	s->o.bind_address = s->bind_address;
 	if (s->o.port == 0)
 		s->o.port = QL_DEFAULT_PORT;
+	if (!s->o.max_tests)
+		s->o.max_tests = QL_SRV_MAX_TESTS_DEFAULT;
+	if (!s->o.max_tests_per_address)
+		s->o.max_tests_per_address = QL_SRV_TESTS_PER_ADDR_DEFAULT;
+	if (!s->o.max_streams_per_address)
+		s->o.max_streams_per_address = QL_SRV_STREAMS_PER_ADDR_DEFAULT;
+	if (!s->o.max_unidentified)
+		s->o.max_unidentified = QL_SRV_UNIDENTIFIED_DEFAULT;
+	if (!s->o.max_unidentified_per_address)
+		s->o.max_unidentified_per_address = QL_SRV_UNIDENTIFIED_PER_ADDR_DEFAULT;
+	if (!(s->o.max_duration_s > 0))
+		s->o.max_duration_s = QL_SRV_MAX_DURATION_DEFAULT_S;
+	if (!s->o.test_buffer_bytes)
+		s->o.test_buffer_bytes = QL_SRV_TEST_BUFFER_DEFAULT_BYTES;
 	s->lfd = s->ufd = -1;
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
@@ -4065,6 +4588,11 @@ uint64_t ql_server_started(ql_server *s, char *last, size_t len)
 		snprintf(last, len, "%s", s->started);
 	pthread_mutex_unlock(&s->mu);
 	return n;
+}
+
+void ql_server_limits(const ql_server *s, ql_server_opts *out)
+{
+	*out = s->o;
 }
 
 void ql_server_stop(ql_server *s)

@@ -232,6 +232,48 @@ void ql_test_free(ql_test *t);
 
 /* ------------------------------------------------------------- server -- */
 
+/*
+ * Limits of a server shared by untrusted peers. A connection is
+ * "unidentified" from its accept until it is a data connection of a test
+ * (its cookie matched) or a control connection whose parameters were
+ * accepted. Per peer address (IPv4-mapped IPv6 counts as IPv4) a server
+ * holds at most max_unidentified_per_address unidentified connections,
+ * max_tests_per_address running tests and max_streams_per_address data
+ * streams of them (bidir counts both ways); over all peers at most
+ * max_unidentified unidentified connections and max_tests tests. A new
+ * unidentified connection over either unidentified limit is kept and the
+ * oldest unidentified connection (of that address, or of all) is closed
+ * instead, so a flood only ever pushes out its own or older silent
+ * connections; tests over a limit are refused with ACCESS_DENIED and a
+ * qoslab client is told which limit and its value. Every action is in
+ * ql_server_problems, naming the peer.
+ *
+ * Per test: its user-space buffers (per stream the write or read buffer:
+ * TCP len or 128 KiB, UDP batch x len) plus the socket buffer of its role
+ * that it requests (as the kernel would grant it: 2 x min(request,
+ * net.core.wmem_max / rmem_max)) must fit test_buffer_bytes (the default
+ * holds 128 streams of 128 KiB writes, or 32 streams with 1 MiB windows
+ * where the sysctls allow them); time + omit at most
+ * max_duration_s (else SERVER_ERROR 37, iperf3's "requested duration
+ * exceeds the server's maximum"), and a test still running at
+ * max_duration_s + idle_timeout_s (a byte-limited one too) is ended.
+ * A running test whose streams move no byte (TCP senders: no byte
+ * acknowledged) for the data-idle time is ended; so is a test whose data
+ * connections do not arrive (the wait restarts at each one). The data-idle
+ * time is data_idle_s, or when 0: max(10 s, 64 x the control connection's
+ * RTO (max(200 ms, srtt + 4 rttvar): six back-to-back RTO backoffs of a
+ * lossy path), 3 x the gap between two paced writes of a test (<= 120 s)).
+ * An explicit data_idle_s drops the RTO term and keeps the pacing term.
+ */
+#define QL_SRV_MAX_TESTS_DEFAULT 64
+#define QL_SRV_TESTS_PER_ADDR_DEFAULT 2
+#define QL_SRV_STREAMS_PER_ADDR_DEFAULT 128
+#define QL_SRV_UNIDENTIFIED_DEFAULT 256
+#define QL_SRV_UNIDENTIFIED_PER_ADDR_DEFAULT 8
+#define QL_SRV_MAX_DURATION_DEFAULT_S 3600.0
+#define QL_SRV_TEST_BUFFER_DEFAULT_BYTES ((int64_t)128 << 20)
+#define QL_SRV_DATA_IDLE_FLOOR_S 10.0
+
 typedef struct ql_server_opts {
 	int port;                    /* 0 = 5201; -1 = any free port */
 	const char *bind_address, *netns;
@@ -239,6 +281,13 @@ typedef struct ql_server_opts {
 	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;  /* defaults */
 	double idle_timeout_s;       /* control silence limit, 0 = 30 s */
 	int max_tests;               /* concurrent tests, 0 = 64 */
+	int max_tests_per_address;   /* 0 = 2 */
+	int max_streams_per_address; /* 0 = 128 */
+	int max_unidentified;        /* 0 = 256 */
+	int max_unidentified_per_address;   /* 0 = 8 */
+	double data_idle_s;          /* 0 = the rule above */
+	double max_duration_s;       /* time + omit, 0 = 3600 s */
+	int64_t test_buffer_bytes;   /* per-test buffer budget, 0 = 128 MiB */
 	int keep_results;            /* finished results kept, 0..100000 */
 } ql_server_opts;
 
@@ -278,6 +327,8 @@ uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t l
  * 4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab
  * client". For a server's log. */
 uint64_t ql_server_started(ql_server *s, char *last, size_t len);
+/* The options in effect (defaults filled in; data_idle_s 0 = the rule). */
+void ql_server_limits(const ql_server *s, ql_server_opts *out);
 void ql_server_stop(ql_server *s);
 void ql_server_free(ql_server *s);
 
@@ -326,6 +377,38 @@ typedef struct ql_peer_results {
  * naming the key, never a crash. Caps: 1024 streams, 100000 intervals. */
 int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		     ql_err *e);
+
+/* What one test's results may hold: derived from its own parameters by
+ * the engine (ql_results_caps_for), so a peer cannot make the parser
+ * allocate more than the test could honestly report. */
+typedef struct ql_results_caps {
+	int streams;                  /* "streams" elements */
+	int entries;                  /* "totals" and per-interval "entries" */
+	int intervals;                /* "intervals" elements */
+	size_t entries_total;         /* entries in all intervals and totals */
+	size_t nodes;                 /* JSON values in the message */
+	size_t bytes;                 /* message length */
+} ql_results_caps;
+
+/* Streams n (parallel x (bidir ? 2 : 1)), the interval period and the
+ * time the test ran (span, omit included) give: streams <= n, entries <=
+ * 2 n, intervals <= ceil(omit / period) + ceil(span / period) + 4, bytes
+ * <= min(4 MiB, 48 KiB + 512 n + (intervals + 1) x (128 + 2 n x 1 KiB)),
+ * nodes (JSON values) <= min(64 + 16 n + 64 + (intervals + 1) x (8 + 2 n x
+ * 40), bytes / 16 + 1024), entries in all <= min((intervals + 2) x 2 n,
+ * bytes / 64) (an encoded entry has 7 keys at least). Parsing a peer's
+ * results then takes at most bytes (the text) + nodes x 112 B (cJSON: 64 B
+ * + malloc overhead + key) + entries x sizeof(ql_entry) (240 B): for any
+ * test under 4 + 28.1 + 15 = 47.1 MiB (the 4 MiB cap), for a 1 s
+ * single-stream test (63.4 KiB of text, 760 values, 16 entries) under
+ * 150.3 KiB. */
+void ql_results_caps_for(int nstreams, double period_s, double omit_s, double span_s,
+			 ql_results_caps *c);
+
+/* ql_results_parse within caps (NULL = the fixed caps only): a message with
+ * more values than caps->nodes is refused before cJSON builds a tree. */
+int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps *caps,
+			    ql_peer_results *pr, ql_err *e);
 void ql_peer_results_free(ql_peer_results *pr);
 
 /* Interval grid: tick k of a test that started at start_ns, with omit

@@ -290,7 +290,7 @@ void ql_peer_results_free(ql_peer_results *pr)
 	memset(pr, 0, sizeof *pr);
 }
 
-static int interval_from_json(const cJSON *it, ql_interval *iv, ql_err *e)
+static int interval_from_json(const cJSON *it, ql_interval *iv, int cap, ql_err *e)
 {
 	double v;
 	int rc;
@@ -309,7 +309,7 @@ static int interval_from_json(const cJSON *it, ql_interval *iv, ql_err *e)
 		return rc;
 	iv->omitted = rc ? v != 0 : 0;
 	return entries_from_json(cJSON_GetObjectItemCaseSensitive(it, "entries"), "entries",
-				 MAX_PEER_ENTRIES, &iv->entries, &iv->nentries, e);
+				 cap, &iv->entries, &iv->nentries, e);
 }
 
 char *ql_interval_encode(const ql_interval *iv)
@@ -328,14 +328,15 @@ int ql_interval_parse(const char *text, size_t len, ql_interval *iv, ql_err *e)
 	cJSON *o = cJSON_ParseWithLength(text, len);
 	if (!o)
 		return ql_err_set(e, EPROTO, "EPROTO", "peer interval: malformed JSON");
-	int rc = interval_from_json(o, iv, e);
+	int rc = interval_from_json(o, iv, MAX_PEER_ENTRIES, e);
 	cJSON_Delete(o);
 	if (rc < 0)
 		ql_interval_clear(iv);
 	return rc;
 }
 
-static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
+static int parse_extras(const cJSON *q, const ql_results_caps *c, ql_peer_results *pr,
+			ql_err *e)
 {
 	double v;
 	int rc;
@@ -360,7 +361,7 @@ static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 	if (cJSON_IsString(b) && strlen(b->valuestring) < sizeof pr->boot_id)
 		snprintf(pr->boot_id, sizeof pr->boot_id, "%s", b->valuestring);
 	rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(q, "totals"), "totals",
-			       MAX_PEER_ENTRIES, &pr->entries, &pr->nentries, e);
+			       c->entries, &pr->entries, &pr->nentries, e);
 	if (rc < 0)
 		return rc;
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "intervals");
@@ -368,19 +369,24 @@ static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 		if (!cJSON_IsArray(a))
 			return bad(e, "intervals", "expected an array");
 		int cnt = cJSON_GetArraySize(a);
-		if (cnt > MAX_PEER_INTERVALS)
-			return bad(e, "intervals", "too many elements");
+		if (cnt > c->intervals)
+			return bad(e, "intervals", "more than the test's duration and interval allow");
 		if (cnt > 0) {
 			pr->intervals = calloc((size_t)cnt, sizeof *pr->intervals);
 			if (!pr->intervals)
 				return ql_err_set(e, ENOMEM, NULL, "out of memory");
 		}
 		const cJSON *it;
+		size_t total = (size_t)pr->nentries;
 		cJSON_ArrayForEach(it, a) {
 			ql_interval *iv = &pr->intervals[pr->nintervals];
 			pr->nintervals++;
-			if ((rc = interval_from_json(it, iv, e)) < 0)
+			if ((rc = interval_from_json(it, iv, c->entries, e)) < 0)
 				return rc;
+			total += (size_t)iv->nentries;
+			if (total > c->entries_total)
+				return bad(e, "entries", "more in all than the test's streams and "
+					   "intervals allow");
 		}
 	}
 	a = cJSON_GetObjectItemCaseSensitive(q, "warnings");
@@ -403,10 +409,76 @@ static int parse_extras(const cJSON *q, ql_peer_results *pr, ql_err *e)
 	return 0;
 }
 
+void ql_results_caps_for(int nstreams, double period_s, double omit_s, double span_s,
+			 ql_results_caps *c)
+{
+	size_t n = nstreams > 0 ? (size_t)nstreams : 1;
+	if (!(period_s >= 0.001))
+		period_s = 1;
+	double iv = ceil((omit_s > 0 ? omit_s : 0) / period_s) +
+		    ceil((span_s > 0 ? span_s : 0) / period_s) + 4;
+	if (iv > MAX_PEER_INTERVALS)
+		iv = MAX_PEER_INTERVALS;
+	size_t ni = (size_t)iv;
+	c->streams = n < MAX_PEER_STREAMS ? (int)n : MAX_PEER_STREAMS;
+	c->entries = 2 * n < MAX_PEER_ENTRIES ? (int)(2 * n) : MAX_PEER_ENTRIES;
+	c->intervals = (int)ni;
+	size_t b = 48 * 1024 + 512 * n + (ni + 1) * (128 + 2 * n * 1024);
+	c->bytes = b < QL_RESULTS_MAX_BYTES ? b : QL_RESULTS_MAX_BYTES;
+	/* an honest message has 25+ bytes per value (an entry: 40 values in
+	 * at most 1 KiB); values, not bytes, are what cJSON allocates */
+	size_t nv = 64 + 16 * n + MAX_PEER_WARNINGS + (ni + 1) * (8 + 2 * n * 40);
+	c->nodes = nv < c->bytes / 16 + 1024 ? nv : c->bytes / 16 + 1024;
+	size_t ne = (ni + 2) * 2 * n;
+	c->entries_total = ne < c->bytes / 64 ? ne : c->bytes / 64;
+}
+
+/* An upper bound of the values cJSON would allocate for text: every value
+ * is the root, the first element after '[' or '{', or follows a ','. */
+static size_t json_values(const char *p, size_t len)
+{
+	size_t n = 1;
+	int in_str = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = p[i];
+		if (in_str) {
+			if (ch == '\\')
+				i++;
+			else if (ch == '"')
+				in_str = 0;
+		} else if (ch == '"') {
+			in_str = 1;
+		} else if (ch == ',' || ch == '[' || ch == '{') {
+			n++;
+		}
+	}
+	return n;
+}
+
 int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		     ql_err *e)
 {
+	return ql_results_parse_capped(text, len, NULL, pr, e);
+}
+
+int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps *caps,
+			    ql_peer_results *pr, ql_err *e)
+{
+	static const ql_results_caps fixed = { MAX_PEER_STREAMS, MAX_PEER_ENTRIES,
+					       MAX_PEER_INTERVALS, (size_t)-1, (size_t)-1,
+					       (size_t)-1 };
+	const ql_results_caps *c = caps ? caps : &fixed;
 	memset(pr, 0, sizeof *pr);
+	if (len > c->bytes)
+		return ql_err_set(e, EMSGSIZE, "EPROTO",
+				  "peer results: %zu bytes, more than the %zu this test can need",
+				  len, c->bytes);
+	size_t vals = caps ? json_values(text, len) : 0;
+	if (caps && vals > c->nodes)
+		return ql_err_set(e, EPROTO, "EPROTO",
+				  "peer results: %zu JSON values, more than the %zu this test can "
+				  "report (%d streams, %d intervals)", vals, c->nodes, c->streams,
+				  c->intervals);
 	cJSON *o = cJSON_ParseWithLength(text, len);
 	if (!o)
 		return ql_err_set(e, EPROTO, "EPROTO", "peer results: malformed JSON");
@@ -443,8 +515,8 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 		goto out;
 	}
 	int cnt = cJSON_GetArraySize(a);
-	if (cnt > MAX_PEER_STREAMS) {
-		rc = bad(e, "streams", "too many elements");
+	if (cnt > c->streams) {
+		rc = bad(e, "streams", "more elements than the test has streams");
 		goto out;
 	}
 	if (cnt > 0 && !(pr->streams = calloc((size_t)cnt, sizeof *pr->streams))) {
@@ -494,7 +566,7 @@ int ql_results_parse(const char *text, size_t len, ql_peer_results *pr,
 	}
 	const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "qoslab");
 	if (q)
-		rc = parse_extras(q, pr, e);
+		rc = parse_extras(q, c, pr, e);
 out:
 	cJSON_Delete(o);
 	if (rc < 0)

@@ -128,6 +128,22 @@ function M.describe_server(cmd)
     :convert(conv('-w', M.parse_size))
   cmd:option('--idle-timeout', 'Drop control connections silent this long (s).')
     :convert(conv('--idle-timeout', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
+  cmd:option('--max-tests', 'Tests running at once (default 64).')
+    :convert(conv('--max-tests', int_in(1, 4096)))
+  cmd:option('--max-tests-per-address', 'Tests running at once per peer address (default 2).')
+    :convert(conv('--max-tests-per-address', int_in(1, 4096)))
+  cmd:option('--max-streams-per-address', 'Data streams per peer address (default 128).')
+    :convert(conv('--max-streams-per-address', int_in(1, 65536)))
+  cmd:option('--max-unidentified', 'Connections before cookie and parameters, all peers; over it the oldest is closed (default 256).')
+    :convert(conv('--max-unidentified', int_in(1, 65536)))
+  cmd:option('--max-unidentified-per-address', 'The same per peer address (default 8).')
+    :convert(conv('--max-unidentified-per-address', int_in(1, 65536)))
+  cmd:option('--data-idle', 'End a test whose streams move no byte this long (s; default max(10, 64 x RTO)).')
+    :convert(conv('--data-idle', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
+  cmd:option('--max-duration', 'Longest test time + omit accepted (s, default 3600).')
+    :convert(conv('--max-duration', num_in(0.001, 2678400, 'a positive number of seconds (at most 2678400)')))
+  cmd:option('--test-buffer', 'Per-test buffer budget (K/M/G = 1024; default 128M).')
+    :convert(conv('--test-buffer', M.parse_size))
   cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
 end
 
@@ -250,7 +266,11 @@ end
 --- Options for `traffic.server` from parsed server flags.
 function M.server_opts(a)
   return { port = a.port, one_off = a.one_off or nil, bind_address = a.bind,
-    netns = a.netns, window_bytes = a.window, idle_timeout_s = a.idle_timeout }
+    netns = a.netns, window_bytes = a.window, idle_timeout_s = a.idle_timeout,
+    max_tests = a.max_tests, max_tests_per_address = a.max_tests_per_address,
+    max_streams_per_address = a.max_streams_per_address, max_unidentified = a.max_unidentified,
+    max_unidentified_per_address = a.max_unidentified_per_address, data_idle_s = a.data_idle,
+    max_duration_s = a.max_duration, test_buffer_bytes = a.test_buffer }
 end
 
 -- Option keys back to the flags that set them, for error messages.
@@ -262,7 +282,11 @@ local FLAG_OF = {
   nodelay = '-N', fq_rate_bps = '--fq-rate', bind_address = '-B', bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
-  one_off = '-1', idle_timeout_s = '--idle-timeout',
+  one_off = '-1', idle_timeout_s = '--idle-timeout', max_tests = '--max-tests',
+  max_tests_per_address = '--max-tests-per-address',
+  max_streams_per_address = '--max-streams-per-address', max_unidentified = '--max-unidentified',
+  max_unidentified_per_address = '--max-unidentified-per-address', data_idle_s = '--data-idle',
+  max_duration_s = '--max-duration', test_buffer_bytes = '--test-buffer',
 }
 
 --- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...".
@@ -412,6 +436,13 @@ local function run_server(a)
   log(nil, string.format('Server listening on %d%s%s', srv:port(),
     opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
     opts.netns and (' in namespace ' .. opts.netns) or ''))
+  local l = srv:limits()
+  log(nil, string.format('Limits: %d tests and %d streams per address (%d tests in all), '
+    .. '%d unidentified connections per address (%d in all, the oldest is closed), data idle %s, '
+    .. 'max duration %g s, %s of buffers per test', l.max_tests_per_address,
+    l.max_streams_per_address, l.max_tests, l.max_unidentified_per_address, l.max_unidentified,
+    l.data_idle_s > 0 and string.format('%g s', l.data_idle_s) or 'max(10 s, 64 x RTO)',
+    l.max_duration_s, traffic.format_bytes(l.test_buffer_bytes)))
   log(nil, rule)
   local shown, status = 0, 0
   local rejected, failed, started = 0, 0, 0

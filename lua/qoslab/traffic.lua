@@ -102,6 +102,13 @@ local SERVER_KEYS = {
   idle_timeout_s = { 'number', 0.001, 86400 },
   max_tests = { 'integer', 1, 4096 },
   keep_results = { 'integer', 0, 100000 },
+  max_tests_per_address = { 'integer', 1, 4096 },
+  max_streams_per_address = { 'integer', 1, 65536 },
+  max_unidentified = { 'integer', 1, 65536 },
+  max_unidentified_per_address = { 'integer', 1, 65536 },
+  data_idle_s = { 'number', 0.001, 86400 },
+  max_duration_s = { 'number', 0.001, 2678400 },
+  test_buffer_bytes = { 'integer', 1, 1 << 40 },
 }
 
 local function allowed(keys)
@@ -473,12 +480,23 @@ function Server:rejected() return self._ud:rejected() end
 
 --- What went wrong so far, for a server's log.
 -- @treturn integer control connections rejected (bad cookie, malformed or
---   oversized message, silence, a client that left before its test ran)
+--   oversized message, silence, a client that left before its test ran, a
+--   test refused by a limit, an unidentified connection closed to make room)
 -- @treturn integer tests that started and did not finish (client gone,
---   connection reset, ...)
--- @treturn string|nil the last of either, e.g. "test failed from 10.0.0.2:
---   peer closed the control connection during the test"
+--   connection reset, ended by the data-idle watchdog or max_duration_s, ...)
+-- @treturn string|nil the last of either, naming the peer, e.g. "test failed
+--   from 10.0.0.2 port 41234: peer closed the control connection during the
+--   test", "closed the oldest unidentified connection, from 10.0.0.9 port
+--   5555 (no cookie for 0.3 s): max_unidentified_per_address (8) reached"
 function Server:problems() return self._ud:problems() end
+
+--- The limits in effect (see `server`; defaults filled in).
+-- @treturn table `max_tests`, `max_tests_per_address`, `max_streams_per_address`,
+--   `max_unidentified`, `max_unidentified_per_address`, `data_idle_s` (0 = the
+--   automatic rule), `max_duration_s`, `test_buffer_bytes`, `idle_timeout_s`
+--   (0 = 10 s for the cookie, 30 s for the parameters)
+-- @usage print(srv:limits().max_tests_per_address) --> 2
+function Server:limits() return self._ud:limits() end
 
 --- Tests started so far (parameters accepted), for a server's log.
 -- @treturn integer tests started since the server started
@@ -539,9 +557,38 @@ end
 --   (concurrent tests, 1-4096, default 64), `keep_results` (finished
 --   results kept for `:results()`, 0-100000, default 100; older ones are
 --   freed).
+--   Limits for a server shared by untrusted peers (each refusal, eviction
+--   and forced end is in `:problems()` with the peer's address; a qoslab
+--   client is told which limit refused it and its value):
+--   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
+--   one peer cannot take more than 2 of the 64 slots, and a plan's
+--   one-test-at-a-time sweeps never notice), `max_streams_per_address`
+--   (data streams of those tests, bidir counts both ways, 1-65536, default 128 =
+--   the client's `parallel` maximum), `max_unidentified_per_address`
+--   (connections not yet past the cookie and parameter exchange, per
+--   address, 1-65536, default 8: a client opens its data connections one at a time,
+--   so 8 leaves room for several clients behind one NAT) and
+--   `max_unidentified` (all addresses, 1-65536, default 256); over either the newest
+--   connection is kept and the oldest unidentified one closed, so a flood
+--   of silent connections cannot lock others out. `data_idle_s` (0.001-86400
+--   s; a test whose streams move no byte (a TCP sender: none acknowledged)
+--   for this long is ended; its data connections must arrive within it
+--   too; default max(10 s, 64 x the control connection's RTO, so at least
+--   12.8 s: six back-to-back RTO backoffs), at least 3 x a paced test's gap between
+--   writes; raise it for experiments that cut the path for longer, e.g. a
+--   link taken down for 30 s), `max_duration_s` (0.001-2678400 s: time +
+--   omit a test may ask for, else it is
+--   refused with iperf3's error 37; a byte-limited test is ended there;
+--   default 3600: a shared server's slot is not held for more than an
+--   hour unless its owner says so), `test_buffer_bytes` (1-2^40, per-test buffer
+--   budget: the server's write/read buffer per stream plus the socket
+--   buffer of the stream's role the test asks for, as the kernel would
+--   grant it (2 x min(request, rmem_max/wmem_max)); default 128 MiB: 128
+--   streams of 128 KiB writes, or 32 streams with 1 MiB windows, fit; a
+--   32-stream reverse test with 16 MiB writes (512 MiB) is refused).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,
 --   `:finished()`, `:wait_results(n, timeout_s)`, `:tests_running()`, `:rejected()`,
---   `:problems()`,
+--   `:problems()`, `:limits()`,
 --   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
 -- @raise on a wrong type, unknown key or out-of-range value, naming the field

@@ -504,9 +504,40 @@ TEST(server_keeps_last_results)
 	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
 	CHECK(strstr(e.msg, "opts.keep_results") != NULL);
 	so.keep_results = 2;
+	/* the shared-server limits are range-checked, naming the field */
+	so.max_tests_per_address = -1;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.max_tests_per_address") != NULL);
+	so.max_tests_per_address = 0;
+	so.max_unidentified = 65537;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.max_unidentified:") != NULL);
+	so.max_unidentified = 0;
+	so.data_idle_s = NAN;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.data_idle_s") != NULL);
+	so.data_idle_s = 0;
+	so.max_duration_s = -1;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.max_duration_s") != NULL);
+	so.max_duration_s = 0;
+	so.test_buffer_bytes = -1;
+	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.test_buffer_bytes") != NULL);
+	so.test_buffer_bytes = 0;
 	CHECK_EQ_INT(ql_server_start(&so, &ks, &e), 0);
 	if (!ks)
 		return;
+	/* zeros are the documented defaults */
+	ql_server_opts lim;
+	ql_server_limits(ks, &lim);
+	CHECK_EQ_INT(lim.max_tests, QL_SRV_MAX_TESTS_DEFAULT);
+	CHECK_EQ_INT(lim.max_tests_per_address, 2);
+	CHECK_EQ_INT(lim.max_streams_per_address, 128);
+	CHECK_EQ_INT(lim.max_unidentified, 256);
+	CHECK_EQ_INT(lim.max_unidentified_per_address, 8);
+	CHECK(lim.max_duration_s == 3600.0);
+	CHECK(lim.test_buffer_bytes == (int64_t)128 << 20);
 	const ql_result **held = NULL;
 	int nheld = 0;
 	for (int i = 1; i <= 5; i++) {

@@ -5,11 +5,14 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include "engine.h"
+#include "engine_int.h"
 #include "proto.h"
 #include "timer.h"
 
@@ -220,6 +223,134 @@ TEST(results_parse_iperf3_and_hostile)
 		CHECK(ql_results_parse(bad[i], strlen(bad[i]), &pr, &e) < 0);
 }
 
+/* A full entry the way a qoslab end encodes it: every field present, and
+ * numbers as long as they get. */
+static void full_entry(ql_entry *x, int id)
+{
+	memset(x, 0, sizeof *x);
+	x->id = id;
+	x->valid = 0x3ff;
+	x->bytes = x->packets = x->writes = x->retransmits = 18446744073709551ULL;
+	x->seconds = 0.123456789012345;
+	x->bits_per_second = 9.87654321e9;
+	x->rtt_us = x->rttvar_us = x->min_rtt_us = x->max_rtt_us = x->mean_rtt_us = 4000000000u;
+	x->snd_cwnd_bytes = x->pacing_rate_bps = x->delivery_rate_bps = 18446744073709551ULL;
+	x->unique_packets = x->lost_packets = x->duplicate_packets = 18446744073709551ULL;
+	x->out_of_order_packets = x->late_packets = x->max_snd_cwnd_bytes = 18446744073709551ULL;
+	x->jitter_ms = 0.123456789012345;
+	x->buf.present = 1;
+	x->buf.requested_bytes = x->buf.granted_bytes = 2147483647;
+	snprintf(x->buf.sysctl, sizeof x->buf.sysctl, "net.core.wmem_max");
+}
+
+/* The caps derived from a test: an honest message of the largest shape
+ * the test can produce passes, one interval or entry more is refused, and
+ * a message of empty entries (3 bytes of text, 240 B parsed each) is
+ * refused before cJSON builds its tree. */
+TEST(results_caps_follow_the_test)
+{
+	ql_results_caps c;
+	ql_results_caps_for(1, 1.0, 0, 1.02, &c);
+	CHECK_EQ_INT(c.streams, 1);
+	CHECK_EQ_INT(c.entries, 2);
+	CHECK_EQ_INT(c.intervals, 6);         /* ceil(1.02) + 4 */
+	CHECK_EQ_U64(c.bytes, 49152 + 512 + 7 * (128 + 2048));
+	CHECK_EQ_U64(c.nodes, 64 + 16 + 64 + 7 * (8 + 80));
+	CHECK_EQ_U64(c.entries_total, 16);
+	printf("  1 s, 1 stream: %zu bytes, %zu values, %zu entries: parse <= %zu B\n", c.bytes,
+	       c.nodes, c.entries_total, c.bytes + c.nodes * 112 + c.entries_total * sizeof(ql_entry));
+	ql_results_caps big;
+	ql_results_caps_for(256, 0.1, 3600, 86400, &big);
+	CHECK_EQ_U64(big.bytes, QL_RESULTS_MAX_BYTES);
+	CHECK_EQ_U64(big.nodes, QL_RESULTS_MAX_BYTES / 16 + 1024);
+	CHECK_EQ_U64(big.entries_total, QL_RESULTS_MAX_BYTES / 64);
+	printf("  any test: parse <= %zu B (sizeof(ql_entry) = %zu)\n",
+	       big.bytes + big.nodes * 112 + big.entries_total * sizeof(ql_entry), sizeof(ql_entry));
+	/* honest: n streams, each interval with one full entry per stream */
+	for (int n = 1; n <= 8; n *= 8) {
+		int ni = 10;
+		ql_results_caps k;
+		ql_results_caps_for(n, 1.0, 0, ni, &k);
+		ql_peer_results r;
+		memset(&r, 0, sizeof r);
+		r.nstreams = n;
+		r.streams = calloc((size_t)n, sizeof *r.streams);
+		r.nentries = n;
+		r.entries = calloc((size_t)n, sizeof *r.entries);
+		r.nintervals = k.intervals;
+		r.intervals = calloc((size_t)k.intervals, sizeof *r.intervals);
+		for (int i = 0; i < n; i++) {
+			r.streams[i].id = i + 1;
+			full_entry(&r.entries[i], i + 1);
+		}
+		for (int j = 0; j < k.intervals; j++) {
+			r.intervals[j].start_s = j;
+			r.intervals[j].end_s = j + 1;
+			r.intervals[j].nentries = n;
+			r.intervals[j].entries = calloc((size_t)n, sizeof(ql_entry));
+			for (int i = 0; i < n; i++)
+				full_entry(&r.intervals[j].entries[i], i + 1);
+		}
+		char *txt = ql_results_encode(&r, 1);
+		CHECK(txt != NULL);
+		size_t len = strlen(txt);
+		CHECK(len <= k.bytes);
+		ql_peer_results pr;
+		ql_err e;
+		CHECK_EQ_INT(ql_results_parse_capped(txt, len, &k, &pr, &e), 0);
+		CHECK_EQ_INT(pr.nintervals, k.intervals);
+		ql_peer_results_free(&pr);
+		free(txt);
+		/* one interval more than the test allows */
+		ql_interval *more = realloc(r.intervals, (size_t)(k.intervals + 1) * sizeof *more);
+		CHECK(more != NULL);
+		r.intervals = more;
+		r.intervals[k.intervals] = r.intervals[0];
+		r.nintervals = k.intervals + 1;
+		txt = ql_results_encode(&r, 1);
+		CHECK(ql_results_parse_capped(txt, strlen(txt), &k, &pr, &e) < 0);
+		CHECK(strstr(e.msg, "intervals") != NULL);
+		free(txt);
+		r.nintervals = k.intervals;
+		/* one stream more */
+		r.nstreams = n + 1;
+		ql_peer_stream *ms = realloc(r.streams, (size_t)(n + 1) * sizeof *ms);
+		r.streams = ms;
+		r.streams[n] = r.streams[0];
+		txt = ql_results_encode(&r, 1);
+		CHECK(ql_results_parse_capped(txt, strlen(txt), &k, &pr, &e) < 0);
+		CHECK(strstr(e.msg, "streams") != NULL);
+		free(txt);
+		for (int j = 0; j < k.intervals; j++)
+			free(r.intervals[j].entries);
+		free(r.intervals);
+		free(r.entries);
+		free(r.streams);
+	}
+	/* hostile: empty entries filling the byte cap */
+	size_t cap = c.bytes, n0 = 0;
+	char *h = malloc(cap + 1);
+	const char *head = "{\"cpu_util_total\":0,\"cpu_util_user\":0,\"cpu_util_system\":0,"
+			   "\"sender_has_retransmits\":0,\"streams\":[],\"qoslab\":{\"intervals\":"
+			   "[{\"entries\":[{}";
+	n0 = strlen(head);
+	memcpy(h, head, n0);
+	while (n0 + 3 + 6 < cap) {
+		memcpy(h + n0, ",{}", 3);
+		n0 += 3;
+	}
+	memcpy(h + n0, "]}]}}", 6);
+	n0 += 5;
+	ql_peer_results pr;
+	ql_err e;
+	CHECK_EQ_INT(ql_results_parse_capped(h, n0, &c, &pr, &e), -EPROTO);
+	CHECK(strstr(e.msg, "JSON values") != NULL);
+	/* and one byte over the cap is refused by length */
+	CHECK(ql_results_parse_capped(h, c.bytes + 1, &c, &pr, &e) < 0);
+	CHECK(strstr(e.msg, "bytes") != NULL);
+	free(h);
+}
+
 int main(void)
 {
 	RUN(cookie_shape);
@@ -231,5 +362,6 @@ int main(void)
 	RUN(interval_grid_is_absolute);
 	RUN(buffer_clamp_rule);
 	RUN(results_parse_iperf3_and_hostile);
+	RUN(results_caps_follow_the_test);
 	return ctest_done();
 }

@@ -39,5 +39,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 				abort();
 		ql_peer_results_free(&pr);
 	}
+	/* Within a small test's caps: whatever is accepted stays inside them. */
+	ql_results_caps c;
+	ql_results_caps_for(2, 1.0, 0, 3, &c);
+	if (ql_results_parse_capped((const char *)data, size, &c, &pr, &e) == 0) {
+		size_t total = (size_t)pr.nentries;
+		for (int i = 0; i < pr.nintervals; i++)
+			total += (size_t)pr.intervals[i].nentries;
+		if (pr.nstreams > c.streams || pr.nintervals > c.intervals ||
+		    total > c.entries_total || size > c.bytes)
+			abort();
+		ql_peer_results_free(&pr);
+	}
 	return 0;
 }

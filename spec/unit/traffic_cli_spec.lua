@@ -130,6 +130,18 @@ describe('qoslab server flags', function()
     assert.same({ port = 0, one_off = true, bind_address = '127.0.0.1', netns = 'B',
       window_bytes = 4194304, idle_timeout_s = 5 }, o)
     assert.same({ port = 5201 }, (ct.parse_server {}))
+    -- the limits of a shared server, one flag each
+    o = assert(ct.parse_server { '--max-tests', '8', '--max-tests-per-address', '3',
+      '--max-streams-per-address', '64', '--max-unidentified', '100',
+      '--max-unidentified-per-address', '4', '--data-idle', '20', '--max-duration', '86400',
+      '--test-buffer', '256M' })
+    assert.same({ port = 5201, max_tests = 8, max_tests_per_address = 3,
+      max_streams_per_address = 64, max_unidentified = 100, max_unidentified_per_address = 4,
+      data_idle_s = 20, max_duration_s = 86400, test_buffer_bytes = 256 << 20 }, o)
+    o.port = 0   -- a free port: the options are accepted by the server as they are
+    assert(require('qoslab.traffic').server(o)):stop()
+    assert.matches('--max-tests-per-address: 0 is out of range',
+      select(2, ct.parse_server { '--max-tests-per-address', '0' }), 1, true)
     assert.matches("unknown option '-u'", select(2, ct.parse_server { '-u' }), 1, true)
     assert.matches('-p: 65536 is out of range', select(2, ct.parse_server { '-p', '65536' }), 1,
       true)

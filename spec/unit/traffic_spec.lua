@@ -131,6 +131,10 @@ describe('qoslab.traffic options', function()
       port = { -1, 65536, 'x', 1.5 }, bind_address = { 5 }, netns = { 5, '' },
       one_off = { 'yes' }, window_bytes = { 0, 1 << 31 }, sndbuf_bytes = { 0 },
       rcvbuf_bytes = { 'x' }, idle_timeout_s = { 0, -1, 'x' }, max_tests = { 0, 4097, 'x' },
+      max_tests_per_address = { 0, 4097, 1.5 }, max_streams_per_address = { 0, 65537 },
+      max_unidentified = { 0, 65537, 'x' }, max_unidentified_per_address = { 0, -1 },
+      data_idle_s = { 0, 86401, 0 / 0, 'x' }, max_duration_s = { 0, 2678401, 1 / 0 },
+      test_buffer_bytes = { 0, (1 << 40) + 1, 1.5 },
     }
     for k, vs in pairs(bad) do
       for _, v in ipairs(vs) do

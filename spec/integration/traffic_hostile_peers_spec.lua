@@ -1,0 +1,454 @@
+-- A server shared by untrusted peers: a flood of silent connections, clients
+-- that take test slots and then send nothing, tests over the server's limits,
+-- and results messages built to blow up the parser, all from one loopback
+-- address (127.0.0.2), while tests from another address (127.0.0.3) keep
+-- passing. The hostile peers are spec/support/hostile_peers.py (python3);
+-- each runs a bounded number of connections for a bounded time.
+local traffic = require 'qoslab.traffic'
+local H = require 'integration.traffic_helper'
+
+local PEERS = 'spec/support/hostile_peers.py'
+local BAD, GOOD = '127.0.0.2', '127.0.0.3'
+
+if not H.sh('command -v python3 >/dev/null') then
+  describe('hostile peers', function()
+    pending('python3 is not installed (make deps installs it)')
+  end)
+  return
+end
+
+-- Start a hostile peer in the background; :result() waits for its JSON line.
+local function peer(mode, port, args, seconds)
+  local out = H.tmp(string.format('peer-%s-%d.json', mode, math.random(1 << 30)))
+  local pid = H.spawn(string.format('exec python3 %s %s --port %d --seconds %g %s', PEERS, mode,
+    port, seconds, args or ''), out, out .. '.err')
+  return {
+    pid = pid,
+    result = function()
+      assert(H.wait_exit(pid, seconds + 20), mode .. ' peer did not end')
+      local txt = H.read(out) or ''
+      local dkjson = require 'dkjson'
+      local r = dkjson.decode(txt:match('[^\n]*\n?$') or '')
+      assert(type(r) == 'table', mode .. ' peer printed no result: ' .. txt ..
+        (H.read(out .. '.err') or ''))
+      return r
+    end,
+    kill = function() H.kill(pid) end,
+  }
+end
+
+-- Legitimate 1 s tests from GOOD, one after another, for at most `budget_s`
+-- seconds and `n` tests; returns passed, tried and the failures.
+local function legit(port, n, budget_s, srv, seen)
+  local pass, tried, fails = 0, 0, {}
+  local t0 = H.now()
+  while tried < n and H.now() - t0 < budget_s do
+    tried = tried + 1
+    if seen then seen[#seen + 1] = select(3, srv:problems()) end
+    local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 1, bitrate_bps = 20e6, connect_timeout_s = 5 }
+    if r and r.received.bytes > 0 then
+      pass = pass + 1
+    else
+      fails[#fails + 1] = tostring(msg) .. ' (' .. tostring(code) .. ')'
+    end
+  end
+  return pass, tried, fails
+end
+
+-- The server logs a refusal after the refused client was told: wait (at most
+-- 3 s) until its last problem matches.
+local function last_problem(srv, pattern)
+  local t_end, last = H.now() + 3, nil
+  repeat
+    last = select(3, srv:problems())
+    if last and last:match(pattern) then return last end
+    H.sleep(0.02)
+  until H.now() > t_end
+  return last
+end
+
+local function server(o)
+  o.port = o.port or H.port()
+  local srv = assert(traffic.server(o))
+  return srv, o.port
+end
+
+describe('a server under hostile peers', function()
+  local peers, servers = {}, {}
+  local function track(p) peers[#peers + 1] = p; return p end
+  local function srv_of(o)
+    local s, port = server(o)
+    servers[#servers + 1] = s
+    return s, port
+  end
+
+  after_each(function()
+    for _, p in ipairs(peers) do p.kill() end
+    for _, s in ipairs(servers) do s:stop() end
+    peers, servers = {}, {}
+  end)
+  teardown(function() H.cleanup_tmp() end)
+
+  it('keeps serving another address through a flood of 600 silent connections', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local fl = track(peer('flood', port, '--src ' .. BAD .. ' --count 600', 16))
+    H.sleep(1.5)
+    local pass, tried, fails = legit(port, 12, 14)
+    local f = fl.result()
+    print(string.format('  [flood] %d of %d legit tests passed; flood opened %d connections, '
+      .. 'the server closed %d', pass, tried, f.opened, f.dropped))
+    assert(pass >= math.ceil(0.9 * tried) and tried >= 5,
+      string.format('%d of %d passed: %s', pass, tried, table.concat(fails, '; ')))
+    -- the flood was pushed out by its own newcomers, at the per-address limit
+    assert(f.dropped >= 600, 'the server closed only ' .. f.dropped)
+    local rej, _, last = srv:problems()
+    assert(rej >= f.dropped - 8, 'rejected ' .. rej)
+    assert.equal(pass, srv:finished())
+    assert.equal(0, srv:tests_running())
+    -- the last problem may be one of the flood's own closes; the log names it
+    assert.matches(BAD:gsub('%.', '%%.'), last)
+  end)
+
+  it('evicts the oldest unidentified connection at the global cap, not the newcomer', function()
+    -- per address effectively unlimited: only the global cap of 32 acts
+    local srv, port = srv_of { bind_address = '127.0.0.1', max_unidentified = 32,
+      max_unidentified_per_address = 10000 }
+    local fl = track(peer('flood', port, '--src ' .. BAD .. ' --count 600', 12))
+    H.sleep(1.5)
+    local seen = {}
+    local pass, tried, fails = legit(port, 8, 10, srv, seen)
+    local f = fl.result()
+    print(string.format('  [global cap] %d of %d legit tests passed; flood opened %d, closed %d',
+      pass, tried, f.opened, f.dropped))
+    assert(pass >= math.ceil(0.9 * tried) and tried >= 4,
+      string.format('%d of %d passed: %s', pass, tried, table.concat(fails, '; ')))
+    assert(f.dropped >= 600 - 32, 'the server closed only ' .. f.dropped)
+    -- while the flood ran, the log named the evictions and the cap
+    local named = 0
+    for _, l in ipairs(seen) do
+      if l:match('^closed the oldest unidentified connection, from 127%.0%.0%.2 port %d+ %(no '
+        .. 'cookie for [%d.]+ s%): max_unidentified %(32%) reached$') then named = named + 1 end
+    end
+    assert(named >= #seen - 2, table.concat(seen, '\n'))
+  end)
+
+  it('keeps serving another address while 64 clients hold tests and send nothing', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local hold = track(peer('hold', port, '--src ' .. BAD .. ' --count 64 --time 3000 --streams',
+      18))
+    H.sleep(1.5)
+    local t0 = H.now()
+    local pass, tried, fails = legit(port, 14, 15)
+    local h = hold.result()
+    print(string.format('  [slot hold] %d of %d legit tests passed in %.1f s; the holders '
+      .. 'started %d, were admitted %d, refused %d, ended by the watchdog %d', pass, tried,
+      H.now() - t0, h.started, h.admitted, h.refused, h.ended))
+    assert(pass >= math.ceil(0.9 * tried) and tried >= 5,
+      string.format('%d of %d passed: %s', pass, tried, table.concat(fails, '; ')))
+    -- two slots for that address at a time (max_tests_per_address), and the
+    -- refused ones were told so
+    assert(h.admitted >= 2, 'admitted ' .. h.admitted)
+    assert(h.refused > 0)
+    local told = 0
+    for reason, k in pairs(h.reasons) do
+      if reason:match('max_tests_per_address') or reason:match('^busy: 2 tests from 127%.0%.0%.2')
+      then told = told + k end
+    end
+    assert(told > 0, 'no refusal named the limit')
+    -- the holders' silent tests were ended by the data-idle watchdog (12.8 s
+    -- on loopback: 64 x the 200 ms minimum RTO), freeing their slots
+    assert(h.ended >= 2, 'ended ' .. h.ended)
+    local deadline = H.now() + 5
+    while srv:tests_running() > 0 and H.now() < deadline do H.sleep(0.05) end
+    assert.equal(0, srv:tests_running())
+  end)
+
+  it('keeps serving another address while 64 clients stop after PARAM_EXCHANGE', function()
+    -- (they used to hold a test slot each until the 30 s idle timeout)
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local hold = track(peer('hold', port, '--src ' .. BAD .. ' --count 64 --no-params', 12))
+    H.sleep(1.5)
+    local seen = {}
+    local pass, tried, fails = legit(port, 8, 9, srv, seen)
+    local h = hold.result()
+    print(string.format('  [stop after PARAM_EXCHANGE] %d of %d legit tests passed; the '
+      .. 'stallers started %d, the server closed %d', pass, tried, h.started, h.closed))
+    assert(pass >= math.ceil(0.9 * tried) and tried >= 4,
+      string.format('%d of %d passed: %s', pass, tried, table.concat(fails, '; ')))
+    assert.equal(0, h.admitted)
+    assert(h.closed >= 64 - 8, 'closed ' .. h.closed)
+    local named = 0
+    for _, l in ipairs(seen) do
+      if l:match('^closed the oldest unidentified connection, from 127%.0%.0%.2 port %d+ %(no '
+        .. 'parameters for [%d.]+ s%): max_unidentified_per_address %(8%) reached$') then
+        named = named + 1
+      end
+    end
+    assert(named >= 1, table.concat(seen, '\n'))
+    assert.equal(pass, srv:finished())
+  end)
+
+  it('ends a test that moves no data after the data-idle time, naming the peer', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1', data_idle_s = 1.5 }
+    -- one with its data connection open, silent
+    local t0 = H.now()
+    local h = peer('hold', port, '--src ' .. BAD .. ' --count 1 --time 600 --streams --once', 6)
+      .result()
+    local took = H.now() - t0
+    assert.equal(1, h.admitted)
+    assert.equal(1, h.ended)
+    local idle = tonumber(next(h.reasons):match(
+      '^no data moved for ([%d.]+) s %(the server\'s data%-idle limit%)$'))
+    -- checked every 100 ms; a loaded machine may add a few hundred more
+    assert(idle and idle >= 1.5 and idle < 2.5, next(h.reasons))
+    assert(took < 6, string.format('ended after %.1f s', took))
+    local pat = '^test failed from 127%.0%.0%.2 port %d+: ended by the server: no data moved'
+    assert.matches(pat, last_problem(srv, pat))
+    assert.equal(1, select(2, srv:problems()))
+    -- one that never opens its data connection: ended as quickly
+    t0 = H.now()
+    h = peer('hold', port, '--src ' .. BAD .. ' --count 1 --time 600 --once', 6).result()
+    took = H.now() - t0
+    assert.equal(1, h.admitted)
+    assert.same({ ['data connections did not arrive'] = 1 }, h.reasons)
+    pat = '^control connection rejected from 127%.0%.0%.2 port %d+: client opened 0 of '
+      .. '1 data connections within the data%-idle time %(1%.5 s%)$'
+    assert.matches(pat, last_problem(srv, pat))
+    assert(took < 6, string.format('ended after %.1f s', took))
+    assert.equal(0, srv:tests_running())
+  end)
+
+  it('does not end a paced UDP test whose datagrams are further apart than data_idle_s',
+    function()
+    -- 1460-byte datagrams at 19.5 kbit/s: one every 0.6 s; the watchdog
+    -- allows 3 x that gap (1.8 s) over the configured 0.5 s
+    local srv, port = srv_of { bind_address = '127.0.0.1', data_idle_s = 0.5 }
+    local r, msg = traffic.run { host = '127.0.0.1', port = port, proto = 'udp', duration_s = 3,
+      bitrate_bps = 19467, length_bytes = 1460 }
+    assert(r, msg)
+    assert(r.received.packets >= 4, 'received ' .. tostring(r.received.packets))
+    assert.equal(0, select(2, srv:problems()))
+  end)
+
+  it('refuses tests over max_duration_s and ends a byte-limited one there', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1', max_duration_s = 5 }
+    local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 4, omit_s = 2 }
+    assert.is_nil(r)
+    assert.equal('ECONNABORTED', code)
+    assert.matches("time 4 s %+ omit 2 s exceeds the server's max_duration_s 5 s", msg)
+    local pat = '^control connection rejected from 127%.0%.0%.3 port %d+: test refused: time 4 s'
+    assert.matches(pat, last_problem(srv, pat))
+    -- within the limit: served
+    assert(traffic.run { host = '127.0.0.1', port = port, duration_s = 1 })
+    -- a byte-limited test is ended at max_duration_s
+    local srv2, port2 = srv_of { bind_address = '127.0.0.1', max_duration_s = 1.5 }
+    local t0 = H.now()
+    r, msg = traffic.run { host = '127.0.0.1', port = port2, bind_address = GOOD,
+      bytes = 1 << 40, bitrate_bps = 1e6 }
+    local took = H.now() - t0
+    assert.is_nil(r)
+    assert.matches("max_duration_s 1%.5 s", msg)
+    assert(took < 6, string.format('ended after %.1f s', took))
+    pat = '^test failed from 127%.0%.0%.3 port %d+: ended by the server: the test ran '
+      .. "past the server's max_duration_s 1%.5 s"
+    assert.matches(pat, last_problem(srv2, pat))
+    assert.equal(1, select(2, srv2:problems()))
+  end)
+
+  it('tells a refused client which limit refused it and its value', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1', max_tests_per_address = 1,
+      max_streams_per_address = 4 }
+    local busy = assert(traffic.start { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 2, bitrate_bps = 10e6 })
+    local t0 = H.now()
+    while srv:tests_running() == 0 and H.now() - t0 < 3 do H.sleep(0.02) end
+    local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 1 }
+    assert.is_nil(r)
+    assert.equal('EBUSY', code)
+    assert.matches("refused the test: busy: 1 tests from 127%.0%.0%.3 running, the server's "
+      .. 'max_tests_per_address is 1', msg)
+    -- another address is served meanwhile
+    assert(traffic.run { host = '127.0.0.1', port = port, bind_address = BAD, duration_s = 0.5 })
+    assert(busy:wait())
+    r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 0.5, parallel = 8 }
+    assert.is_nil(r)
+    assert.equal('EBUSY', code)
+    assert.matches("busy: 8 streams asked, 0 running in 0 tests from 127%.0%.0%.3, the "
+      .. "server's max_streams_per_address is 4", msg)
+    local pat = '^control connection rejected from 127%.0%.0%.3 port %d+: test refused: busy: '
+      .. '8 streams'
+    assert.matches(pat, last_problem(srv, pat))
+  end)
+
+  it('refuses a reverse test whose buffers exceed test_buffer_bytes', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    -- the documented defaults
+    assert.same({ max_tests = 64, max_tests_per_address = 2, max_streams_per_address = 128,
+      max_unidentified = 256, max_unidentified_per_address = 8, data_idle_s = 0,
+      max_duration_s = 3600, test_buffer_bytes = 128 << 20, idle_timeout_s = 0 }, srv:limits())
+    -- 32 streams x 16 MiB writes = 512 MiB, over the 128 MiB default
+    local r, msg, code = traffic.run { host = '127.0.0.1', port = port, reverse = true,
+      parallel = 32, length_bytes = 16 << 20, duration_s = 1 }
+    assert.is_nil(r)
+    assert.equal('EBUSY', code)
+    assert.matches('the test needs 536870912 bytes of buffers %(32 streams: 536870912 B of '
+      .. "write/read buffers %+ 0 B of socket buffers%), more than the server's "
+      .. 'test_buffer_bytes 134217728', msg)
+    local pat = '^control connection rejected from 127%.0%.0%.1 port %d+: test refused: the test '
+      .. 'needs 536870912 bytes'
+    assert.matches(pat, last_problem(srv, pat))
+    assert.equal(1, srv:rejected())
+  end)
+end)
+
+-- Peak RSS of a server process (`qoslab server`, so VmHWM is the server's
+-- alone) under the hostile results messages and under the largest reverse
+-- test its buffer budget allows.
+describe('a server process under hostile results and the largest reverse test', function()
+  teardown(function() H.cleanup_tmp() end)
+  local function status_kib(pid, key)
+    local s = H.read('/proc/' .. pid .. '/status') or ''
+    return tonumber(s:match(key .. ':%s*(%d+) kB'))
+  end
+
+  it('stays within the stated memory bounds', function()
+    local port = H.port()
+    local log = H.tmp('server-rss.log')
+    -- the plain build (a sanitizer build's module needs its runtime loaded first)
+    local pid = H.spawn(string.format('exec env -u QOSLAB_BUILD bin/qoslab server -p %d -B 127.0.0.1',
+      port), log)
+    local ok, err = pcall(function()
+      assert(H.wait_listen(port, nil, 5), 'server did not listen')
+      -- warm up: one ordinary test from each address the hostile peers use
+      for i = 2, 5 do
+        assert(traffic.run { host = '127.0.0.1', port = port, bind_address = '127.0.0.' .. i,
+          duration_s = 0.3 })
+      end
+      local base = status_kib(pid, 'VmHWM')
+      -- four at once, from four addresses: 4 MiB of {} entries (1.4 M entries; refused by
+      -- the length prefix: more than the 63.4 KiB a 1 s single-stream test can need),
+      -- then 20000 entries in 60 KiB (within the length, refused by the value count)
+      local figures = {}
+      for _, entries in ipairs { 1398000, 20000 } do
+        local ps = {}
+        for i = 2, 5 do
+          ps[#ps + 1] = peer('results', port, string.format('--src 127.0.0.%d --entries %d', i,
+            entries), 15)
+        end
+        for _, p in ipairs(ps) do
+          local r = p.result()
+          assert(r.message_bytes, 'no results message sent: ' .. tostring(r.error))
+          -- the server closed without EXCHANGE_RESULTS' answer (no DISPLAY_RESULTS)
+          assert(r.reply ~= 14, 'server accepted the hostile results')
+          assert(r.reply_s < 5, 'server took ' .. r.reply_s .. ' s')
+        end
+        local hwm = status_kib(pid, 'VmHWM')
+        figures[#figures + 1] = string.format('%d entries: +%d KiB', entries, hwm - base)
+        -- bound: 4 tests x (150.3 KiB of parsing + the 128 KiB read buffer of
+        -- the test's one TCP stream) + 16 MiB for the eight threads' stacks
+        -- and malloc arenas
+        assert(hwm - base <= 4 * (151 + 128) + 16384, figures[#figures])
+      end
+      local text = H.read(log) or ''
+      assert.matches("test failed from 127%.0%.0%.[2-5] port %d+: the client's results are "
+        .. 'longer than the %d+ bytes this test can need', text)
+      assert.matches('test failed from 127%.0%.0%.[2-5] port %d+: peer results: %d+ JSON values, '
+        .. 'more than the %d+ this test can report', text)
+      -- the largest reverse test the 128 MiB budget allows: 8 x 16 MiB writes
+      local before = status_kib(pid, 'VmHWM')
+      local r = assert(traffic.run { host = '127.0.0.1', port = port, reverse = true,
+        parallel = 8, length_bytes = 16 << 20, duration_s = 2 })
+      assert(r.received.bytes > 0)
+      local hwm = status_kib(pid, 'VmHWM')
+      figures[#figures + 1] = string.format('reverse 8 x 16 MiB: +%d KiB (VmHWM %d KiB)',
+        hwm - before, hwm)
+      -- bound: the budget (131072 KiB) + 16 MiB for threads and allocator
+      assert(hwm - before <= 131072 + 16384, figures[#figures])
+      -- one more stream is over the budget
+      local no, msg = traffic.run { host = '127.0.0.1', port = port, reverse = true,
+        parallel = 9, length_bytes = 16 << 20, duration_s = 1 }
+      assert.is_nil(no)
+      assert.matches("more than the server's test_buffer_bytes 134217728", msg)
+      print('  [rss] baseline VmHWM ' .. base .. ' KiB; ' .. table.concat(figures, '; '))
+    end)
+    H.kill(pid)
+    assert(ok, err)
+  end)
+end)
+
+-- The refusal reason after the state byte is for qoslab clients; a stock
+-- iperf3 client stops at the state byte and says what it always says.
+describe('refusals and iperf3', function()
+  teardown(function() H.cleanup_tmp() end)
+  local has_iperf3 = H.sh('command -v iperf3 >/dev/null')
+  if not has_iperf3 then
+    it('needs iperf3', function() pending('iperf3 is not installed') end)
+    return
+  end
+
+  it('a stock iperf3 client is refused promptly, and a stock iperf3 server says only busy',
+    function()
+    local port = H.port()
+    local srv = assert(traffic.server { port = port, bind_address = '127.0.0.1',
+      max_duration_s = 5, max_tests_per_address = 1 })
+    local ok, err = pcall(function()
+      local t0 = H.now()
+      local done, out = H.sh(string.format('timeout 10 iperf3 -c 127.0.0.1 -p %d -t 10', port))
+      assert.is_false(done)
+      assert(H.now() - t0 < 3, 'iperf3 took ' .. (H.now() - t0) .. ' s')
+      assert.matches('error', out)
+      local busy = assert(traffic.start { host = '127.0.0.1', port = port, duration_s = 2,
+        bitrate_bps = 10e6 })
+      local t1 = H.now()
+      while srv:tests_running() == 0 and H.now() - t1 < 3 do H.sleep(0.02) end
+      done, out = H.sh(string.format('timeout 10 iperf3 -c 127.0.0.1 -p %d -t 1', port))
+      assert.is_false(done)
+      assert.matches('busy', out)
+      assert(busy:wait())
+    end)
+    srv:stop()
+    assert(ok, err)
+    -- our client against a busy stock iperf3 server
+    local iport = H.port()
+    local pid = H.spawn(string.format('exec iperf3 -s -p %d -B 127.0.0.1', iport), H.tmp('i3.log'))
+    ok, err = pcall(function()
+      assert(H.wait_listen(iport, nil, 5))
+      local first = assert(traffic.start { host = '127.0.0.1', port = iport, duration_s = 2,
+        bitrate_bps = 10e6 })
+      H.sleep(0.5)
+      local r, msg, code = traffic.run { host = '127.0.0.1', port = iport, duration_s = 1 }
+      assert.is_nil(r)
+      assert.equal('EBUSY', code)
+      assert.matches('refused the test %(busy: an iperf3 server serves one test at a time; '
+        .. 'retry later%)', msg)
+      assert(first:wait())
+    end)
+    H.kill(pid)
+    assert(ok, err)
+  end)
+end)
+
+-- The data-idle watchdog counts what a TCP sender got acknowledged, not what
+-- it wrote: a server whose writes all went into its send buffer at once keeps
+-- its test while a slow path drains it.
+describe('the data-idle watchdog and a slow path', function()
+  it('keeps a reverse byte-limited test draining through a 1 Mbit/s shaper', function()
+    local qoslab = require 'qoslab'
+    local tb <close> = assert(qoslab.testbed { rate_bps = 1000000 })
+    local srv <close> = assert(qoslab.server { netns = tb.server_netns, data_idle_s = 1 })
+    local t0 = H.now()
+    -- 256 KiB fit the server's send buffer (200000 B asked, 400000 granted) at
+    -- once; the shaper takes about 2.1 s for them, twice the data-idle time
+    local r, msg = traffic.run { host = tb.server_addr, netns = tb.client_netns, reverse = true,
+      bytes = 256 * 1024, window_bytes = 200000 }
+    local took = H.now() - t0
+    assert(r, msg)
+    assert.equal(256 * 1024, r.received.bytes)
+    assert(took > 2, string.format('%.1f s: the shaper did not hold the data', took))
+    assert.equal(0, select(2, srv:problems()))
+  end)
+end)
