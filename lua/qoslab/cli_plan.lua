@@ -350,30 +350,39 @@ local function cleanup_cmd(a)
     print('qoslab cleanup: nothing left behind')
     return 0
   end
-  local gone, skipped = 0, 0
+  local gone, skipped, failed, files = 0, 0, 0, 0
   -- Names as read from a state file may hold control bytes: print them quoted
   -- when they are not plain.
-  local function name(v)
+  local function name(v, plain)
     local s = tostring(v)
-    if s:match('^[%w%-_%.@+]+$') then return s end
+    if s:match(plain or '^[%w%-_%.@+]+$') then return s end
     return (string.format('%q', s):gsub('\\\n', '\\n'))
   end
   for _, r in ipairs(removed) do
     local what = r.kind == 'netns' and ('netns ' .. name(r.name))
       or (name(r.kind) .. ' ' .. name(r.ifname) .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
-    if r.removed then
+    if r.kind == 'file' then
+      files = files + 1
+      print('state file ' .. name(r.name, '^[%w%-_%.@+/]+$') .. ': '
+        .. (r.skipped and ('skipped (' .. r.skipped .. ')') or tostring(r.error)))
+    elseif r.removed then
       print('removed ' .. what)
     elseif r.skipped then
       print('skipped (' .. r.skipped .. '): ' .. what)
       skipped = skipped + 1
+    elseif r.error then
+      print('not removed: ' .. what .. ': ' .. r.error .. ' (kept in its state file for another try)')
+      failed = failed + 1
     else
-      print('gone already or not removable: ' .. what .. (r.error and (': ' .. r.error) or ''))
+      print('gone already: ' .. what)
       gone = gone + 1
     end
   end
-  print(string.format('qoslab cleanup: %d removed, %d already gone or not removable%s',
-    #removed - gone - skipped, gone, skipped > 0 and string.format(', %d skipped', skipped) or ''))
-  return 0
+  print(string.format('qoslab cleanup: %d removed, %d already gone%s%s',
+    #removed - files - gone - skipped - failed, gone,
+    failed > 0 and string.format(', %d not removed', failed) or '',
+    skipped > 0 and string.format(', %d skipped', skipped) or ''))
+  return failed > 0 and 1 or 0
 end
 
 local function describe_cleanup(cmd)
