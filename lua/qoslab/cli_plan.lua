@@ -143,7 +143,8 @@ function M.run_in_guest(o)
   -- A signal stops the guest (vm.run_script forwards it to the harness) and
   -- then raises "interrupted by SIG...".
   local done, r, msg, code = pcall(vm.run_script, { script = o.file, args = args, rw_dir = out,
-                                                     timeout_s = o.timeout_s or 3600 })
+                                                     timeout_s = o.timeout_s or 3600,
+                                                     command = cli.started_as })
   if not done then
     local st = M.exit_status(r, nil)
     if not st then error(r, 0) end
