@@ -91,7 +91,8 @@ function M.error_handler(file)
 end
 
 --- Exit status for an interruption by a signal: 130 for SIGINT, 143 for
--- SIGTERM (128 + the signal number, as shells report it), else nil.
+-- SIGTERM, 129 for SIGHUP (128 + the signal number, as shells report it),
+-- else nil; then the signal's name.
 -- @param err an error (its text is searched) or nil
 -- @treturn integer|nil
 function M.signal_status(err)
@@ -99,6 +100,7 @@ function M.signal_status(err)
   local pending = ok and type(core) == 'table' and core.signal_pending and core.signal_pending()
   local s = tostring(err or '')
   if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return 143, 'SIGTERM' end
+  if pending == 'SIGHUP' or s:find('interrupted by SIGHUP', 1, true) then return 129, 'SIGHUP' end
   if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return 130, 'SIGINT' end
   return nil
 end

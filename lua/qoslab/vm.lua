@@ -249,7 +249,8 @@ local function boot(args, cmd)
     end
     -- Pass it on: the harness stops qemu and exits; keep reading until then.
     interrupted = sig
-    send(sig:sub(4), pid)
+    -- SIGHUP (a closed terminal) stops the guest as SIGTERM does.
+    send(sig == 'SIGHUP' and 'TERM' or sig:sub(4), pid)
   end
   local _, how, n = p:close()
   if interrupted then error('interrupted by ' .. interrupted, 0) end
