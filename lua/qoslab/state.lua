@@ -104,7 +104,8 @@ local function append(obj)
       warned = true
       local _, err = io.open(path, 'a')
       io.stderr:write(string.format('qoslab: warning: cannot record what this run creates in %s (%s); '
-        .. 'if it is killed, `qoslab cleanup` will not find its leftovers (set QOSLAB_STATE_DIR to a writable folder)\n',
+        .. 'if it is killed, `qoslab cleanup` will not find its leftovers '
+        .. '(set QOSLAB_STATE_DIR to a writable folder)\n',
         M.dir(), tostring(err)))
     end
     return

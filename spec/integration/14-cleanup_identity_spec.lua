@@ -105,7 +105,8 @@ describe('qoslab cleanup and identity', function()
     assert(netns.delete(b)); assert(os.execute('ip netns add ' .. b))
     assert(core.link_delete('qlid6'))
     assert(os.execute('ip link add qlid6 type veth peer name qlid7'))
-    assert(os.execute('tc qdisc del dev qlid8 root && tc qdisc add dev qlid8 root tbf rate 20mbit burst 32k latency 50ms'))
+    assert(os.execute('tc qdisc del dev qlid8 root && '
+      .. 'tc qdisc add dev qlid8 root tbf rate 20mbit burst 32k latency 50ms'))
     local out = cleanup_cli(dir)
     assert.matches('skipped (not the one qoslab made: handle is ', out, 1, true)
     assert.matches('skipped (not the one qoslab made: ifindex is ', out, 1, true)
@@ -158,8 +159,9 @@ describe('qoslab cleanup and identity', function()
   end)
 
   it('warns once when the state dir cannot be written', function()
-    local out = sh('cd ' .. q(checkout) .. ' && QOSLAB_STATE_DIR=/proc/qoslab-no lua5.4 -e "package.path=\'./lua/?.lua;\'..package.path package.cpath=\'./'
-      .. build .. '/?.so;\'..package.cpath" -e "local n = require \'qoslab.netns\' local a, b = n.unique_name(\'qlid\'), n.unique_name(\'qlid\')'
+    local out = sh('cd ' .. q(checkout) .. ' && QOSLAB_STATE_DIR=/proc/qoslab-no lua5.4'
+      .. ' -e "package.path=\'./lua/?.lua;\'..package.path package.cpath=\'./' .. build .. '/?.so;\'..package.cpath"'
+      .. ' -e "local n = require \'qoslab.netns\' local a, b = n.unique_name(\'qlid\'), n.unique_name(\'qlid\')'
       .. ' assert(n.add(a)) assert(n.add(b)) n.delete(a) n.delete(b)"')
     local _, count = out:gsub('cannot record what this run creates in /proc/qoslab%-no', '')
     assert.equal(1, count, out)

@@ -50,7 +50,8 @@ describe('regress 020 plot paths', function()
     f:write(string.format([[
 package.path = %q .. package.path
 package.cpath = %q .. package.cpath
-local files, msg = require('qoslab.plot').lines { out = '-dash', series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } }
+local series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } }
+local files, msg = require('qoslab.plot').lines { out = '-dash', series = series }
 io.write(files and files.png or msg)
 ]], cwd .. '/lua/?.lua;', cwd .. '/' .. (os.getenv('QOSLAB_BUILD') or 'build') .. '/?.so;'))
     f:close()
