@@ -143,9 +143,10 @@ luarocks-admin --lua-version=5.4 make-manifest "$dir/server" > "$dir/manifest.lo
     { cat "$dir/manifest.log" >&2; exit 1; }
 # What was made and how to use it: the server is DIR/server, not DIR.
 echo "local-rocks: a rocks server is ready in $dir/server:"
-ls "$dir/server" | sed 's/^/  /'
+for f in "$dir/server"/*; do echo "  ${f##*/}"; done
 echo "install qoslab into a tree TREE from inside the qoslab checkout (luarocks make reads"
 echo "the rockspec and sources there):"
 echo "  luarocks --lua-version=5.4 make --tree=TREE --only-server=$dir/server qoslab-scm-1.rockspec"
 echo "then run TREE/bin/qoslab, or use the tree from your own lua5.4:"
+# shellcheck disable=SC2016 # printed for the user to run, not expanded here
 echo '  eval "$(luarocks --lua-version=5.4 path --tree=TREE)"'
