@@ -326,7 +326,7 @@ local function read_text(path, max, what)
   local f, err, errno = io.open(path, 'r')
   if not f then
     return nil, string.format('%s %s', what, tostring(err)),
-      errno == 13 and 'EACCES' or errno == 2 and 'ENOENT' or 'EIO'
+      fs.errno_code(errno, err)
   end
   local text, rerr, rcode = f:read(max + 1)
   f:close()
