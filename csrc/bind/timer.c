@@ -9,8 +9,8 @@
  *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
  *     :close()
- * core.signals_install()          SIGINT/SIGTERM -> Lua error "interrupted"
- * core.signal_pending()           -> "SIGINT" | "SIGTERM" | nil
+ * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> Lua error "interrupted"
+ * core.signal_pending()           -> "SIGINT" | "SIGTERM" | "SIGHUP" | nil
  * core.signal_reset()
  */
 #include <errno.h>
@@ -160,12 +160,16 @@ static int p_tostring(lua_State *L)
  * safe) so that pure Lua loops stop too, as the standalone interpreter does. */
 static lua_State *sig_L;
 
+static const char *sig_name(int signo)
+{
+	return signo == SIGTERM ? "SIGTERM" : signo == SIGHUP ? "SIGHUP" : "SIGINT";
+}
+
 static void sig_luahook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	lua_sethook(L, NULL, 0, 0);
-	luaL_error(L, "interrupted by %s",
-		   ql_sig_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+	luaL_error(L, "interrupted by %s", sig_name(ql_sig_signo));
 }
 
 static void sig_hook(int signo)
@@ -196,7 +200,7 @@ static int l_signal_pending(lua_State *L)
 	if (!ql_sig_stop)
 		lua_pushnil(L);
 	else
-		lua_pushstring(L, ql_sig_signo == SIGTERM ? "SIGTERM" : "SIGINT");
+		lua_pushstring(L, sig_name(ql_sig_signo));
 	return 1;
 }
 

@@ -24,7 +24,10 @@ int ql_sig_install(void (*hook)(int signo))
 	sigemptyset(&sa.sa_mask);
 	/* No SA_RESTART: blocking calls return EINTR and look at the flag. */
 	sig_hook = hook;
-	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0)
+	/* SIGHUP too: a closed terminal or SSH session must unwind like
+	 * SIGTERM, so what the run made is removed. */
+	if (sigaction(SIGINT, &sa, NULL) < 0 || sigaction(SIGTERM, &sa, NULL) < 0 ||
+	    sigaction(SIGHUP, &sa, NULL) < 0)
 		return -errno;
 	return 0;
 }

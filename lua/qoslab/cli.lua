@@ -91,7 +91,8 @@ function M.error_handler(file)
 end
 
 --- Exit status for an interruption by a signal: 130 for SIGINT, 143 for
--- SIGTERM (128 + the signal number, as shells report it), else nil.
+-- SIGTERM, 129 for SIGHUP (128 + the signal number, as shells report it),
+-- else nil; then the signal's name.
 -- @param err an error (its text is searched) or nil
 -- @treturn integer|nil
 function M.signal_status(err)
@@ -99,6 +100,7 @@ function M.signal_status(err)
   local pending = ok and type(core) == 'table' and core.signal_pending and core.signal_pending()
   local s = tostring(err or '')
   if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return 143, 'SIGTERM' end
+  if pending == 'SIGHUP' or s:find('interrupted by SIGHUP', 1, true) then return 129, 'SIGHUP' end
   if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return 130, 'SIGINT' end
   return nil
 end
@@ -160,10 +162,34 @@ function M.add(name, spec)
   M.commands[name] = spec
 end
 
+--- The argv this process was started with, so that the same qoslab can be
+-- started again (in the qemu guest): the interpreter and its options
+-- (`arg[-n] .. arg[-1]`, as a luarocks wrapper passes them) and the script
+-- `arg[0]` as an absolute path.
+-- @tparam table argv the script's `arg`
+-- @treturn {string,...}|nil nil when there is no script path
+-- @usage vm.run_script{script = f, command = cli.self_command()}
+function M.self_command(argv)
+  if type(argv) ~= 'table' or type(argv[0]) ~= 'string' or argv[0] == '' then return nil end
+  local first = 0
+  while type(argv[first - 1]) == 'string' do first = first - 1 end
+  local out = {}
+  for i = first, -1 do out[#out + 1] = argv[i] end
+  if #out == 0 then out[1] = 'lua5.4' end
+  local fs = require 'qoslab.fs'
+  local script = argv[0]
+  if script:sub(1, 1) ~= '/' then script = fs.realpath(script) or (fs.cwd() .. '/' .. script) end
+  out[#out + 1] = script
+  return out
+end
+
 --- Entry point.
 -- @tparam table argv the script's `arg`
 -- @treturn integer exit status
 function M.main(argv)
+  -- How this process was started, for the guest to start the same qoslab
+  -- (nil when main is called with a plain list, as specs do).
+  M.started_as = M.self_command(argv)
   -- Concerns that add subcommands.
   for _, mod in ipairs { 'qoslab.cli_netem', 'qoslab.cli_traffic', 'qoslab.cli_plan' } do
     local ok, err = pcall(require, mod)

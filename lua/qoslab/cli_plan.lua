@@ -22,7 +22,7 @@ local fs = require 'qoslab.fs'
 
 local M = {}
 
-local EXIT_SIGINT = 130
+local SIGNAL_NAMES = { [129] = 'SIGHUP', [130] = 'SIGINT', [143] = 'SIGTERM' }
 
 local function eprint(...)
   io.stderr:write(table.concat({ ... }), '\n')
@@ -45,7 +45,14 @@ local function now_s()
   return c and c.now() or os.time()
 end
 
---- Exit status for an error: 130/143 when it came from SIGINT/SIGTERM, else `other`.
+--- A path as a shell word: as it is when plain, else single-quoted.
+function M.shell_quote(p)
+  p = tostring(p)
+  if p:match('^[%w%-_%./@+=:,]+$') and p:sub(1, 1) ~= '-' then return p end
+  return "'" .. p:gsub("'", "'\\''") .. "'"
+end
+
+--- Exit status for an error: 129/130/143 when it came from SIGHUP/SIGINT/SIGTERM, else `other`.
 function M.exit_status(err, other)
   return (cli.signal_status(err)) or other
 end
@@ -55,11 +62,107 @@ local function install_signals()
   if c and c.signals_install then c.signals_install() end
 end
 
+--- The plan's name: its file name without ".lua".
+function M.plan_name(file)
+  return ((file:match('([^/]+)$') or file):gsub('%.lua$', ''))
+end
+
 --- Default results folder: results/<plan name>-<UTC time>.
 function M.default_out(file)
-  local base = (file:match('([^/]+)$') or file):gsub('%.lua$', '')
-  return 'results/' .. base .. '-' .. os.date('!%Y%m%d-%H%M%S')
+  return 'results/' .. M.plan_name(file) .. '-' .. os.date('!%Y%m%d-%H%M%S')
 end
+
+-- The file in a results folder that names the plan whose results it holds.
+local MARK = 'qoslab-run.json'
+
+local function read_mark(dir)
+  local text = plan._read_text(dir .. '/' .. MARK, 65536, 'run record')
+  if not text then return nil end
+  local ok, v = pcall(require('cjson').decode, text)
+  return ok and type(v) == 'table' and type(v.plan) == 'string' and v.plan or nil
+end
+
+local function write_mark(dir, name)
+  if fs.is_file(dir .. '/' .. MARK) then return end
+  fs.write_file(dir .. '/' .. MARK, require('cjson').encode { plan = name } .. '\n')
+end
+
+--- The results folder of a run, made now: `out` as given (an error when it
+-- exists with files in it and `resume` is not set, or, with `resume`, when
+-- it holds another plan's run), else a new folder
+-- `results/<plan>-<UTC time>[-N]` (N = 2, 3, ...: mkdir fails on an
+-- existing one, so two runs in the same second get two folders).
+-- @tparam string cmdname "run" or "demo" (for messages)
+-- @tparam string file the plan file
+-- @tparam string|nil out --out
+-- @tparam boolean resume --resume
+-- @treturn string|nil the folder, or nil, exit status (2: bad --out, 1: the
+--   folder cannot be made), after a message on stderr
+-- @treturn boolean whether it was made now
+function M.prepare_out(cmdname, file, out, resume)
+  local name = M.plan_name(file)
+  local function fail(status, ...)
+    eprint('qoslab ', cmdname, ': ', ...)
+    return nil, status
+  end
+  if out == '' then return fail(2, '--out: expected a folder path, got an empty string') end
+  if out then
+    if fs.kind(out) and not fs.is_dir(out) then
+      return fail(2, '--out ', M.shell_quote(out), ' exists and is not a folder')
+    end
+    local names = fs.is_dir(out) and fs.list(out) or {}
+    if #names == 1 and names[1] == MARK then names = {} end
+    if not resume and #names > 0 then
+      return fail(2, '--out ', M.shell_quote(out), ' exists and is not empty: pass --resume to ',
+        'continue the run in it, or another --out')
+    end
+    if resume then
+      local recorded = read_mark(out)
+      if recorded and recorded ~= name then
+        return fail(2, '--resume: ', M.shell_quote(out), ' holds a run of plan "', recorded,
+          '", not "', name, '": resume it with that plan, or pass another --out')
+      end
+    end
+    local made, err, code = fs.mkdir_p(out)
+    if made == nil then return fail(code == 'EINVAL' and 2 or 1, tostring(err), ' (', tostring(code), ')') end
+    write_mark(out, name)
+    return out, made
+  end
+  local base = M.default_out(file)
+  local parent = base:match('^(.*)/[^/]*$')
+  local ok, err, code = fs.mkdir_p(parent)
+  if ok == nil then return fail(1, tostring(err), ' (', tostring(code), ')') end
+  local lfs = require 'lfs'
+  for n = 1, 1000 do
+    local dir = n == 1 and base or (base .. '-' .. n)
+    local made, merr, errno = lfs.mkdir(dir)
+    if made then
+      write_mark(dir, name)
+      return dir, true
+    end
+    if errno ~= 17 then  -- EEXIST: taken by another run, try the next
+      return fail(1, 'cannot create ', dir, ': ', tostring(merr):gsub('^.*: ', ''),
+        ' (', fs.errno_code(errno, merr), ')')
+    end
+  end
+  return fail(1, 'cannot create ', base, '-N: 1000 folders of that name exist')
+end
+
+-- After a run: say where its results are, or that there are none.
+local function report_end(cmdname, status, made, o)
+  local signame = SIGNAL_NAMES[status]
+  if status ~= 0 and made and M.remove_if_empty(o.out) then
+    eprint('qoslab ', cmdname, ': nothing was written; removed the empty ', M.shell_quote(o.out))
+    return true
+  end
+  if signame then
+    eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
+      cmdname, cmdname == 'run' and (' ' .. M.shell_quote(o.file)) or '', ' --resume --out ',
+      M.shell_quote(o.out), ')')
+  end
+  return false
+end
+M._report_end = report_end
 
 --- Whether a plan's text uses netem (the test for carrying it into the guest).
 function M.needs_netem(source)
@@ -100,6 +203,8 @@ end
 -- @tparam string dir
 -- @treturn boolean true if removed
 function M.remove_if_empty(dir)
+  local names = fs.list(dir)
+  if names and #names == 1 and names[1] == MARK then os.remove(dir .. '/' .. MARK) end
   return fs.rmdir_if_empty(dir)
 end
 
@@ -142,14 +247,13 @@ function M.run_in_guest(o)
   local t0 = now_s()
   -- A signal stops the guest (vm.run_script forwards it to the harness) and
   -- then raises "interrupted by SIG...".
-  local done, r, msg, code = pcall(vm.run_script, { script = o.file, args = args, rw_dir = out,
-                                                     timeout_s = o.timeout_s or 3600 })
+  local done, r, msg, code = pcall(vm.run_script, { script = o.guest_file or o.file, args = args, rw_dir = out,
+                                                     timeout_s = o.timeout_s or 3600,
+                                                     command = cli.started_as })
   if not done then
     local st = M.exit_status(r, nil)
     if not st then error(r, 0) end
-    eprint('qoslab run: interrupted by ', st == EXIT_SIGINT and 'SIGINT' or 'SIGTERM',
-      '; the guest was stopped; results so far in ', o.out,
-      ' (continue with --resume --out ', o.out, ')')
+    eprint('qoslab run: interrupted by ', SIGNAL_NAMES[st] or 'a signal', '; the guest was stopped')
     return st
   end
   local took = now_s() - t0
@@ -167,7 +271,8 @@ end
 -- @tparam table o `{file, out, resume, quick, backend, args}`
 -- @treturn integer exit status (0; 1 plan raised; 2 cannot load; 130/143 signal)
 function M.run_here(o)
-  local chunk, err = cli.loadfile(o.file)
+  local chunk, err = o.chunk, nil
+  if not chunk then chunk, err = cli.loadfile(o.file) end
   if not chunk then
     eprint('qoslab run: cannot load ', o.file, ': ', tostring(err))
     return 2
@@ -198,9 +303,7 @@ function M.run_here(o)
   if not ok then
     local status = M.exit_status(res, 1)
     if status ~= 1 then
-      eprint('qoslab run: interrupted by ', status == EXIT_SIGINT and 'SIGINT' or 'SIGTERM',
-        o.out and ('; results so far in ' .. o.out .. ' (continue with --resume --out '
-          .. o.out .. ')') or '')
+      eprint('qoslab run: interrupted by ', SIGNAL_NAMES[status] or 'a signal')
     else
       eprint('qoslab run: ', o.file, ': ', tostring(res))
     end
@@ -245,20 +348,26 @@ local function run_cmd(a)
     eprint('qoslab run: cannot load ', a.file, ': ', tostring(source))
     return 2
   end
-  local out = a.out or M.default_out(a.file)
-  local o = { file = a.file, out = out, resume = a.resume, quick = quick_flag(a),
-              args = a.args, timeout_s = a.timeout, backend = 'host' }
+  local o = { file = a.file, out = a.out, resume = a.resume, quick = quick_flag(a),
+              args = a.args, timeout_s = a.timeout, backend = 'host', chunk = chunk }
   if a.in_guest then
     o.backend = 'guest'
     return M.run_here(o)
   end
-  local made = M.make_out(out)
-  if made == nil then
-    eprint('qoslab run: cannot create ', out)
-    return 1
-  end
-  eprint('qoslab run: results in ', out)
   local to_guest = a.guest or (not a.host and M.needs_netem(source) and not host_has_netem())
+  if to_guest then
+    -- The guest reads the plan by its path: /dev/stdin there is the guest's.
+    local real = fs.realpath(a.file)
+    if not real or not fs.is_file(real) or real:match('^/proc/') or real:match('^/dev/') then
+      eprint('qoslab run: ', a.file, ' is not a file the guest can read: save the plan to a file and run that')
+      return 2
+    end
+    o.guest_file = real
+  end
+  local out, made = M.prepare_out('run', a.file, a.out, a.resume)
+  if not out then return made end
+  o.out = out
+  eprint('qoslab run: results in ', M.shell_quote(out))
   local status
   if to_guest then
     eprint('qoslab run: ', a.guest and '--guest given' or 'this kernel has no sch_netem',
@@ -268,9 +377,7 @@ local function run_cmd(a)
   else
     status = M.run_here(o)
   end
-  if status ~= 0 and made and M.remove_if_empty(out) then
-    eprint('qoslab run: nothing was written; removed the empty ', out)
-  end
+  report_end('run', status, made, o)
   return status
 end
 
@@ -297,21 +404,16 @@ local function demo_cmd(a)
     eprint('qoslab demo: --resume needs --out DIR: the results folder to continue')
     return 2
   end
-  local out = a.out or ('results/demo-' .. os.date('!%Y%m%d-%H%M%S'))
-  local made = M.make_out(out)
-  if made == nil then
-    eprint('qoslab demo: cannot create ', out)
-    return 1
-  end
+  local out, made = M.prepare_out('demo', 'demo', a.out, a.resume)
+  if not out then return made end
+  local o
   local function finish(status)
-    if status ~= 0 and made and M.remove_if_empty(out) then
-      eprint('qoslab demo: nothing was written; removed the empty ', out)
-    else
+    if not report_end('demo', status, made, o) then
       print('qoslab demo: results folder ' .. out)
     end
     return status
   end
-  local o = { file = file, out = out, resume = a.resume, quick = quick_flag(a), args = {},
+  o = { file = file, out = out, resume = a.resume, quick = quick_flag(a), args = {},
               timeout_s = a.timeout, backend = 'host' }
   print('qoslab demo: results folder ' .. out)
   local use_guest = a.guest or (not a.host and not host_has_netem())
@@ -350,30 +452,39 @@ local function cleanup_cmd(a)
     print('qoslab cleanup: nothing left behind')
     return 0
   end
-  local gone, skipped = 0, 0
+  local gone, skipped, failed, files = 0, 0, 0, 0
   -- Names as read from a state file may hold control bytes: print them quoted
   -- when they are not plain.
-  local function name(v)
+  local function name(v, plain)
     local s = tostring(v)
-    if s:match('^[%w%-_%.@+]+$') then return s end
+    if s:match(plain or '^[%w%-_%.@+]+$') then return s end
     return (string.format('%q', s):gsub('\\\n', '\\n'))
   end
   for _, r in ipairs(removed) do
     local what = r.kind == 'netns' and ('netns ' .. name(r.name))
       or (name(r.kind) .. ' ' .. name(r.ifname) .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
-    if r.removed then
+    if r.kind == 'file' then
+      files = files + 1
+      print('state file ' .. name(r.name, '^[%w%-_%.@+/]+$') .. ': '
+        .. (r.skipped and ('skipped (' .. r.skipped .. ')') or tostring(r.error)))
+    elseif r.removed then
       print('removed ' .. what)
     elseif r.skipped then
       print('skipped (' .. r.skipped .. '): ' .. what)
       skipped = skipped + 1
+    elseif r.error then
+      print('not removed: ' .. what .. ': ' .. r.error .. ' (kept in its state file for another try)')
+      failed = failed + 1
     else
-      print('gone already or not removable: ' .. what .. (r.error and (': ' .. r.error) or ''))
+      print('gone already: ' .. what)
       gone = gone + 1
     end
   end
-  print(string.format('qoslab cleanup: %d removed, %d already gone or not removable%s',
-    #removed - gone - skipped, gone, skipped > 0 and string.format(', %d skipped', skipped) or ''))
-  return 0
+  print(string.format('qoslab cleanup: %d removed, %d already gone%s%s',
+    #removed - files - gone - skipped - failed, gone,
+    failed > 0 and string.format(', %d not removed', failed) or '',
+    skipped > 0 and string.format(', %d skipped', skipped) or ''))
+  return failed > 0 and 1 or 0
 end
 
 local function describe_cleanup(cmd)

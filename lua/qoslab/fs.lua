@@ -24,6 +24,67 @@ local function usable(p)
   return type(p) == 'string' and p ~= '' and not p:find('\0', 1, true)
 end
 
+-- errno numbers (Linux) and strerror texts -> the stable codes of qoslab.
+local ERRNO = {
+  [1] = 'EPERM', [2] = 'ENOENT', [5] = 'EIO', [6] = 'ENXIO', [13] = 'EACCES',
+  [16] = 'EBUSY', [17] = 'EEXIST', [19] = 'ENODEV', [20] = 'ENOTDIR', [21] = 'EISDIR',
+  [22] = 'EINVAL', [24] = 'EMFILE', [27] = 'EFBIG', [28] = 'ENOSPC', [30] = 'EROFS',
+  [36] = 'ENAMETOOLONG', [40] = 'ELOOP', [95] = 'ENOTSUP', [122] = 'EDQUOT',
+}
+local STRERROR = {
+  ['Operation not permitted'] = 'EPERM', ['No such file or directory'] = 'ENOENT',
+  ['Input/output error'] = 'EIO', ['Permission denied'] = 'EACCES', ['File exists'] = 'EEXIST',
+  ['Not a directory'] = 'ENOTDIR', ['Is a directory'] = 'EISDIR', ['Invalid argument'] = 'EINVAL',
+  ['No space left on device'] = 'ENOSPC', ['Read-only file system'] = 'EROFS',
+  ['File name too long'] = 'ENAMETOOLONG', ['Too many levels of symbolic links'] = 'ELOOP',
+  ['Disk quota exceeded'] = 'EDQUOT', ['File too large'] = 'EFBIG',
+}
+
+--- The stable code for an errno, as io.open and LuaFileSystem return it
+-- (`nil, message, errno`).
+-- @tparam integer|nil errno
+-- @tparam[opt] string message the message, read when errno is missing
+--   (its strerror(3) text, at its end)
+-- @treturn string "ENOENT", "ENOTDIR", "EROFS", "ENAMETOOLONG", ... or "EIO"
+--   when neither is known
+-- @usage local f, err, errno = io.open(p, 'w'); if not f then return nil, err, fs.errno_code(errno, err) end
+function M.errno_code(errno, message)
+  local c = math.type(errno) and ERRNO[errno]
+  if c then return c end
+  if type(message) == 'string' then
+    for text, code in pairs(STRERROR) do
+      if message:sub(-#text) == text then return code end
+    end
+  end
+  return 'EIO'
+end
+
+--- Write a whole file (created or truncated).
+-- @tparam string path
+-- @tparam string text
+-- @return true, or nil, "cannot write PATH: REASON", CODE (from the errno:
+--   "ENOENT", "ENOTDIR", "EACCES", "EROFS", "ENAMETOOLONG", "ENOSPC", ...)
+-- @usage assert(fs.write_file('out/x.gp', script))
+function M.write_file(path, text)
+  if not usable(path) then
+    return nil, 'cannot write ' .. string.format('%q', tostring(path)) .. ': not a usable path', 'EINVAL'
+  end
+  local f, err, errno = io.open(path, 'w')
+  if not f then
+    local reason = tostring(err)
+    if reason:sub(1, #path + 2) == path .. ': ' then reason = reason:sub(#path + 3) end
+    return nil, 'cannot write ' .. path .. ': ' .. reason, M.errno_code(errno, err)
+  end
+  local ok, werr, werrno = f:write(text)
+  local cok, cerr, cerrno = f:close()
+  if not ok or not cok then
+    return nil, 'cannot write ' .. path .. ': ' .. tostring(werr or cerr),
+      M.errno_code(werrno or cerrno, werr or cerr)
+  end
+  return true
+end
+
+
 --- Kind of what a path names, following symbolic links.
 -- @tparam string path
 -- @treturn string|nil "file", "directory", "link", "socket", "named pipe",
@@ -59,13 +120,19 @@ function M.mkdir_p(dir)
   local prefix = dir:sub(1, 1) == '/' and '/' or ''
   for part in dir:gmatch('[^/]+') do
     prefix = prefix .. part
-    local kind = lfs.attributes(prefix, 'mode')
+    local kind, aerr, aerrno = lfs.attributes(prefix, 'mode')
+    if kind == nil and aerrno ~= nil and aerrno ~= 2 then
+      -- ENAMETOOLONG, EACCES (a folder on the way not searchable), ELOOP, ...
+      return nil, string.format('cannot create %s: %s', dir, tostring(aerr):gsub('^.*: ', '')),
+        M.errno_code(aerrno, aerr)
+    end
     if kind == nil then
       local ok, err, errno = lfs.mkdir(prefix)
       -- EEXIST: made meanwhile by someone else (another process of a sweep).
       if not ok and lfs.attributes(prefix, 'mode') ~= 'directory' then
-        return nil, string.format('cannot create %s: %s', prefix, tostring(err)),
-          errno == 13 and 'EACCES' or errno == 30 and 'EROFS' or 'EIO'
+        local reason = tostring(err)
+        if reason:sub(1, #prefix + 2) == prefix .. ': ' then reason = reason:sub(#prefix + 3) end
+        return nil, string.format('cannot create %s: %s', prefix, reason), M.errno_code(errno, err)
       end
       made = true
     elseif kind ~= 'directory' then

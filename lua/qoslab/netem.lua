@@ -366,6 +366,8 @@ function M.apply(ifname, spec, opts)
   end
   if not before and o.direction == 'egress' and not rec.qdisc_id then
     rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
+  elseif rec.qdisc_id and o.direction == 'egress' then
+    netns._update(rec.qdisc_id)  -- replaced in place: its handle may be new
   end
   rec.distribution = canon.distribution
   rec.slot_distribution = canon.slot and canon.slot.distribution

@@ -37,6 +37,12 @@ function M._tracked(id)
   return tracked[id] ~= nil
 end
 
+--- (internal) Record again what identifies a tracked object replaced in
+-- place (no-op when forgotten).
+function M._update(id)
+  if tracked[id] then state.update(id) end
+end
+
 --- (internal) Forget one tracked entry (no-op when already forgotten).
 function M._forget(id)
   if tracked[id] then
@@ -53,6 +59,19 @@ function M._untrack(match)
       state.forget(id)
     end
   end
+end
+
+--- (internal) Record again what identifies every tracked entry for which
+-- match(entry) is true; returns how many there were.
+function M._update_matching(match)
+  local n = 0
+  for id, e in pairs(tracked) do
+    if match(e) then
+      state.update(id)
+      n = n + 1
+    end
+  end
+  return n
 end
 
 local pid

@@ -113,6 +113,13 @@ local function check_params(ctx, field, params, level)
 end
 
 -- The key without argument checks (sweep's own points may hold any values).
+--- Print a warning on stderr (replace to route warnings elsewhere).
+-- @tparam string msg
+function M.warn(msg)
+  io.stderr:write('qoslab: warning: ', msg, '\n')
+  io.stderr:flush()
+end
+
 local function key_of(params)
   local names = {}
   for k in pairs(params) do names[#names + 1] = k end
@@ -319,7 +326,7 @@ local function read_text(path, max, what)
   local f, err, errno = io.open(path, 'r')
   if not f then
     return nil, string.format('%s %s', what, tostring(err)),
-      errno == 13 and 'EACCES' or errno == 2 and 'ENOENT' or 'EIO'
+      fs.errno_code(errno, err)
   end
   local text, rerr, rcode = f:read(max + 1)
   f:close()
@@ -383,10 +390,6 @@ end
 local function qoslab_version()
   local ok, core = pcall(require, 'qoslab.core')
   return ok and type(core) == 'table' and core._VERSION or 'unknown'
-end
-
-local function mkdir_p(dir)
-  return fs.mkdir_p(dir) ~= nil
 end
 
 -- Append one line and make it durable before the next point: the line goes out
@@ -700,8 +703,8 @@ function M.sweep(opts)
   local results_file
   local done = {}   -- point key -> record (resume)
   if out then
-    local ok = mkdir_p(out)
-    if not ok then error(CTX .. ': cannot create directory ' .. out, 2) end
+    local made, merr, mcode = fs.mkdir_p(out)
+    if made == nil then error(string.format('%s: %s (%s)', CTX, tostring(merr), tostring(mcode)), 2) end
     results_file = out .. '/results.jsonl'
     if resume then
       local recs, lerr, lcode = M.load(results_file, name)
@@ -712,6 +715,29 @@ function M.sweep(opts)
       end
       for _, r in ipairs(recs or {}) do
         if not r.error and type(r.params) == 'table' then done[key_of(r.params)] = r end
+      end
+      -- Nothing under this name, but this sweep's points under another: a
+      -- renamed sweep would run every point again into the same file. (Two
+      -- sweeps of one plan may share their points, so this is said, not
+      -- refused.)
+      if recs and #recs == 0 then
+        local other, names = {}, {}
+        for _, r in ipairs(M.load(results_file) or {}) do
+          if type(r.params) == 'table' and r.sweep ~= name then
+            other[key_of(r.params)] = true
+            names[string.format('%q', tostring(r.sweep))] = true
+          end
+        end
+        local hit = false
+        for _, p in ipairs(points) do if other[key_of(p)] then hit = true break end end
+        if hit then
+          local list = {}
+          for n in pairs(names) do list[#list + 1] = n end
+          table.sort(list)
+          M.warn(string.format('%s: resuming sweep %q in %s: none of its points are recorded under '
+            .. 'that name, but they are under %s; if the sweep was renamed, stop and give it its old '
+            .. 'name, or every point runs again', CTX, name, out, table.concat(list, ', ')))
+        end
       end
     end
   end

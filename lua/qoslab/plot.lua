@@ -12,7 +12,28 @@ local fs = require 'qoslab.fs'
 local M = {}
 
 -- gnuplot string literal (single quotes; a quote is doubled).
-local function gq(s) return "'" .. tostring(s):gsub("'", "''") .. "'" end
+-- A gnuplot string literal. Single quotes take everything literally (no
+-- backquote command substitution, no escapes) but cannot hold a line break;
+-- a string with control bytes is written double-quoted with every byte but
+-- letters, digits and "./_-" as an octal escape (a raw backquote there
+-- would run a command).
+local function gq(s)
+  s = tostring(s)
+  if not s:find('%c') then return "'" .. s:gsub("'", "''") .. "'" end
+  return '"' .. s:gsub('[^%w%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
+end
+
+-- Text for a comment line: control bytes as \ddd.
+local function comment_text(s)
+  return (tostring(s):gsub('[%c\\]', function(c) return string.format('\\%03d', c:byte()) end))
+end
+
+-- A path as a program argument: a relative one starting with "-" would be
+-- taken for an option.
+local function arg_path(p)
+  if p:sub(1, 1) == '-' then return './' .. p end
+  return p
+end
 
 local found -- cached {path = ..., pngcairo = bool} per PATH
 local found_for
@@ -31,13 +52,7 @@ function M.gnuplot()
   return found.path, found.pngcairo
 end
 
-local function write_file(path, text)
-  local f, err = io.open(path, 'w')
-  if not f then return nil, 'cannot write ' .. tostring(err) end
-  f:write(text)
-  f:close()
-  return true
-end
+local write_file = fs.write_file
 
 local function num(v)
   if v == nil or v ~= v then return 'NaN' end
@@ -69,7 +84,7 @@ end
 local function render(base, prelude, body, formats, size)
   local gp, pngcairo = M.gnuplot()
   local files = {}
-  local parts = { '# qoslab plot script: gnuplot ' .. base .. '.gp', prelude }
+  local parts = { '# qoslab plot script: gnuplot ' .. comment_text(arg_path(base .. '.gp')), prelude }
   for _, fmt in ipairs(formats) do
     local out = base .. '.' .. fmt
     files[fmt] = out
@@ -80,8 +95,8 @@ local function render(base, prelude, body, formats, size)
   end
   local script = table.concat(parts, '\n') .. '\n'
   files.gp = base .. '.gp'
-  local ok, err = write_file(files.gp, script)
-  if not ok then return nil, err, 'EACCES' end
+  local ok, err, wcode = write_file(files.gp, script)
+  if not ok then return nil, err, wcode end
   if not gp then
     return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
   end
@@ -90,7 +105,7 @@ local function render(base, prelude, body, formats, size)
   -- runs in this process's directory, where the script's relative paths
   -- point (in BASE's folder, as it ran before, a relative BASE "d/x" failed:
   -- "Cannot load input from 'd/x.gp'").
-  local how, code, ecode = fs.run({ gp, files.gp }, { output = log })
+  local how, code, ecode = fs.run({ gp, arg_path(files.gp) }, { output = log })
   if how == nil then return nil, 'cannot run gnuplot: ' .. tostring(code), ecode end
   if how ~= 'exit' or code ~= 0 then
     local f = io.open(log, 'r')
@@ -207,9 +222,11 @@ function M.lines(opts)
       num(h.y), gq(h.title or ''))
   end
   local datfile = base .. '.dat'
-  local ok, err = write_file(datfile, table.concat(dat, '\n') .. '\n')
-  if not ok then return nil, err, 'EACCES' end
-  for i, p in ipairs(plots) do plots[i] = p:gsub('^datafile', gq(datfile)) end
+  local ok, err, wcode = write_file(datfile, table.concat(dat, '\n') .. '\n')
+  if not ok then return nil, err, wcode end
+  -- A function, not a string: "%" in the path is not a capture reference.
+  local datq = gq(datfile)
+  for i, p in ipairs(plots) do plots[i] = p:gsub('^datafile', function() return datq end) end
   local prelude = table.concat({
     'set datafile missing NaN',
     'set title ' .. gq(opts.title or '') .. " font ',14'",
@@ -353,8 +370,8 @@ function M.heatmap(opts)
   end
   local datfile, gridfile, stopfile = base .. '.dat', base .. '.grid.dat', base .. '.stop.dat'
   for _, w in ipairs { { datfile, cells }, { gridfile, grid }, { stopfile, stops } } do
-    local ok, err = write_file(w[1], table.concat(w[2], '\n') .. '\n')
-    if not ok then return nil, err, 'EACCES' end
+    local ok, err, wcode = write_file(w[1], table.concat(w[2], '\n') .. '\n')
+    if not ok then return nil, err, wcode end
   end
   local lo, hi = zrange(opts)
   local logz = opts.logz
@@ -445,8 +462,8 @@ function M.surface(opts)
   end
   local datfile, stopfile = base .. '.dat', base .. '.stop.dat'
   for _, w in ipairs { { datfile, rows }, { stopfile, stops } } do
-    local ok, err = write_file(w[1], table.concat(w[2], '\n') .. '\n')
-    if not ok then return nil, err, 'EACCES' end
+    local ok, err, wcode = write_file(w[1], table.concat(w[2], '\n') .. '\n')
+    if not ok then return nil, err, wcode end
   end
   local lo, hi = zrange(opts)
   local logz = opts.logz

@@ -6,6 +6,7 @@
 -- @module qoslab.report
 local check = require 'qoslab.check'
 local plan = require 'qoslab.plan'
+local fs = require 'qoslab.fs'
 local cjson = require 'cjson'
 
 local M = {}
@@ -256,7 +257,8 @@ end
 -- @tparam string path file to write
 -- @tparam table t `{columns = {...}, rows = {...}}` (as rows() returns) or a
 --   sweep summary (converted with rows())
--- @return true, or nil, message, "EACCES"|"ENOENT" when the file cannot be written
+-- @return true, or nil, message, CODE when the file cannot be written (from
+--   the errno: "ENOENT", "ENOTDIR", "EACCES", "EROFS", "ENAMETOOLONG", ...)
 -- @usage report.write_csv('out/delay.csv', summary)
 function M.write_csv(path, t)
   local ctx = 'qoslab.report.write_csv'
@@ -266,7 +268,7 @@ function M.write_csv(path, t)
   if t.points or (t[1] and t[1].params) then t = M.rows(t) end
   check.table(ctx, 't.columns', t.columns)
   local f, err, errno = io.open(path, 'w')
-  if not f then return nil, 'cannot write ' .. tostring(err), errno == 13 and 'EACCES' or 'ENOENT' end
+  if not f then return nil, 'cannot write ' .. tostring(err), fs.errno_code(errno, err) end
   local cols = {}
   for i, c in ipairs(t.columns) do cols[i] = type(c) == 'table' and c.name or c end
   local line = {}
@@ -335,14 +337,14 @@ end
 -- @tparam string path
 -- @treturn table `{columns = {...}, rows = {{name = value}, ...}}` (numbers and
 --   booleans converted, empty cells nil)
--- @return or nil, message, "ENOENT"
+-- @return or nil, message, CODE: "ENOENT", "EACCES", "EISDIR", "EFTYPE" (a
+--   FIFO or device: refused, it could block), "EFBIG"
 function M.read_csv(path)
   if path == nil then check.fail('qoslab.report.read_csv', 'path', 'a string', nil) end
   check.cstring('qoslab.report.read_csv', 'path', path)
-  local f, err = io.open(path, 'r')
-  if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
-  local s = f:read('a')
-  f:close()
+  -- The bounded reader: a FIFO or device is refused before it is opened.
+  local s, err, code = plan._read_text(path, plan.LOAD_MAX_BYTES, 'CSV file')
+  if not s then return nil, err, code end
   local pos = 1
   local header
   header, pos = parse_csv_line(s, pos)
@@ -364,7 +366,7 @@ end
 -- @tparam string path
 -- @param value table to write
 -- @tparam[opt] table opts `{results = false}`
--- @return true, or nil, message, "EACCES"|"ENOENT"
+-- @return true, or nil, message, CODE as `write_csv`
 function M.write_json(path, value, opts)
   local ctx = 'qoslab.report.write_json'
   if path == nil then check.fail(ctx, 'path', 'a string', nil) end
@@ -383,7 +385,7 @@ function M.write_json(path, value, opts)
     value = v
   end
   local f, err, errno = io.open(path, 'w')
-  if not f then return nil, 'cannot write ' .. tostring(err), errno == 13 and 'EACCES' or 'ENOENT' end
+  if not f then return nil, 'cannot write ' .. tostring(err), fs.errno_code(errno, err) end
   f:write(plan.encode(value), '\n')
   f:close()
   return true
@@ -391,14 +393,13 @@ end
 
 --- Read a JSON file (null becomes nil).
 -- @tparam string path
--- @return value, or nil, message, "ENOENT"|"EINVAL"
+-- @return value, or nil, message, CODE: as `read_csv`, or "EINVAL" (not JSON)
 function M.read_json(path)
   if path == nil then check.fail('qoslab.report.read_json', 'path', 'a string', nil) end
   check.cstring('qoslab.report.read_json', 'path', path)
-  local f, err = io.open(path, 'r')
-  if not f then return nil, 'cannot read ' .. tostring(err), 'ENOENT' end
-  local s = f:read('a')
-  f:close()
+  -- The bounded reader: a FIFO or device is refused before it is opened.
+  local s, err, code = plan._read_text(path, plan.LOAD_MAX_BYTES, 'JSON file')
+  if not s then return nil, err, code end
   local ok, v = pcall(cjson.decode, s)
   if not ok then return nil, path .. ': ' .. tostring(v), 'EINVAL' end
   local function unnull(x)

@@ -49,12 +49,11 @@ function M.apply(ifname, spec, opts)
   local r, msg, code = core.shape_apply(ifname, spec, opts)
   if not r then return nil, msg, code end
   local ns = opts and opts.netns
-  local known = false
-  netns._untrack(function(e)
-    if e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns then known = true end
-    return false
+  -- Applied anew, the root may be another qdisc: record what it is now.
+  local known = netns._update_matching(function(e)
+    return e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns and (e.parent or 'root') == 'root'
   end)
-  if not known then
+  if known == 0 then
     netns._track { kind = 'qdisc', ifname = ifname, netns = ns, parent = 'root' }
   end
   return r

@@ -1,60 +1,190 @@
 --- What this process created (namespaces, links, qdiscs), on disk, so that
 -- `qoslab cleanup` can remove what a killed run left behind.
 --
--- Each process appends JSON lines to `<dir>/<pid>.jsonl` (dir: $QOSLAB_STATE_DIR
--- or /run/qoslab): `{"op":"add","id":N,"kind":...}` when something is created,
--- `{"op":"del","id":N}` when it is removed. The file is deleted when nothing of
--- the process remains. `cleanup()` replays the files of dead processes and
--- removes what is still recorded, newest first, through qoslab.core's own
--- netlink calls (no `ip`, `tc` or shell: a recorded name is only ever a name).
+-- Each process appends JSON lines to `<dir>/<pid>-<start>-<boot>.jsonl` (dir:
+-- $QOSLAB_STATE_DIR or /run/qoslab; start: the process's start time, field
+-- 22 of /proc/PID/stat; boot: the first 8 hex digits of the kernel's boot
+-- id), so a file is live only while that very process runs and a later
+-- process with the same pid never takes it over. Lines:
+-- `{"op":"add","id":N,"kind":...,"ident":{...}}` when something is created
+-- (again, same id, when it was replaced), `{"op":"del","id":N}` when it is
+-- removed. The file is deleted when nothing of the process remains.
+--
+-- `ident` is what identifies the object the process made, taken right after
+-- creation: the namespace's nsfs device and inode (`stat /run/netns/NAME`), a
+-- link's ifindex and its namespace's inode, a qdisc's kind and handle at its
+-- parent on that link. `cleanup()` replays the files of dead processes and
+-- removes, newest first, only what still has that identity, through
+-- qoslab.core's own netlink calls (no `ip`, `tc` or shell: a recorded name is
+-- only ever a name). A namespace, link or qdisc someone else made under a
+-- recorded name is left alone and reported as skipped.
 -- @module qoslab.state
 local cjson = require 'cjson'
+local lfs = require 'lfs'
 local check = require 'qoslab.check'
 local fs = require 'qoslab.fs'
 
 local M = {}
 
-local pid ---@type integer|nil
+local STATE_MAX_BYTES = 16 * 1024 * 1024
+
+local me ---@type table|nil {pid=, start=, boot=}
 local live = {}   -- id -> entry, for this process
 local nlive = 0
 local next_id = 1
+local warned = false
 
 --- Directory of the state files.
 function M.dir()
   return os.getenv('QOSLAB_STATE_DIR') or '/run/qoslab'
 end
 
-local function self_pid()
-  if not pid then
-    local f = io.open('/proc/self/stat', 'r')
-    -- /proc/self is the lua process itself (no fork in between).
-    local s = f and f:read('l') or ''
-    if f then f:close() end
-    pid = tonumber(s:match('^(%d+)')) or 0
-  end
-  return pid
+local function core()
+  local ok, c = pcall(require, 'qoslab.core')
+  return ok and type(c) == 'table' and c or nil
 end
 
-local function file_of(p) return string.format('%s/%d.jsonl', M.dir(), p) end
+local function read_small(path)
+  local c = core()
+  if c then return (c.read_regular_file(path, 65536, 'proc file')) end
+  local f = io.open(path, 'r')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function boot_id()
+  local s = read_small('/proc/sys/kernel/random/boot_id') or ''
+  return (s:gsub('%-', ''):match('^(%x%x%x%x%x%x%x%x)')) or '00000000'
+end
+
+-- Start time (clock ticks after boot) of a process, or nil when none runs.
+local function start_time(p)
+  local s = read_small('/proc/' .. p .. '/stat')
+  if not s then return nil end
+  local rest = s:match('%) (.*)$')
+  if not rest then return nil end
+  local i = 2  -- rest begins with field 3
+  for tok in rest:gmatch('%S+') do
+    i = i + 1
+    if i == 22 then return tok end
+  end
+  return nil
+end
+
+local function self_id()
+  if not me then
+    -- /proc/self is the lua process itself (no fork in between).
+    local s = read_small('/proc/self/stat') or ''
+    local p = tonumber(s:match('^(%d+)')) or 0
+    me = { pid = p, start = start_time(p) or '0', boot = boot_id() }
+  end
+  return me
+end
+
+local function file_of(id)
+  return string.format('%s/%d-%s-%s.jsonl', M.dir(), id.pid, id.start, id.boot)
+end
+
+--- (internal) This process's state file.
+function M._file() return file_of(self_id()) end
 
 local function append(obj)
-  local f = io.open(file_of(self_pid()), 'a')
+  local path = file_of(self_id())
+  local f = io.open(path, 'a')
   if not f then
     fs.mkdir_p(M.dir())
-    f = io.open(file_of(self_pid()), 'a')
+    f = io.open(path, 'a')
   end
-  if not f then return end  -- best effort: a read-only /run must not stop experiments
+  if not f then
+    -- A read-only /run must not stop experiments, but the user must know
+    -- that `qoslab cleanup` will not find what this run leaves behind.
+    if not warned then
+      warned = true
+      local _, err = io.open(path, 'a')
+      io.stderr:write(string.format('qoslab: warning: cannot record what this run creates in %s (%s); '
+        .. 'if it is killed, `qoslab cleanup` will not find its leftovers '
+        .. '(set QOSLAB_STATE_DIR to a writable folder)\n',
+        M.dir(), tostring(err)))
+    end
+    return
+  end
   f:write(cjson.encode(obj), '\n')
   f:close()
 end
 
 local kinds = { netns = true, link = true, qdisc = true }
 
+-- Identity of a namespace: "dev:ino" of its nsfs file; nil when missing.
+-- name nil: the namespace of this thread.
+local function ns_ident(name)
+  local path = name and ('/run/netns/' .. name) or '/proc/thread-self/ns/net'
+  local a = lfs.attributes(path)
+  if not a and not name then a = lfs.attributes('/proc/self/ns/net') end
+  if not a then return nil end
+  return string.format('%d:%d', a.dev, a.ino)
+end
+
+local function canon_parent(p)
+  if p == nil or p == 'root' then return 'root' end
+  if p == 'ingress' then return 'ffff:fff1' end
+  local maj, min = p:match('^(%x+):(%x+)$')
+  return string.format('%x:%x', tonumber(maj, 16), tonumber(min, 16))
+end
+
+local function gone_code(code) return code == 'ENOENT' or code == 'ENODEV' end
+
+-- What identifies the object an entry names now: a table, or false when
+-- there is no such object, or nil, message when it cannot be read.
+local function identify(e)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable' end
+  if e.kind == 'netns' then
+    local ns = ns_ident(e.name)
+    if not ns then return false end
+    return { ns = ns }
+  end
+  local ns = ns_ident(e.netns)
+  if not ns then return false end
+  local nsopt = e.netns and { netns = e.netns } or nil
+  local info, msg, code = c.link_info(e.ifname, nsopt)
+  if not info then
+    if gone_code(code) then return false end
+    return nil, tostring(msg) .. (code and (' (' .. code .. ')') or '')
+  end
+  local id = { ns = ns, ifindex = info.ifindex }
+  if e.kind == 'link' then return id end
+  local qs, m2, c2 = c.qdisc_stats(e.ifname, nsopt)
+  if not qs then
+    if gone_code(c2) then return false end
+    return nil, tostring(m2) .. (c2 and (' (' .. c2 .. ')') or '')
+  end
+  local want = canon_parent(e.parent)
+  for _, q in ipairs(qs) do
+    if q.parent == want and q.handle ~= 'none' then
+      id.qdisc_kind, id.handle = q.kind, q.handle
+      break
+    end
+  end
+  if not id.qdisc_kind then return false end
+  if e.parent == 'ingress' then
+    -- The ingress of netem's ingress impairment: its ifb link too.
+    local ifb = c.ifb_name(e.ifname, e.netns)
+    local bi = ifb and c.link_info(ifb, nsopt)
+    if not bi then return false end
+    id.ifb_ifindex = bi.ifindex
+  end
+  return id
+end
+
 --- Record something this process created.
+-- What identifies it (see the module's description) is read now, so call
+-- this right after creating it.
 -- @tparam table what `{kind = "netns", name = NAME}`, `{kind = "link", ifname = IF,
 --   netns = NS|nil}` or `{kind = "qdisc", ifname = IF, netns = NS|nil,
 --   parent = "root"|"ingress"|"MAJ:MIN"}`
--- @treturn integer id to pass to `forget`
+-- @treturn integer id to pass to `forget` and `update`
 -- @usage local id = state.record{kind = 'netns', name = 'qlc-1234-1'}
 function M.record(what)
   check.table('qoslab.state.record', 'what', what)
@@ -65,10 +195,21 @@ function M.record(what)
   next_id = next_id + 1
   local e = { op = 'add', id = id, kind = what.kind, name = what.name,
               ifname = what.ifname, netns = what.netns, parent = what.parent }
+  e.ident = identify(e) or nil
   live[id] = e
   nlive = nlive + 1
   append(e)
   return id
+end
+
+--- Record again what identifies an object that was replaced in place (a
+-- shaper or netem applied anew): cleanup then recognises the new one.
+-- @tparam integer id as returned by `record`
+function M.update(id)
+  local e = live[id]
+  if not e then return end
+  e.ident = identify(e) or nil
+  append(e)
 end
 
 --- Forget something that was removed.
@@ -78,16 +219,10 @@ function M.forget(id)
   live[id] = nil
   nlive = nlive - 1
   if nlive == 0 then
-    os.remove(file_of(self_pid()))
+    os.remove(file_of(self_id()))
   else
     append { op = 'del', id = id }
   end
-end
-
-local function alive(p)
-  local f = io.open('/proc/' .. p .. '/stat', 'r')
-  if f then f:close() return true end
-  return false
 end
 
 -- Why a recorded entry cannot be acted on, or nil when it can. A state file
@@ -118,97 +253,205 @@ local function unusable(e)
   if why then return why end
   if e.ifname:find('[/:%s]') then return 'ifname is not an interface name' end
   if e.kind == 'qdisc' and e.parent ~= nil and e.parent ~= 'root' and e.parent ~= 'ingress'
-      and not (type(e.parent) == 'string' and e.parent:match('^%x+:%x+$')) then
+      and not (type(e.parent) == 'string' and e.parent:match('^%x+:%x+$')
+               and #e.parent <= 9) then
     return 'parent is not "root", "ingress" or "MAJ:MIN"'
   end
   return nil
 end
 
+local IDENT_KEYS = { 'ns', 'ifindex', 'qdisc_kind', 'handle', 'ifb_ifindex' }
+local IDENT_WORDS = { ns = 'namespace inode', ifindex = 'ifindex', qdisc_kind = 'kind',
+                      handle = 'handle', ifb_ifindex = 'ifb ifindex' }
+
+-- Why the object an entry names now is not the one recorded, or nil.
+local function mismatch(recorded, now)
+  if type(recorded) ~= 'table' then return 'no identity recorded' end
+  local n = 0
+  for _, k in ipairs(IDENT_KEYS) do
+    local r, v = recorded[k], now[k]
+    if r ~= nil then n = n + 1 end
+    if (r ~= nil or v ~= nil) and r ~= v then
+      local function show(x) return x == nil and 'none' or tostring(math.tointeger(x) or x) end
+      return string.format('%s is %s, qoslab recorded %s', IDENT_WORDS[k], show(v), show(r))
+    end
+  end
+  if n == 0 then return 'no identity recorded' end
+  return nil
+end
+
 -- Removal through qoslab.core's netlink code. Returns true (removed), false
--- (already gone), or nil, message.
+-- (already gone), or nil, message, gone (gone: true when the failure said
+-- the object is not there).
 local function remove(e)
-  local core = require 'qoslab.core'
+  local c = core()
   local ok, msg, code
   local call_ok, err = pcall(function()
     local nsopt = e.netns and { netns = e.netns } or nil
     if e.kind == 'netns' then
-      ok, msg, code = core.netns_delete(e.name)
+      ok, msg, code = c.netns_delete(e.name)
     elseif e.kind == 'link' then
-      ok, msg, code = core.link_delete(e.ifname, nsopt)
+      ok, msg, code = c.link_delete(e.ifname, nsopt)
     elseif e.parent == 'ingress' then
-      -- The ingress redirect of netem's ingress impairment: its ifb link is
-      -- a record of its own (removed after this one, or found gone).
+      -- The ingress redirect of netem's ingress impairment and its ifb.
       local ifb
-      ifb, msg, code = core.ifb_name(e.ifname, e.netns)
-      if ifb then ok, msg, code = core.ifb_detach(e.ifname, ifb, e.netns) end
+      ifb, msg, code = c.ifb_name(e.ifname, e.netns)
+      if ifb then ok, msg, code = c.ifb_detach(e.ifname, ifb, e.netns) end
     elseif e.parent == nil or e.parent == 'root' then
       -- A root netem, or else a shaper (tbf/htb) at the root: what netem and
-      -- shape put there. Another kind of root qdisc is not touched.
-      ok, msg, code = core.netem_clear(e.ifname, e.netns, 'root')
+      -- shape put there (its identity was checked before).
+      ok, msg, code = c.netem_clear(e.ifname, e.netns, 'root')
       if ok == false then
         local shaper
-        shaper, msg, code = core.shape_get(e.ifname, nsopt)
-        if shaper then ok, msg, code = core.shape_clear(e.ifname, nsopt)
+        shaper, msg, code = c.shape_get(e.ifname, nsopt)
+        if shaper then ok, msg, code = c.shape_clear(e.ifname, nsopt)
         elseif shaper == nil and msg == nil then ok = false end
       end
     else
-      ok, msg, code = core.netem_clear(e.ifname, e.netns, e.parent)
+      ok, msg, code = c.netem_clear(e.ifname, e.netns, e.parent)
     end
   end)
   if not call_ok then return nil, tostring(err) end
   if ok then return true end
-  if ok == false or code == 'ENOENT' or code == 'ENODEV' then return false end
+  if ok == false or gone_code(code) then return false end
   return nil, tostring(msg) .. (code and (' (' .. code .. ')') or '')
 end
 
---- Entries still recorded in one state file (in creation order).
+-- Entries still recorded in one state file (in creation order), the number
+-- of lines that did not parse, or nil, message when it cannot be read.
 local function replay(path)
-  local f = io.open(path, 'r')
-  if not f then return {} end
-  local byid, order = {}, {}
-  for line in f:lines() do
+  local c = core()
+  local text, err
+  if c then
+    text, err = c.read_regular_file(path, STATE_MAX_BYTES, 'state file')
+  else
+    err = 'qoslab.core is not loadable'
+  end
+  if not text then return nil, err end
+  local byid, order, bad = {}, {}, 0
+  for line in text:gmatch('[^\n]+') do
     local ok, obj = pcall(cjson.decode, line)
-    if ok and type(obj) == 'table' then
-      if obj.op == 'add' then byid[obj.id] = obj; order[#order + 1] = obj.id
-      elseif obj.op == 'del' then byid[obj.id] = nil end
+    if ok and type(obj) == 'table' and math.type(obj.id) ~= nil then
+      if obj.op == 'add' then
+        if not byid[obj.id] then order[#order + 1] = obj.id end
+        byid[obj.id] = obj
+      elseif obj.op == 'del' then byid[obj.id] = nil
+      else bad = bad + 1 end
+    else
+      bad = bad + 1
     end
   end
-  f:close()
   local out = {}
-  for _, id in ipairs(order) do if byid[id] then out[#out + 1] = byid[id] end end
-  return out
+  for _, id in ipairs(order) do if byid[id] then out[#out + 1] = byid[id]; byid[id] = nil end end
+  return out, bad
+end
+
+-- Rewrite a state file with only the given entries (through a new file and
+-- rename, so a reader never sees half of it).
+local function rewrite(path, entries)
+  local tmp = path .. '.tmp'
+  local f, err = io.open(tmp, 'w')
+  if not f then return nil, err end
+  for _, e in ipairs(entries) do f:write(cjson.encode(e), '\n') end
+  f:close()
+  return os.rename(tmp, path)
+end
+
+-- Whether the process that wrote a state file named `name` runs now, and
+-- whether the name is a state file's at all.
+local function file_owner(name)
+  local p, start, boot = name:match('^(%d+)%-(%d+)%-(%x+)%.jsonl$')
+  if p then
+    local mine = self_id()
+    if tonumber(p) == mine.pid and start == mine.start and boot == mine.boot then return 'self' end
+    if boot ~= mine.boot then return 'dead', tonumber(p) end
+    return start_time(p) == start and 'live' or 'dead', tonumber(p)
+  end
+  p = name:match('^(%d+)%.jsonl$')  -- older qoslab: named by pid alone
+  if p then return start_time(p) and 'live?' or 'dead', tonumber(p) end
+  return nil
 end
 
 --- Remove what dead qoslab processes left behind (or every process's, with all).
 -- Entries whose names the kernel could not take (a NUL byte, "/", too long,
--- not a string) are not acted on: they are reported with `skipped`.
+-- not a string), and entries whose object is not the one qoslab made (its
+-- recorded identity does not match, or none was recorded) are not acted on:
+-- they are reported with `skipped`. A state file is deleted once everything
+-- in it is removed or gone; when a removal failed otherwise, the file is
+-- kept with what remains, for a second try.
 -- @tparam[opt] table opts `{all = false}`; `all = true` also takes live processes' files
 -- @treturn table list of `{kind=, name=|ifname=, netns=, removed = bool,
 --   skipped = why|nil, error = message|nil}` (`removed = false` without
---   `skipped` or `error`: it was gone already)
+--   `skipped` or `error`: it was gone already); entries with `kind = "file"`
+--   and `name` = the state file report a file that could not be read, lines
+--   that did not parse (`bad_lines`), or a file of a process that runs
+--   (`skipped`)
 -- @usage for _, r in ipairs(state.cleanup()) do print(r.kind, r.name or r.ifname) end
 function M.cleanup(opts)
   opts = opts or {}
   check.keys('qoslab.state.cleanup', 'opts', opts, { all = true })
   local report = {}
-  for _, name in ipairs(fs.list(M.dir()) or {}) do
-    local fpid = tonumber(name:match('^(%d+)%.jsonl$'))
-    if fpid and fpid ~= self_pid() and (opts.all or not alive(fpid)) then
-      local entries = replay(M.dir() .. '/' .. name)
-      -- Newest first: qdiscs before links before namespaces.
-      for i = #entries, 1, -1 do
-        local e = entries[i]
-        local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
-                    removed = false }
-        r.skipped = unusable(e)
-        if not r.skipped then
-          local ok, err = remove(e)
-          r.removed = ok == true
-          r.error = err
+  local dir = M.dir()
+  for _, name in ipairs(fs.list(dir) or {}) do
+    local owner, fpid = file_owner(name)
+    local path = dir .. '/' .. name
+    if owner == 'live?' and not opts.all then
+      report[#report + 1] = { kind = 'file', name = path, removed = false,
+        skipped = string.format('pid %d runs; this file predates start-time marks, so it may be '
+          .. 'that process\'s or a reused pid\'s: pass --all if no qoslab runs', fpid) }
+    elseif owner == 'live' and not opts.all then
+      report[#report + 1] = { kind = 'file', name = path, removed = false,
+        skipped = string.format('its process (pid %d) runs: pass --all to take it too', fpid) }
+    elseif owner == 'dead' or (opts.all and (owner == 'live' or owner == 'live?')) then
+      local entries, bad = replay(path)
+      if not entries then
+        report[#report + 1] = { kind = 'file', name = path, removed = false,
+          error = 'cannot read: ' .. tostring(bad) }
+      else
+        if bad > 0 then
+          report[#report + 1] = { kind = 'file', name = path, removed = false, bad_lines = bad,
+            error = string.format('%d line%s did not parse (cut by a kill, or not a state line): ignored',
+              bad, bad == 1 and '' or 's') }
         end
-        report[#report + 1] = r
+        local keep = {}
+        -- Newest first: qdiscs before links before namespaces.
+        for i = #entries, 1, -1 do
+          local e = entries[i]
+          local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
+                      removed = false }
+          r.skipped = unusable(e)
+          if not r.skipped and type(e.ident) ~= 'table' then
+            r.skipped = 'not the one qoslab made: no identity recorded'
+          end
+          if not r.skipped then
+            local now, err = identify(e)
+            if now == nil then
+              r.error = err
+              table.insert(keep, 1, e)
+            elseif now then
+              local why = mismatch(e.ident, now)
+              if why then
+                r.skipped = 'not the one qoslab made: ' .. why
+              else
+                local ok, rerr = remove(e)
+                r.removed = ok == true
+                r.error = rerr
+                if ok == nil then table.insert(keep, 1, e) end
+              end
+            end
+          end
+          report[#report + 1] = r
+        end
+        if #keep > 0 then
+          local ok, err = rewrite(path, keep)
+          if not ok then
+            report[#report + 1] = { kind = 'file', name = path, removed = false,
+              error = 'cannot keep what remains: ' .. tostring(err) }
+          end
+        else
+          os.remove(path)
+        end
       end
-      os.remove(M.dir() .. '/' .. name)
     end
   end
   return report

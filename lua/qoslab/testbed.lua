@@ -115,6 +115,11 @@ function M.testbed(opts)
   local mtu = check.integer(CTX, 'opts.mtu_bytes', opts.mtu_bytes, 68, 65535)
   local ipv6 = check.boolean(CTX, 'opts.ipv6', opts.ipv6, false)
   local prefix = check.string(CTX, 'opts.prefix', opts.prefix, 'qoslab')
+  -- Checked here, so the error names this option (netns.unique_name would
+  -- name its own argument).
+  if not prefix:match('^[%w%-_%.]+$') or #prefix > 64 then
+    check.fail(CTX, 'opts.prefix', 'a string of 1..64 letters, digits, "-", "_" or "."', prefix)
+  end
   if opts.impair ~= nil then check.table(CTX, 'opts.impair', opts.impair) end
   if opts.reverse_impair ~= nil then check.table(CTX, 'opts.reverse_impair', opts.reverse_impair) end
   if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
@@ -122,7 +127,7 @@ function M.testbed(opts)
   if burst and not rate then
     error(CTX .. ': opts.burst_bytes: only with opts.rate_bps', 2)
   end
-  local base = netns.unique_name(prefix)  -- raises naming opts.prefix' content
+  local base = netns.unique_name(prefix)
   counter = counter + 1
   local pid = netns._pid()
   local x, y = pid % 250 + 1, counter % 256

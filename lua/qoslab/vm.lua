@@ -71,9 +71,15 @@ local function harness()
   return nil
 end
 
--- How to start `qoslab` in the guest: the checkout's bin/qoslab if this file
--- is in a checkout, else the installed command.
-local function qoslab_command()
+-- How to start `qoslab` in the guest: `command` (the argv this process was
+-- started with, from qoslab.cli), else the checkout's bin/qoslab if this file
+-- is in a checkout, else the installed command on PATH.
+local function qoslab_command(command)
+  if command then
+    local q = {}
+    for i, v in ipairs(command) do q[i] = shq(v) end
+    return table.concat(q, ' ')
+  end
   local bin = here() .. '/../../bin/qoslab'
   if is_file(bin) and is_file(here() .. '/../../lua/qoslab/init.lua') then
     return 'lua5.4 ' .. shq(bin)
@@ -81,6 +87,7 @@ local function qoslab_command()
   local installed = fs.which('qoslab')
   return installed and shq(installed) or nil
 end
+M._qoslab_command = qoslab_command
 
 local netem_answer, netem_why -- cached result of host_has_netem()
 
@@ -148,7 +155,7 @@ end
 
 local RUN_KEYS = { cmd = true, rw_dir = true, env = true, timeout_s = true, cwd = true }
 local SCRIPT_KEYS = { script = true, args = true, rw_dir = true, env = true,
-                      timeout_s = true, cwd = true }
+                      timeout_s = true, cwd = true, command = true }
 
 -- Validate the options run() and run_script() share; returns the argument
 -- list for run-in-vm.sh (without the command), or nil, msg, code.
@@ -242,7 +249,8 @@ local function boot(args, cmd)
     end
     -- Pass it on: the harness stops qemu and exits; keep reading until then.
     interrupted = sig
-    send(sig:sub(4), pid)
+    -- SIGHUP (a closed terminal) stops the guest as SIGTERM does.
+    send(sig == 'SIGHUP' and 'TERM' or sig:sub(4), pid)
   end
   local _, how, n = p:close()
   if interrupted then error('interrupted by ' .. interrupted, 0) end
@@ -301,6 +309,9 @@ end
 -- @tparam[opt] table opts.env as in `run`
 -- @tparam[opt=900] number opts.timeout_s as in `run`
 -- @tparam[opt] string opts.cwd as in `run`
+-- @tparam[opt] {string,...} opts.command how to start qoslab in the guest
+--   (interpreter, its options, the script: what `qoslab.cli.self_command()`
+--   gives); default: this checkout's bin/qoslab, else `qoslab` on PATH
 -- @treturn[1] integer exit status of `qoslab run` (0 ok, 1 the script
 --   raised, 2 it could not be loaded) or 124/125 as in `run`
 -- @treturn[2] nil
@@ -344,7 +355,18 @@ function M.run_script(opts)
   if not is_file(file) then
     return nil, ctx .. ': opts.script: no such file: ' .. file, 'ENOENT'
   end
-  local q = qoslab_command()
+  if opts.command ~= nil then
+    check.table(ctx, 'opts.command', opts.command)
+    if #opts.command == 0 then check.fail(ctx, 'opts.command', 'a non-empty list of strings', opts.command) end
+    for k, v in pairs(opts.command) do
+      if math.type(k) ~= 'integer' or k < 1 or k > #opts.command then
+        check.fail(ctx, 'opts.command', 'a list (keys 1..n)', opts.command)
+      end
+      check.cstring(ctx, 'opts.command[' .. k .. ']', v)
+      if type(v) ~= 'string' then check.fail(ctx, 'opts.command[' .. k .. ']', 'a string', v) end
+    end
+  end
+  local q = qoslab_command(opts.command)
   if not q then
     return nil, ctx .. ': cannot find bin/qoslab or an installed qoslab command', 'ENOENT'
   end

@@ -42,6 +42,12 @@ local function cleanup_cli(dir, trap)
     .. q(dir .. '/state') .. ' /usr/bin/lua5.4 ' .. q(checkout .. '/bin/qoslab') .. ' cleanup')
 end
 
+-- What state.lua records as a namespace's identity: nsfs "dev:ino".
+local function ns_ident(name)
+  local a = assert(require('lfs').attributes('/run/netns/' .. name))
+  return { ns = string.format('%d:%d', a.dev, a.ino) }
+end
+
 describe('qoslab cleanup', function()
   local dir
   before_each(function()
@@ -78,7 +84,7 @@ describe('qoslab cleanup', function()
     assert.matches('removed qdisc qlcu0 in netns ' .. a:gsub('%-', '%%-'), out)
     assert.matches('removed link qlcu2\n', out, 1, true)
     assert.matches('removed netns ' .. b .. '\n', out, 1, true)
-    assert.matches('qoslab cleanup: 5 removed, 0 already gone or not removable\n', out, 1, true)
+    assert.matches('qoslab cleanup: 5 removed, 0 already gone\n', out, 1, true)
     assert.is_false(netns.exists(a))
     assert.is_false(netns.exists(b))
     assert.is_false(core.link_exists('qlcu2'))
@@ -98,10 +104,10 @@ describe('qoslab cleanup', function()
     local cjson = require 'cjson'
     local f = assert(io.open(dir .. '/state/4194311.jsonl', 'w'))
     local lines = {
-      { op = 'add', id = 1, kind = 'netns', name = evil },
-      { op = 'add', id = 2, kind = 'netns', name = 'qlcu-$(touch ' .. pwned .. ')' },
-      { op = 'add', id = 3, kind = 'link', ifname = 'a`id`$(id)', netns = 'qlcu-"; touch ' .. pwned .. '"' },
-      { op = 'add', id = 4, kind = 'qdisc', ifname = "q'$(id)", parent = 'root' },
+      { op = 'add', id = 1, kind = 'netns', name = evil, ident = ns_ident(evil) },
+      { op = 'add', id = 2, kind = 'netns', name = 'qlcu-$(touch ' .. pwned .. ')', ident = { ns = '0:1' } },
+      { op = 'add', id = 3, kind = 'link', ifname = 'a`id`$(id)', netns = 'qlcu-"; touch ' .. pwned .. '"', ident = { ns = '0:1' } },
+      { op = 'add', id = 4, kind = 'qdisc', ifname = "q'$(id)", parent = 'root', ident = { ns = '0:1' } },
       { op = 'add', id = 5, kind = 'netns', name = victim .. '\0tail' },
       { op = 'add', id = 6, kind = 'qdisc', ifname = 'lo', parent = '1:1; reboot' },
       { op = 'add', id = 7, kind = 'netns', name = '../../etc' },
@@ -116,11 +122,11 @@ describe('qoslab cleanup', function()
       'skipped (name is not a namespace name): netns "../../etc"',
       'skipped (parent is not "root", "ingress" or "MAJ:MIN"): qdisc lo',
       'skipped (name contains a NUL byte): netns "' .. victim .. '\\0tail"',
-      "gone already or not removable: qdisc \"q'$(id)\"",
-      'gone already or not removable: link "a`id`$(id)" in netns "qlcu-\\"; touch ' .. pwned .. '\\""',
-      'gone already or not removable: netns "qlcu-$(touch ' .. pwned .. ')"',
+      "gone already: qdisc \"q'$(id)\"",
+      'gone already: link "a`id`$(id)" in netns "qlcu-\\"; touch ' .. pwned .. '\\""',
+      'gone already: netns "qlcu-$(touch ' .. pwned .. ')"',
       'removed netns "' .. evil .. '"',
-      'qoslab cleanup: 1 removed, 3 already gone or not removable, 3 skipped',
+      'qoslab cleanup: 1 removed, 3 already gone, 3 skipped',
     }
     local got = {}
     for line in out:gmatch('[^\n]+') do got[#got + 1] = line end

@@ -134,7 +134,9 @@ describe('plan on the real testbed', function()
     assert_gone(names)
   end)
 
-  for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 } } do
+  -- SIGHUP (terminal or SSH session closed) exited 129 leaving the testbed's
+  -- namespaces and the state file: it unwinds as SIGTERM does.
+  for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 }, { 'HUP', 129 } } do
     it('SIG' .. sig[1] .. ' mid-sweep: exit ' .. sig[2] .. ', nothing of the run remains', function()
       need('qoslab.testbed')
       need('qoslab.traffic')

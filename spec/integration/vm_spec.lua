@@ -202,8 +202,9 @@ local d = assert(io.open(QOSLAB_RUN.out .. '/finished', 'w')) d:write('x') d:clo
       while not read(dir .. '/rc') and os.time() - t0 < 150 do sh('sleep 0.2') end
       local log = read(dir .. '/log') or ''
       assert.are.equal('130\n', read(dir .. '/rc'), log)
-      assert.is_truthy(log:find('qoslab run: interrupted by SIGINT; the guest was stopped; results so far in '
-        .. out, 1, true), log)
+      assert.is_truthy(log:find('qoslab run: interrupted by SIGINT; the guest was stopped\n', 1, true), log)
+      assert.is_truthy(log:find('qoslab run: results so far in ' .. out .. ' (continue with: qoslab run '
+        .. dir .. '/slow.lua --resume --out ' .. out .. ')\n', 1, true), log)
       assert.is_nil(log:find('traceback', 1, true), log)
       assert.is_nil(read(out .. '/finished'))
       local _, left = sh('ls -A ' .. dir)

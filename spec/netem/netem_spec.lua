@@ -339,9 +339,8 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
 
   it('records what it creates for qoslab cleanup and forgets it on clear', function()
     local state = require 'qoslab.state'
-    local dir = state.dir()
     local function mine()
-      local f = io.open(string.format('%s/%s.jsonl', dir, PID))
+      local f = io.open(state._file())
       if not f then return '' end
       local s = f:read('a')
       f:close()

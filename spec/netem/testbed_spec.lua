@@ -57,7 +57,7 @@ for _, kind in ipairs { 'tbf', 'htb' } do
     teardown(function()
       if tb then tb:close() end
       assert.same(before, snapshot())
-      assert.is_nil(io.open(state.dir() .. '/' .. require('qoslab.netns')._pid() .. '.jsonl'))
+      assert.is_nil(io.open(state._file()))
     end)
 
     it('builds the testbed, reads limit and impairment back under the shaper', function()

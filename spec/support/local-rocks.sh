@@ -12,7 +12,8 @@
 # small rockspec whose source.url is a file:// tarball, is packed into a
 # .src.rock, and the server gets a manifest.
 #
-# Exit 0: DIR/server is ready. Exit 77: the mirror cannot be reached (the
+# Exit 0: DIR/server is ready (it says so, with the luarocks command to
+# pass it to: --only-server=DIR/server). Exit 77: the mirror cannot be reached (the
 # reason is printed). Other: a real failure. QOSLAB_DEB_MIRROR and
 # QOSLAB_DEB_SUITE name another mirror and suite than the system's first.
 set -eu
@@ -140,4 +141,12 @@ for r in "$dir"/rockspecs/*.rockspec; do
 done
 luarocks-admin --lua-version=5.4 make-manifest "$dir/server" > "$dir/manifest.log" 2>&1 ||
     { cat "$dir/manifest.log" >&2; exit 1; }
-ls "$dir/server"
+# What was made and how to use it: the server is DIR/server, not DIR.
+echo "local-rocks: a rocks server is ready in $dir/server:"
+for f in "$dir/server"/*; do echo "  ${f##*/}"; done
+echo "install qoslab into a tree TREE from inside the qoslab checkout (luarocks make reads"
+echo "the rockspec and sources there):"
+echo "  luarocks --lua-version=5.4 make --tree=TREE --only-server=$dir/server qoslab-scm-1.rockspec"
+echo "then run TREE/bin/qoslab, or use the tree from your own lua5.4:"
+# shellcheck disable=SC2016 # printed for the user to run, not expanded here
+echo '  eval "$(luarocks --lua-version=5.4 path --tree=TREE)"'

@@ -157,9 +157,9 @@ describe('embedded NUL and empty netns', function()
   end)
 
   it('qoslab.testbed: the namespace prefix', function()
-    raises('qoslab.netns.unique_name: prefix: expected a string of 1..64 letters, digits, '
+    raises('qoslab.testbed: opts.prefix: expected a string of 1..64 letters, digits, '
       .. '"-", "_" or ".", got string "a\\0b"', testbed.testbed, { prefix = 'a\0b' })
-    raises('qoslab.netns.unique_name: prefix: expected a string of 1..64', testbed.testbed,
+    raises('qoslab.testbed: opts.prefix: expected a string of 1..64', testbed.testbed,
       { prefix = '' })
   end)
 

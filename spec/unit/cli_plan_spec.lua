@@ -209,7 +209,9 @@ print('TABLE')
       assert.matches('--guest and --host exclude each other', err, 1, true)
     end)
 
-    for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 } } do
+    -- SIGHUP (a closed terminal or SSH session) exited 129 with no message and
+    -- no teardown: it is handled as SIGTERM is.
+    for _, sig in ipairs { { 'INT', 130 }, { 'TERM', 143 }, { 'HUP', 129 } } do
       it('SIG' .. sig[1] .. ' mid-sweep: teardown and __close run, exit ' .. sig[2], function()
         write(dir .. '/slow.lua', [[
 local out = QOSLAB_RUN.out
@@ -240,12 +242,74 @@ mark('finished')
         assert.equal('x', slurp(o .. '/teardown_err'))
         assert.equal('x', slurp(o .. '/teardown_point_err'), slurp(dir .. '/log'))
         assert.is_nil(slurp(o .. '/finished'))
-        assert.matches('qoslab run: interrupted by SIG' .. sig[1] .. '; results so far in ' .. o,
-          slurp(dir .. '/log'), 1, true)
+        assert.matches('qoslab run: interrupted by SIG' .. sig[1] .. '\n', slurp(dir .. '/log'), 1, true)
         assert.is_nil(slurp(dir .. '/log'):find('stack traceback', 1, true), slurp(dir .. '/log'))
-        assert.matches('continue with --resume', slurp(dir .. '/log'), 1, true)
+        assert.matches('qoslab run: results so far in ' .. o .. ' (continue with: qoslab run '
+          .. dir .. '/slow.lua --resume --out ' .. o .. ')\n', slurp(dir .. '/log'), 1, true)
+        assert.is_nil(slurp(dir .. '/log'):find('nothing was written', 1, true))
       end)
     end
+  end)
+
+  describe('results folders', function()
+    local function run_bg(args)
+      os.execute(string.format('sh -c %s &', q(string.format(
+        'bin/qoslab run %s >%s 2>&1 & echo $! >%s; wait $!; echo $? >%s',
+        args, q(dir .. '/log'), q(dir .. '/pid'), q(dir .. '/rc')))))
+    end
+
+    it('interrupted before anything was written: one message, the folder removed', function()
+      write(dir .. '/wait.lua', "io.open(QOSLAB_RUN.out .. '/../started', 'w'):close() qoslab.timer.sleep(10)")
+      local o = dir .. "/it's"
+      run_bg(q(dir .. '/wait.lua') .. ' --out ' .. q(o))
+      local t0 = timer.now()
+      while not slurp(dir .. '/started') and timer.now() - t0 < 15 do timer.sleep(0.02) end
+      os.execute('kill -INT ' .. assert(tonumber(slurp(dir .. '/pid'))))
+      while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+      local log = slurp(dir .. '/log')
+      assert.equal('130\n', slurp(dir .. '/rc'), log)
+      assert.matches("nothing was written; removed the empty '" .. dir .. "/it'\\''s'\n", log, 1, true)
+      assert.is_nil(log:find('results so far', 1, true), log)
+      assert.is_nil(require('qoslab.fs').kind(o))
+    end)
+
+    it('two runs in the same second get two folders; a non-empty --out needs --resume', function()
+      write(dir .. '/p.lua', "io.open(QOSLAB_RUN.out .. '/x', 'w'):close() print(QOSLAB_RUN.out)")
+      local bin = q(require('qoslab.fs').cwd() .. '/bin/qoslab')
+      local cmd = 'cd ' .. q(dir) .. ' && for i in 1 2 3; do ' .. bin .. ' run p.lua & done; wait'
+      local p = assert(io.popen('(' .. cmd .. ') 2>/dev/null')); local out = p:read('a'); p:close()
+      local seen, n = {}, 0
+      for d in out:gmatch('[^\n]+') do
+        assert.matches('^results/p%-%d+%-%d+', d)
+        assert.is_nil(seen[d], out); seen[d] = true; n = n + 1
+      end
+      assert.equal(3, n, out)
+      local one = next(seen)
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/' .. one))
+      assert.equal(2, rc)
+      assert.matches('exists and is not empty: pass --resume to continue the run in it, or another --out', err, 1, true)
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. " --out ''")
+      assert.equal(2, rc)
+      assert.matches('--out: expected a folder path, got an empty string', err, 1, true)
+      -- --resume with another plan's folder is refused.
+      write(dir .. '/other.lua', 'print(1)')
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/other.lua') .. ' --resume --out ' .. q(dir .. '/' .. one))
+      assert.equal(2, rc)
+      assert.matches('holds a run of plan "p", not "other"', err, 1, true)
+      rc = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --resume --out ' .. q(dir .. '/' .. one))
+      assert.equal(0, rc)
+    end)
+
+    it('says why a folder cannot be made, with exit 1', function()
+      write(dir .. '/p.lua', 'print(1)')
+      write(dir .. '/afile', '')
+      local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/afile/sub'))
+      assert.equal(1, rc)
+      assert.matches('afile is a file (ENOTDIR)', err, 1, true)
+      rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/' .. ('n'):rep(300)))
+      assert.equal(1, rc)
+      assert.matches('File name too long (ENAMETOOLONG)', err, 1, true)
+    end)
   end)
 
   describe('demo and examples (fake testbed and engine)', function()
@@ -310,11 +374,11 @@ mark('finished')
       os.execute('mkdir -p ' .. q(dir .. '/state'))
       -- pid 2^22 + 1 is above pid_max's default, so no live process has it.
       write(dir .. '/state/4194305.jsonl',
-        '{"op":"add","id":1,"kind":"netns","name":"qoslab-spec-gone-' .. os.time() .. '"}\n')
+        '{"op":"add","id":1,"kind":"netns","name":"qoslab-spec-gone-' .. os.time() .. '","ident":{"ns":"0:1"}}\n')
       local rc, out = qoslab(dir, 'cleanup', 'QOSLAB_STATE_DIR=' .. q(dir .. '/state'))
       assert.equal(0, rc)
-      assert.matches('gone already or not removable: netns qoslab-spec-gone-', out, 1, true)
-      assert.matches('qoslab cleanup: 0 removed, 1 already gone or not removable', out, 1, true)
+      assert.matches('gone already: netns qoslab-spec-gone-', out, 1, true)
+      assert.matches('qoslab cleanup: 0 removed, 1 already gone\n', out, 1, true)
       assert.is_nil(slurp(dir .. '/state/4194305.jsonl'))
     end)
   end)

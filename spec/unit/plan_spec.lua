@@ -237,10 +237,19 @@ describe('qoslab.plan', function()
       assert.equal(2, s.points[2].mean)
       assert.equal(3, #lines_of(dir .. '/results.jsonl'))
       -- Another sweep name in the same file is not matched.
-      local other = {}
-      plan.sweep { name = 'other', progress = quiet, out = dir, resume = true, params = { x = { 1 } },
-        run = function(p) other[#other + 1] = p.x return 0 end }
+      -- Another sweep name in the same file is not matched, but a sweep that
+      -- may have been renamed is said (it ran every point again unsaid).
+      local other, warned = {}, {}
+      local warn = plan.warn
+      plan.warn = function(m) warned[#warned + 1] = m end
+      local ok, err = pcall(plan.sweep, { name = 'other', progress = quiet, out = dir, resume = true,
+        params = { x = { 1 } }, run = function(p) other[#other + 1] = p.x return 0 end })
+      plan.warn = warn
+      assert(ok, err)
       assert.same({ 1 }, other)
+      assert.equal(1, #warned)
+      assert.matches('resuming sweep "other" in ' .. dir .. ': none of its points are recorded under that name, '
+        .. 'but they are under "resume"', warned[1], 1, true)
     end)
 
     it('resume re-applies the stop rule to recorded points', function()
