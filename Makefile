@@ -5,6 +5,8 @@
 #   make test       deps + build + every test suite + one summary line
 #   make demo       deps + build + the demo experiment (QUICK=1: its short
 #                   form; DEMO_ARGS='--out DIR ...': more bin/qoslab demo options)
+#   make check-fresh  the two commands' first step on a bare Debian 12 root
+#                   (debootstrap; cache in /var/tmp; see spec/support/check-fresh.sh)
 #   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
 #
 # This Makefile is the one source list: the rockspec calls it (build.type
@@ -61,7 +63,8 @@ CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
 CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
-        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci
+        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
+        check-fresh
 
 all: $(SO)
 
@@ -160,6 +163,13 @@ demo: deps
 bench: deps
 	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh
+
+# A bare Debian 12 root (debootstrap minbase, cached under /var/tmp) with
+# only make added: `make demo QUICK=1`, then `make check-c check-unit` inside
+# it. Counts to $(BUILD)/counts/fresh.txt; skipped where the mirror is down.
+# (The script installs debootstrap itself, after checking the mirror.)
+check-fresh:
+	@QOSLAB_BUILD=$(BUILD) bash spec/support/check-fresh.sh
 
 # ------------------------------------------------------------- install ----
 # LuaRocks passes INST_LIBDIR / INST_LUADIR / INST_BINDIR.
