@@ -182,6 +182,8 @@ cleanup() {
     local rc=$?
     trap - EXIT INT TERM HUP
     set +e
+    kill_in_root "$ROOT"
+    wait    # the step's timeout and sed end once the root is empty
     teardown "$RUN" || rc=1
     exit "$rc"
 }
