@@ -282,7 +282,7 @@ step() {
 }
 
 step 'apt-get install make' 600 \
-    'apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends make >/dev/null && make --version | head -1' ||
+    'apt-get update -q >/dev/null && apt-get install -y -q --no-install-recommends make >/dev/null && make --version | sed -n 1p' ||
     { say "make could not be installed in the root"; exit 1; }
 # The README's first command, quick form, results where we can check them.
 step 'make demo QUICK=1 (the first command on a bare machine)' "$DEMO_TIMEOUT" \
