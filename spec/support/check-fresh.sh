@@ -296,7 +296,7 @@ done
 step 'nothing left behind (qoslab cleanup, /run/netns)' 120 \
     'out=$(lua5.4 bin/qoslab cleanup 2>&1); echo "$out";
      left=$(ls -A /run/netns 2>/dev/null); [ -z "$left" ] || { echo "namespaces left in /run/netns: $left" >&2; exit 1; };
-     echo "$out" | grep -q "nothing left behind"'
+     [[ $out == *"nothing left behind"* ]]'
 
 say "$P passed, $F failed, $S skipped (took $(took "$T0"))"
 [ "$F" -eq 0 ]
