@@ -269,7 +269,10 @@ step() {
     rm -f "$RUN/rc"
     # In the background: a signal to this script runs its trap at once
     # instead of after the step (bash defers traps until a foreground job ends).
-    { in_root "$2" "$3"; echo $? > "$RUN/rc"; } 2>&1 | sed -u 's/^/  | /' &
+    # Without the run lock's fd: processes a SIGKILL of this script leaves in
+    # the root must not hold it (the next run kills them and removes the root).
+    ( exec 8>&-
+      { in_root "$2" "$3"; echo $? > "$RUN/rc"; } 2>&1 | sed -u 's/^/  | /' ) &
     wait $!
     rc=$(cat "$RUN/rc" 2>/dev/null || echo 125)
     if [ "$rc" -eq 0 ]; then
