@@ -3,11 +3,19 @@
 #   make            build build/qoslab/core.so
 #   make deps       install what the project needs (apt-get, idempotent; root)
 #   make test       deps + build + every test suite + one summary line
-#   make demo       deps + build + the demo experiment
+#   make demo       deps + build + the demo experiment (QUICK=1: its short
+#                   form; DEMO_ARGS='--out DIR ...': more bin/qoslab demo options)
+#   make check-fresh  the two commands' first step on a bare Debian 12 root
+#                   (debootstrap; cache in /var/tmp; see spec/support/check-fresh.sh)
 #   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
 #
 # This Makefile is the one source list: the rockspec calls it (build.type
 # "make") with LUA_INCDIR/INST_* set by LuaRocks.
+#
+# The pkg-config flags below are computed when make reads this file, so on a
+# machine without the packages they are empty until `make deps` has run: the
+# targets that start with deps (demo, test, bench) build through a second make
+# that reads the file again after the install.
 
 VERSION      := scm-1
 LUA          ?= lua5.4
@@ -20,6 +28,8 @@ NL_CFLAGS    := $(shell $(PKG_CONFIG) --cflags libnl-route-3.0 2>/dev/null)
 NL_LIBS      := $(shell $(PKG_CONFIG) --libs libnl-route-3.0 2>/dev/null)
 CJSON_CFLAGS := $(shell $(PKG_CONFIG) --cflags libcjson 2>/dev/null)
 CJSON_LIBS   := $(shell $(PKG_CONFIG) --libs libcjson 2>/dev/null || echo -lcjson)
+# Expanded in the compile recipes only (make deps, clean work without libnl).
+NEED_NL = $(if $(NL_CFLAGS),,$(error libnl-route-3.0 not found by $(PKG_CONFIG): run `make deps` as root, or install libnl-route-3-dev and pkg-config))
 
 WARN    := -Wall -Wextra -Wshadow -Wstrict-prototypes -Wmissing-prototypes \
            -Wpointer-arith -Wformat=2 -Wundef -Wno-unused-parameter
@@ -53,16 +63,17 @@ CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
 CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
-        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci
+        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
+        check-fresh
 
 all: $(SO)
 
 $(BUILD)/obj/core/%.o: csrc/core/%.c $(wildcard csrc/core/*.h)
-	@mkdir -p $(dir $@)
+	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -c $< -o $@
 
 $(BUILD)/obj/bind/%.o: csrc/bind/%.c $(wildcard csrc/core/*.h csrc/bind/*.h)
-	@mkdir -p $(dir $@)
+	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) -I$(LUA_INCDIR) $(CFLAGS) -c $< -o $@
 
 $(SO): $(CORE_OBJ) $(BIND_OBJ)
@@ -89,7 +100,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev libnl-3-dev libnl-route-3-dev libcjson-dev \
             pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse lua-filesystem \
             luarocks iproute2 ethtool iputils-ping iperf3 iperf gnuplot-nox \
             qemu-system-x86 busybox-static clang libclang-rt-14-dev xz-utils \
-            util-linux python3
+            util-linux procps python3
 deps:
 	@sh spec/support/deps.sh $(DEB_PKGS)
 
@@ -143,11 +154,22 @@ fuzz:
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh spec/support/suite-fuzz.sh
 
 # ---------------------------------------------------------------- demo ----
-demo: deps $(SO)
-	@$(LUA) bin/qoslab demo
+# deps first, then a second make for the build (see the top of this file).
+DEMO_ARGS ?=
+demo: deps
+	@$(MAKE) --no-print-directory all
+	@$(LUA) bin/qoslab demo $(if $(QUICK),--quick) $(DEMO_ARGS)
 
-bench: deps $(SO)
+bench: deps
+	@$(MAKE) --no-print-directory all
 	@sh bench/run.sh
+
+# A bare Debian 12 root (debootstrap minbase, cached under /var/tmp) with
+# only make added: `make demo QUICK=1`, then `make check-c check-unit` inside
+# it. Counts to $(BUILD)/counts/fresh.txt; skipped where the mirror is down.
+# (The script installs debootstrap itself, after checking the mirror.)
+check-fresh:
+	@QOSLAB_BUILD=$(BUILD) bash spec/support/check-fresh.sh
 
 # ------------------------------------------------------------- install ----
 # LuaRocks passes INST_LIBDIR / INST_LUADIR / INST_BINDIR.
