@@ -19,7 +19,8 @@
  *    for the drain time.
  *  - byte / packet limit: "the sender emits exactly N" in both directions.
  *    Senders of a test share one budget; the last block of a stream is cut
- *    to what is left. A receiving client ends when every stream saw EOF
+ *    to what is left (UDP: the last datagram; a remainder shorter than the
+ *    header is taken from the datagram before it). A receiving client ends when every stream saw EOF
  *    (TCP), when the qoslab server signals its senders are done (UDP), or
  *    when N bytes have arrived.
  *  - UDP receivers keep counting for udp_drain_s after the sender's end
@@ -107,6 +108,10 @@ typedef struct ql_entry {
 	uint64_t pacing_rate_bps, delivery_rate_bps;
 	uint64_t unique_packets, lost_packets, duplicate_packets;
 	uint64_t out_of_order_packets, late_packets;
+	/* receiver: datagrams that could not belong to the test (shorter
+	 * than the header, a wrong test tag, a sequence number beyond what
+	 * the sender can have sent): in none of the other counters */
+	uint64_t invalid_packets;
 	double lost_pct;
 	double jitter_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
