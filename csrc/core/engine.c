@@ -600,6 +600,22 @@ static int wait_io(int fd, short ev, int ms)
 	return poll(&pf, 1, ms);
 }
 
+/* The planned end of a timed test on this end's clock (INT64_MAX for a
+ * limited one), and the slack the grid's tick there waits: a timed test's
+ * tail (senders' acknowledgements, receivers' drain) ends within it, so the
+ * last interval ends on the grid's end, within the slack. */
+static int64_t planned_end_ns(const ql_test *t)
+{
+	if (t->limited)
+		return INT64_MAX;
+	return t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
+}
+
+static int64_t end_slack_ns(const ql_test *t)
+{
+	return t->period_ns / 20 > 20 * MS ? t->period_ns / 20 : 20 * MS;
+}
+
 /* Wait (bounded) until the kernel has every sent byte acknowledged, so the
  * receiver holds what the sender counted before anyone ends the test. */
 static void tcp_wait_acked(ql_stream *s, int64_t cap_ns)
@@ -629,7 +645,12 @@ static void tcp_send_loop(ql_stream *s)
 	uint64_t rate = t->prm.bandwidth_bps;
 	int64_t origin = ql_now_ns();
 	uint64_t paced = 0;
-	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req)) {
+	/* A timed sender stops at the planned end by itself, also inside a
+	 * write the path blocks (a slow link held one for seconds): it polls
+	 * no longer than until then. */
+	int64_t stop_at = planned_end_ns(t);
+	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req) &&
+	       ql_now_ns() < stop_at) {
 		if (rate) {
 			int64_t now = ql_now_ns();
 			int64_t due = origin + (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate);
@@ -653,6 +674,9 @@ static void tcp_send_loop(ql_stream *s)
 			 * sends the whole reservation. */
 			if (!t->limited && atomic_load(&t->send_stop))
 				break;
+			int64_t left_ns = stop_at - ql_now_ns();
+			if (left_ns <= 0)
+				break;
 			/* Try first, poll only when the socket is full: one
 			 * syscall per block while the path keeps up. */
 			ssize_t r = send(s->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
@@ -662,7 +686,8 @@ static void tcp_send_loop(ql_stream *s)
 				atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
 				s->last_tx_ns = ql_now_ns();
 			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
-				wait_io(s->fd, POLLOUT, 50);
+				int64_t w = left_ns < 50 * MS ? left_ns : 50 * MS;
+				wait_io(s->fd, POLLOUT, (int)((w + MS - 1) / MS));
 			} else if (r < 0) {
 				s->err = errno;
 				goto out;
@@ -676,8 +701,17 @@ out:
 	free(buf);
 	/* A stock iperf3 client stops reading when it sends TEST_END, so a
 	 * server waiting for its acks would only stall. */
-	if (!atomic_load(&t->stop_req) && (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
-		tcp_wait_acked(s, t->limited ? 10 * QL_NS_PER_S : TCP_DRAIN_CAP_NS);
+	/* A timed test's wait ends within the slack after the planned end:
+	 * what a slow path still queues then is sent but not received. */
+	int64_t cap = 10 * QL_NS_PER_S;
+	if (!t->limited) {
+		cap = stop_at + end_slack_ns(t) - ql_now_ns();
+		if (cap > TCP_DRAIN_CAP_NS)
+			cap = TCP_DRAIN_CAP_NS;
+	}
+	if (!atomic_load(&t->stop_req) && cap > 0 &&
+	    (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
+		tcp_wait_acked(s, cap);
 	shutdown(s->fd, SHUT_WR);
 }
 
@@ -1451,6 +1485,14 @@ static void final_snapshot(ql_test *t, int64_t send_end_ns)
 	int64_t now = ql_now_ns();
 	if (end > now)
 		end = now;
+	/* A timed TCP test whose tick at the planned end has fired: its tail
+	 * ended within the slack, and the grid has no interval after its end
+	 * (a slow link's queue made three more, regress 017). */
+	if (t->proto == QL_PROTO_TCP && !t->limited && t->niv > 0 &&
+	    t->last_snap_ns >= planned_end_ns(t)) {
+		t->end_ns = t->last_snap_ns;
+		return;
+	}
 	if (end <= t->last_snap_ns && t->niv > 0) {
 		/* Nothing was counted after the last tick (it fired during the
 		 * drain, after the last arrival): an interval from there to now
@@ -1476,6 +1518,10 @@ static int64_t last_activity_ns(ql_test *t, int64_t now)
 		ql_stream *s = &t->st[i];
 		int64_t l = !s->sender ? atomic_load(&s->last_rx_ns) :
 			    s->th_started ? now : s->done_ns;
+		/* a timed TCP sender writes nothing after the planned end (its
+		 * acknowledgement wait is no measured time) */
+		if (s->sender && t->proto == QL_PROTO_TCP && l > planned_end_ns(t))
+			l = planned_end_ns(t);
 		if (l > a)
 			a = l;
 	}
@@ -1491,7 +1537,7 @@ static int64_t tick_due(ql_test *t, int64_t *nominal)
 {
 	int64_t next = ql_grid_tick_ns(t->start_ns, t->omit_ns, t->period_ns, t->tick_k);
 	int64_t planned = t->start_ns + t->omit_ns + (int64_t)(t->prm.time_s * 1e9);
-	int64_t slack = t->period_ns / 20 > 20 * MS ? t->period_ns / 20 : 20 * MS;
+	int64_t slack = end_slack_ns(t);
 	if (nominal)
 		*nominal = next;
 	if (!t->limited && next > planned - slack && next < planned + slack)
@@ -1790,6 +1836,15 @@ static void drain_receivers(ql_test *t)
 		wait_ticking(t, t0 + t->drain_ns, NULL);
 	} else {
 		int64_t cap = t0 + TCP_DRAIN_CAP_NS;
+		/* a timed test: until the grid end's slack, but the data
+		 * already in the socket is read (at least 20 ms) */
+		if (!t->limited) {
+			int64_t c = planned_end_ns(t) + end_slack_ns(t);
+			if (c < t0 + 20 * MS)
+				c = t0 + 20 * MS;
+			if (c < cap)
+				cap = c;
+		}
 		for (;;) {
 			wait_ticking(t, ql_now_ns() + 20 * MS, receivers_eof);
 			if (receivers_eof(t) || atomic_load(&t->stop_req))
@@ -1902,6 +1957,10 @@ static void local_totals(ql_test *t, ql_entry *out)
 				planned = t->end_ns;
 			if (planned > last)
 				last = planned;
+			/* and a TCP receiver's bytes after the last interval's
+			 * end (a slow link's tail) are not counted */
+			if (t->proto == QL_PROTO_TCP && t->end_ns > 0 && last > t->end_ns)
+				last = t->end_ns;
 		}
 		double span = (double)(last - t->start_ns) / 1e9 - from_s;
 		if (from_s >= 0 && last > t->start_ns && span > 0 && x->bytes > 0)
