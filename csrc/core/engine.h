@@ -16,13 +16,14 @@
  *  - duration: each end's planned end (its test clock + omit + time)
  *    stops its senders, also inside a write a slow path blocks; a TCP
  *    sender then waits for its send queue to be acknowledged, and TCP
- *    receivers read until end-of-file, idle for the drain time or the
- *    slack of the grid's end tick (max(period / 20, 20 ms)) after the
- *    planned end (at least 20 ms after the end is known), whichever comes
- *    first. So a timed TCP test ends on its grid: no interval starts after
- *    the planned end, the last one ends within the slack, and what a slow
- *    path still queues then was sent but is not counted as received (the
- *    sender's count exceeds the receiver's, as with iperf3).
+ *    receivers read until end-of-file, idle for the drain time, or the
+ *    tail's end: the drain time after the planned end, at least the grid
+ *    end tick's slack (max(period / 20, 20 ms)), at most one interval (a
+ *    receiver reads at least 20 ms after it learns the end). So a timed TCP
+ *    test ends on its grid: no interval starts after the planned end, the
+ *    last one ends there (end_s) and its seconds include the tail, and what
+ *    a slow path still queues then was sent but is not counted as received
+ *    (the sender's count exceeds the receiver's, as with iperf3).
  *  - byte / packet limit: "the sender emits exactly N" in both directions.
  *    Senders of a test share one budget; the last block of a stream is cut
  *    to what is left (UDP: the last datagram; a remainder shorter than the
