@@ -715,8 +715,9 @@ out:
 	free(buf);
 	/* A stock iperf3 client stops reading when it sends TEST_END, so a
 	 * server waiting for its acks would only stall. */
-	/* A timed test's wait ends within the slack after the planned end:
-	 * what a slow path still queues then is sent but not received. */
+	/* A timed test's wait ends with its tail (tcp_tail_ns) after the
+	 * planned end: what a slow path still queues then is sent but not
+	 * received. */
 	int64_t cap = 10 * QL_NS_PER_S;
 	if (!t->limited) {
 		cap = stop_at + tcp_tail_ns(t) - ql_now_ns();
@@ -927,7 +928,7 @@ static void udp_send_loop(ql_stream *s)
 					 * could take the units a shortened datagram
 					 * of this one already ended). */
 					wait_io(s->fd, POLLOUT, 10);
-					if (t->limited)
+					if (t->limited && !atomic_load(&t->send_stop))
 						continue;
 					ql_pacer_unsend(&p, due);
 					break;
