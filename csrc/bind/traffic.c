@@ -84,6 +84,7 @@ static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
 		qlb_set_integer(L, "duplicate_packets", (lua_Integer)x->duplicate_packets);
 		qlb_set_integer(L, "out_of_order_packets", (lua_Integer)x->out_of_order_packets);
 		qlb_set_integer(L, "late_packets", (lua_Integer)x->late_packets);
+		qlb_set_integer(L, "invalid_packets", (lua_Integer)x->invalid_packets);
 		uint64_t sent = x->unique_packets + x->lost_packets;
 		qlb_set_number(L, "lost_pct", sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0);
 	}

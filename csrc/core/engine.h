@@ -13,13 +13,21 @@
  * receive books are guarded by the stream's mutex.
  *
  * Termination rules (documented policy):
- *  - duration: the client's deadline ends the test; senders stop, a TCP
- *    sender waits (at most 2 s) until its send queue is acknowledged, then
- *    half-closes; receivers read until end-of-file or until nothing arrived
- *    for the drain time.
+ *  - duration: each end's planned end (its test clock + omit + time)
+ *    stops its senders, also inside a write a slow path blocks; a TCP
+ *    sender then waits for its send queue to be acknowledged, and TCP
+ *    receivers read until end-of-file, idle for the drain time, or the
+ *    tail's end: the drain time after the planned end, at least the grid
+ *    end tick's slack (max(period / 20, 20 ms)), at most one interval (a
+ *    receiver reads at least 20 ms after it learns the end). So a timed TCP
+ *    test ends on its grid: no interval starts after the planned end, the
+ *    last one ends there (end_s) and its seconds include the tail, and what
+ *    a slow path still queues then was sent but is not counted as received
+ *    (the sender's count exceeds the receiver's, as with iperf3).
  *  - byte / packet limit: "the sender emits exactly N" in both directions.
  *    Senders of a test share one budget; the last block of a stream is cut
- *    to what is left. A receiving client ends when every stream saw EOF
+ *    to what is left (UDP: the last datagram; a remainder shorter than the
+ *    header is taken from the datagram before it). A receiving client ends when every stream saw EOF
  *    (TCP), when the qoslab server signals its senders are done (UDP), or
  *    when N bytes have arrived.
  *  - UDP receivers keep counting for udp_drain_s after the sender's end
@@ -107,6 +115,10 @@ typedef struct ql_entry {
 	uint64_t pacing_rate_bps, delivery_rate_bps;
 	uint64_t unique_packets, lost_packets, duplicate_packets;
 	uint64_t out_of_order_packets, late_packets;
+	/* receiver: datagrams that could not belong to the test (shorter
+	 * than the header, a wrong test tag, a sequence number beyond what
+	 * the sender can have sent): in none of the other counters */
+	uint64_t invalid_packets;
 	double lost_pct;
 	double jitter_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;

@@ -66,6 +66,7 @@ cJSON *ql_entry_to_json(const ql_entry *x)
 		add_u64(o, "duplicate_packets", x->duplicate_packets);
 		add_u64(o, "out_of_order_packets", x->out_of_order_packets);
 		add_u64(o, "late_packets", x->late_packets);
+		add_u64(o, "invalid_packets", x->invalid_packets);
 	}
 	if (x->valid & QL_E_JITTER)
 		cJSON_AddNumberToObject(o, "jitter_ms", x->jitter_ms);
@@ -215,6 +216,7 @@ static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
 	GV("duplicate_packets", duplicate_packets, QL_E_UDPRX, U64MAX);
 	GV("out_of_order_packets", out_of_order_packets, QL_E_UDPRX, U64MAX);
 	GV("late_packets", late_packets, QL_E_UDPRX, U64MAX);
+	GV("invalid_packets", invalid_packets, QL_E_UDPRX, U64MAX);
 	GV("jitter_ms", jitter_ms, QL_E_JITTER, 1e9);
 	GV("min_rtt_us", min_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("max_rtt_us", max_rtt_us, QL_E_RTTSUM, 4294967295.0);

@@ -70,6 +70,38 @@ int ql_udp_connect_reply_ok(const void *buf, size_t len)
 	       four_bytes_match(buf, len, QL_UDP_CONNECT_REPLY_LEGACY);
 }
 
+uint64_t ql_udp_test_tag(const char cookie[QL_COOKIE_SIZE])
+{
+	uint64_t h = 0xcbf29ce484222325ULL;
+	for (int i = 0; i < QL_COOKIE_SIZE - 1; i++) {
+		h ^= (unsigned char)cookie[i];
+		h *= 0x100000001b3ULL;
+	}
+	return h;
+}
+
+size_t ql_udp_hdr_bytes(int seq64, int tagged)
+{
+	return (seq64 ? QL_UDP_HDR64_BYTES : QL_UDP_HDR32_BYTES) +
+	       (tagged ? QL_UDP_TAG_BYTES : 0);
+}
+
+void ql_udp_tag_put(void *buf, int seq64, uint64_t tag)
+{
+	unsigned char *p = (unsigned char *)buf + ql_udp_hdr_bytes(seq64, 0);
+	for (int i = 0; i < QL_UDP_TAG_BYTES; i++)
+		p[i] = (unsigned char)(tag >> (56 - 8 * i));
+}
+
+uint64_t ql_udp_tag_get(const void *buf, int seq64)
+{
+	const unsigned char *p = (const unsigned char *)buf + ql_udp_hdr_bytes(seq64, 0);
+	uint64_t v = 0;
+	for (int i = 0; i < QL_UDP_TAG_BYTES; i++)
+		v = v << 8 | p[i];
+	return v;
+}
+
 size_t ql_udp_hdr_encode(void *buf, const ql_udp_hdr *h, int seq64)
 {
 	unsigned char *p = buf;
@@ -168,6 +200,10 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 		cJSON_AddNumberToObject(o, "qoslab_interval", p->interval_s);
 		if (p->udp_gso)
 			cJSON_AddNumberToObject(o, "qoslab_udp_gso", 1);
+		if (p->udp_tag)
+			cJSON_AddNumberToObject(o, "qoslab_udp_tag", 1);
+		if (p->udp_limit_bytes)
+			cJSON_AddNumberToObject(o, "qoslab_udp_bytes", (double)p->udp_limit_bytes);
 	}
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -260,6 +296,8 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	NUM("qoslab_udp_drain", 0, 60, p->udp_drain_s = v);
 	NUM("qoslab_interval", 0.1, 3600, p->interval_s = v);
 	NUM("qoslab_udp_gso", 0, 1, p->udp_gso = v != 0);
+	NUM("qoslab_udp_tag", 0, 1, p->udp_tag = v != 0);
+	NUM("qoslab_udp_bytes", 0, 9.0e18, p->udp_limit_bytes = (uint64_t)v);
 #undef NUM
 	if ((rc = str_key(o, "congestion", p->congestion, sizeof p->congestion, e)) < 0)
 		goto out;

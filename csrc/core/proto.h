@@ -85,6 +85,26 @@ typedef struct ql_udp_hdr {
 	uint64_t seq;
 } ql_udp_hdr;
 
+/*
+ * Test tag of qoslab's own datagrams. Between two qoslab ends (the client
+ * asks with "qoslab_udp_tag" in the parameters; a stock iperf3 ignores the
+ * key and neither sends nor expects a tag) every datagram of at least
+ * header + QL_UDP_TAG_BYTES carries, right after iperf3's sec/usec/seq
+ * fields, 8 bytes derived from the test's cookie, so a receiver can tell a
+ * datagram of this test from a stray one on the same 5-tuple (a previous
+ * test's late datagrams, another sender reusing the port, a forgery that
+ * does not know the cookie). The datagram length keeps its meaning: the
+ * tag is part of the payload that length_bytes counts.
+ */
+#define QL_UDP_TAG_BYTES 8
+/* The tag of a test: a 64-bit FNV-1a hash of the cookie's 36 characters. */
+uint64_t ql_udp_test_tag(const char cookie[QL_COOKIE_SIZE]);
+/* Header size of a test's datagrams: 12 or 16, plus the tag when tagged. */
+size_t ql_udp_hdr_bytes(int seq64, int tagged);
+/* Write / read the tag at buf + ql_udp_hdr_bytes(seq64, 0) (big-endian). */
+void ql_udp_tag_put(void *buf, int seq64, uint64_t tag);
+uint64_t ql_udp_tag_get(const void *buf, int seq64);
+
 /* Encode into buf (at least 12 or 16 bytes). Returns bytes written. */
 size_t ql_udp_hdr_encode(void *buf, const ql_udp_hdr *h, int seq64);
 /* Decode; -EINVAL if len is too short for the header, else 0. A 32-bit
@@ -118,6 +138,10 @@ typedef struct ql_params {
 	int64_t rcvbuf_bytes;
 	double udp_drain_s;       /* < 0 = default rule */
 	int udp_gso;              /* GSO on senders, GRO on receivers */
+	uint64_t udp_limit_bytes; /* UDP byte limit (blockcount is rounded
+	                             up; the last datagram is shortened) */
+	int udp_tag;              /* datagrams carry the test tag (both
+	                             ends qoslab, length >= header + tag) */
 	double interval_s;
 } ql_params;
 

@@ -349,6 +349,47 @@ late:
 	return QL_UDP_LATE;
 }
 
+void ql_udp_rx_invalid(ql_udp_rx *rx)
+{
+	rx->total.invalid_packets++;
+}
+
+static uint64_t sat_add(uint64_t a, uint64_t b)
+{
+	return a > UINT64_MAX - b ? UINT64_MAX : a + b;
+}
+
+uint64_t ql_udp_seq_max(const ql_udp_accept *a, uint64_t highest,
+			int64_t highest_ns, int64_t now_ns)
+{
+	uint64_t first = a->first_seq ? a->first_seq : 1;
+	uint64_t bound;
+	if (a->rate_bps > 0 && a->length_bytes > 0) {
+		int64_t slack = a->slack_ns > 0 ? a->slack_ns : QL_UDP_ACCEPT_SLACK_NS;
+		int64_t el = now_ns - a->origin_ns;
+		unsigned __int128 span = (unsigned __int128)(uint64_t)(el > 0 ? el : 0) +
+					 (uint64_t)slack;
+		unsigned __int128 bits_ns = (unsigned __int128)a->length_bytes * 8 * 1000000000ULL;
+		unsigned __int128 n = span * a->rate_bps / bits_ns + 1;
+		bound = n > UINT64_MAX ? UINT64_MAX : (uint64_t)n;
+		bound = sat_add(sat_add(bound, a->burst_packets), QL_UDP_ACCEPT_EXTRA);
+		bound = sat_add(bound, first - 1);
+	} else {
+		int64_t since = now_ns - highest_ns;
+		unsigned __int128 run = (unsigned __int128)(uint64_t)(since > 0 ? since : 0) *
+					QL_UDP_ACCEPT_MAX_PPS / 1000000000ULL;
+		uint64_t h = highest >= first ? highest : first - 1;
+		bound = sat_add(h, QL_UDP_ACCEPT_AHEAD);
+		bound = run > UINT64_MAX ? UINT64_MAX : sat_add(bound, (uint64_t)run);
+	}
+	if (a->limit_packets) {
+		uint64_t lim = sat_add(first - 1, a->limit_packets);
+		if (lim < bound)
+			bound = lim;
+	}
+	return bound;
+}
+
 void ql_udp_counts_sub(const ql_udp_counts *a, const ql_udp_counts *b,
 		       ql_udp_counts *out)
 {
@@ -362,6 +403,7 @@ void ql_udp_counts_sub(const ql_udp_counts *a, const ql_udp_counts *b,
 	out->late_packets = a->late_packets - b->late_packets;
 	out->late_bytes = a->late_bytes - b->late_bytes;
 	out->lost_packets = a->lost_packets - b->lost_packets;
+	out->invalid_packets = a->invalid_packets - b->invalid_packets;
 }
 
 void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,

@@ -159,6 +159,8 @@ typedef struct ql_udp_counts {
 	uint64_t late_packets;
 	uint64_t late_bytes;
 	uint64_t lost_packets;          /* ruled lost so far (final at finish) */
+	uint64_t invalid_packets;       /* rejected before the books (runts,
+	                                   foreign datagrams): not in packets */
 } ql_udp_counts;
 
 /* Options for ql_udp_rx_init; zero-initialise and set what you need. */
@@ -237,6 +239,54 @@ void ql_udp_rx_free(ql_udp_rx *rx);
 ql_udp_verdict ql_udp_rx_packet(ql_udp_rx *rx, uint64_t seq,
 				uint64_t payload_bytes, int64_t sent_ns,
 				int64_t arrival_ns);
+
+/*
+ * Count one datagram that does not belong to the test (shorter than the
+ * header, a wrong test tag, a sequence number the sender cannot have used:
+ * see ql_udp_seq_max). It touches no other counter, so it can neither
+ * create loss nor refund it, and lost + unique == sent still holds.
+ */
+void ql_udp_rx_invalid(ql_udp_rx *rx);
+
+/*
+ * Acceptance bound: the highest sequence number the test's sender can have
+ * used by now_ns, so a datagram numbered beyond it is not the test's.
+ *
+ * Paced sender (rate_bps > 0): an absolute schedule from origin releases
+ * at most 1 + elapsed * rate / (length * 8) datagrams plus what its stall
+ * rule lets it send ahead (burst_packets; iperf3's own burst and catch-up
+ * stay within QL_UDP_ACCEPT_EXTRA more). The bound takes the elapsed time
+ * from origin_ns minus slack_ns, so a receiver whose clock origin is later
+ * than the sender's (the control message that starts the test travels one
+ * way first) or a path whose delay shrinks never rejects a real datagram.
+ * Unpaced sender: the sequence number cannot run further ahead of the
+ * highest one seen than QL_UDP_ACCEPT_AHEAD plus QL_UDP_ACCEPT_MAX_PPS for
+ * every second since that datagram arrived (no sender moves 2^24 datagrams
+ * a second on one socket; the fixed part covers that rate for 15 ms of
+ * arrival jitter and a legit burst far beyond any socket queue).
+ * A limited test (limit_packets > 0) also bounds it at first_seq - 1 +
+ * limit_packets. All arithmetic saturates.
+ * Times are CLOCK_MONOTONIC ns; highest_ns is when the highest sequence
+ * number arrived (origin_ns before any).
+ * Usage: if (seq > ql_udp_seq_max(&acc, rx.highest, hi_ns, now)) invalid.
+ */
+#define QL_UDP_ACCEPT_EXTRA     ((uint64_t)1024)
+#define QL_UDP_ACCEPT_AHEAD     ((uint64_t)1 << 18)
+#define QL_UDP_ACCEPT_MAX_PPS   ((uint64_t)1 << 24)
+#define QL_UDP_ACCEPT_SLACK_NS  (2 * 1000000000LL)
+
+typedef struct ql_udp_accept {
+	uint64_t rate_bps;        /* sender's target payload rate, 0 = unpaced */
+	uint32_t length_bytes;    /* datagram length (rate_bps > 0: >= 1) */
+	uint64_t burst_packets;   /* most the sender's pacer may send early */
+	uint64_t limit_packets;   /* datagram limit of the test, 0 = none */
+	uint64_t first_seq;       /* 0 means 1 */
+	int64_t origin_ns;        /* no later than the receiver's first read */
+	int64_t slack_ns;         /* 0 = QL_UDP_ACCEPT_SLACK_NS */
+} ql_udp_accept;
+
+uint64_t ql_udp_seq_max(const ql_udp_accept *a, uint64_t highest,
+			int64_t highest_ns, int64_t now_ns);
 
 /*
  * Apply time-based loss ruling at now_ns (same clock as arrival_ns) without

@@ -375,8 +375,14 @@ methods.close = Test.__close
 -- @tparam table opts all keys optional except `host`:
 --   `host` (string, name or address), `port` (1–65535, default 5201),
 --   `proto` ("tcp" default | "udp"), `parallel` (streams, 1–128, default 1),
---   `duration_s` (s, 0.001-86400, default 10) or `bytes` (sender emits exactly that many
---   bytes; the last block is shortened) or for UDP `packets`,
+--   `duration_s` (s, 0.001-86400, default 10) or `bytes` (total over the streams,
+--   1-2^62: the sender emits exactly that many bytes; the last TCP write is
+--   shortened, and for UDP ceil(bytes / length_bytes) datagrams go, the last
+--   shortened to what is left; a remainder below the 16-byte header (24 between
+--   two qoslab ends) is taken from the datagram before, so only a limit below
+--   one header is rounded up, to one header-long datagram; a stock iperf3
+--   server sending in reverse rounds up to whole datagrams) or for UDP `packets`
+--   (whole datagrams),
 --   `reverse` (server sends), `bidir` (both directions at once),
 --   `omit_s` (warm-up excluded from totals, 0-3600, default 0),
 --   `interval_s` (report period, 0.1-3600, default 1),
@@ -655,6 +661,9 @@ local function udp_receiver_text(r)
     s = s .. string.format(' ooo %d', r.out_of_order_packets)
   end
   if (r.late_packets or 0) > 0 then s = s .. string.format(' late %d', r.late_packets) end
+  if (r.invalid_packets or 0) > 0 then
+    s = s .. string.format(' invalid %d', r.invalid_packets)
+  end
   if r.jitter_ms then s = s .. string.format(' jitter %.3f ms', r.jitter_ms) end
   return s
 end
@@ -1053,7 +1062,7 @@ end
 
 local COUNTERS = { bytes = true, packets = true, retransmits = true, unique_packets = true,
   lost_packets = true, duplicate_packets = true, out_of_order_packets = true,
-  late_packets = true, writes = true }
+  late_packets = true, invalid_packets = true, writes = true }
 
 local function integer_counters(t, path, bad, seen)
   seen = seen or {}
@@ -1102,7 +1111,7 @@ function M.invariants(res)
     else
       local ss = { bytes = 0, retransmits = 0, packets = 0 }
       local rs = { bytes = 0, unique_packets = 0, lost_packets = 0, duplicate_packets = 0,
-        out_of_order_packets = 0 }
+        out_of_order_packets = 0, invalid_packets = 0 }
       local n = 0
       for _, s in ipairs(res.streams or {}) do
         if (s.direction or dir) == dir then
@@ -1121,7 +1130,7 @@ function M.invariants(res)
       if udp then
         eq(ss.packets, sent.packets, dir .. ' sender SUM packets == sum of streams')
         for _, k in ipairs { 'unique_packets', 'lost_packets', 'duplicate_packets',
-            'out_of_order_packets' } do
+            'out_of_order_packets', 'invalid_packets' } do
           eq(rs[k], recv[k] or 0, dir .. ' receiver SUM ' .. k .. ' == sum of streams')
         end
         eq((recv.lost_packets or 0) + (recv.unique_packets or 0), sent.packets,

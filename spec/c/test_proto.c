@@ -351,8 +351,33 @@ TEST(results_caps_follow_the_test)
 	free(h);
 }
 
+/* The test tag: one per cookie, after iperf3's header fields. */
+TEST(udp_test_tag_layout)
+{
+	char c1[QL_COOKIE_SIZE], c2[QL_COOKIE_SIZE];
+	unsigned char b[32];
+	memset(c1, 'a', sizeof c1);
+	c1[QL_COOKIE_SIZE - 1] = 0;
+	memcpy(c2, c1, sizeof c2);
+	c2[35] = 'b';
+	CHECK(ql_udp_test_tag(c1) == ql_udp_test_tag(c1));
+	CHECK(ql_udp_test_tag(c1) != ql_udp_test_tag(c2));
+	CHECK_EQ_INT(ql_udp_hdr_bytes(1, 1), 24);
+	CHECK_EQ_INT(ql_udp_hdr_bytes(0, 1), 20);
+	CHECK_EQ_INT(ql_udp_hdr_bytes(1, 0), 16);
+	memset(b, 0, sizeof b);
+	ql_udp_tag_put(b, 1, 0x0102030405060708ULL);
+	CHECK(b[15] == 0 && b[16] == 1 && b[23] == 8 && b[24] == 0);
+	CHECK(ql_udp_tag_get(b, 1) == 0x0102030405060708ULL);
+	memset(b, 0, sizeof b);
+	ql_udp_tag_put(b, 0, 0xfffefdfcfbfaf9f8ULL);
+	CHECK(b[11] == 0 && b[12] == 0xff && b[19] == 0xf8 && b[20] == 0);
+	CHECK(ql_udp_tag_get(b, 0) == 0xfffefdfcfbfaf9f8ULL);
+}
+
 int main(void)
 {
+	RUN(udp_test_tag_layout);
 	RUN(cookie_shape);
 	RUN(udp_header_roundtrip_and_wire_bytes);
 	RUN(udp_connect_magic_both_orders);

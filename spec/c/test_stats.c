@@ -1138,6 +1138,94 @@ TEST(udp_omit_split_at_sender_boundary)
 	ql_udp_rx_free(&rx);
 }
 
+/* The acceptance bound never rejects what a real pacer released, yet a
+ * stray datagram numbered 400000 in a 1000 datagram/s test is rejected. */
+TEST(udp_seq_bound_sound_and_tight)
+{
+	ql_err e;
+	ql_pacer p;
+	const int64_t ms = 1000000;
+	/* 8 Mbit/s of 1000-byte datagrams, the engine's stall slack of
+	 * 100 ms (100 datagrams); the sender's schedule starts 50 ms before
+	 * the receiver's clock origin (worse than any real start order) */
+	CHECK_EQ_INT(ql_pacer_init(&p, 0, 8000000, 1000, 100, &e), 0);
+	ql_udp_accept a = { .rate_bps = 8000000, .length_bytes = 1000, .burst_packets = 100,
+			    .origin_ns = 50 * ms };
+	uint64_t sent = 0;
+	int ok = 1;
+	for (int64_t now = 0; now <= 20000 * ms; now += ms) {
+		/* a stall of 300 ms at 5 s: the pacer re-bases; one of 90 ms at
+		 * 9 s: it catches up in one burst */
+		if ((now > 5000 * ms && now < 5300 * ms) || (now > 9000 * ms && now < 9090 * ms))
+			continue;
+		sent += ql_pacer_due(&p, now, NULL);
+		/* arriving at once (no path delay): the tightest case */
+		if (sent > ql_udp_seq_max(&a, sent, now, now))
+			ok = 0;
+	}
+	CHECK(ok);
+	CHECK(sent >= 19000);
+	/* 1 s into the test: 1000 + 2 s slack x 1000 + 1 + burst + extra */
+	uint64_t b = ql_udp_seq_max(&a, 0, 0, 1050 * ms);
+	CHECK_EQ_U64(b, 3000 + 1 + 100 + QL_UDP_ACCEPT_EXTRA);
+	CHECK(400000 > ql_udp_seq_max(&a, 10000, 0, 10050 * ms));
+	/* before the origin (a clock read early): the slack alone */
+	CHECK_EQ_U64(ql_udp_seq_max(&a, 0, 0, 0), 2000 + 1 + 100 + QL_UDP_ACCEPT_EXTRA);
+	/* first_seq shifts the bound */
+	a.first_seq = 101;
+	CHECK_EQ_U64(ql_udp_seq_max(&a, 0, 0, 1050 * ms), 100 + 3000 + 1 + 100 + QL_UDP_ACCEPT_EXTRA);
+	a.first_seq = 0;
+	/* a limited test: never beyond its datagram count */
+	a.limit_packets = 500;
+	CHECK_EQ_U64(ql_udp_seq_max(&a, 0, 0, 100000 * ms), 500);
+	a.limit_packets = 0;
+
+	/* unpaced: 2^18 ahead of the highest, plus 2^24 a second since it */
+	ql_udp_accept u = { .rate_bps = 0 };
+	CHECK_EQ_U64(ql_udp_seq_max(&u, 10000, 1000 * ms, 1000 * ms), 10000 + QL_UDP_ACCEPT_AHEAD);
+	CHECK_EQ_U64(ql_udp_seq_max(&u, 10000, 1000 * ms, 1001 * ms),
+		     10000 + QL_UDP_ACCEPT_AHEAD + (QL_UDP_ACCEPT_MAX_PPS / 1000));
+	CHECK(400000 > ql_udp_seq_max(&u, 10000, 1000 * ms, 1001 * ms));
+	/* a sender at 2^24 datagrams/s stays inside after any silence */
+	ok = 1;
+	for (int64_t gap = 0; gap <= 3000 * ms; gap += 7 * ms) {
+		uint64_t next = 10000 + (uint64_t)((unsigned __int128)gap * QL_UDP_ACCEPT_MAX_PPS / 1000000000);
+		if (next > ql_udp_seq_max(&u, 10000, 1000 * ms, 1000 * ms + gap))
+			ok = 0;
+	}
+	CHECK(ok);
+	/* saturation instead of overflow */
+	ql_udp_accept big = { .rate_bps = 1000000000000000ULL, .length_bytes = 16,
+			      .burst_packets = UINT64_MAX, .origin_ns = INT64_MIN / 2 };
+	CHECK_EQ_U64(ql_udp_seq_max(&big, 0, 0, INT64_MAX / 2), UINT64_MAX);
+	CHECK_EQ_U64(ql_udp_seq_max(&u, UINT64_MAX - 5, 0, INT64_MAX), UINT64_MAX);
+}
+
+/* An invalid datagram touches no counter but its own. */
+TEST(udp_invalid_touches_nothing_else)
+{
+	ql_udp_rx rx;
+	ql_err e;
+	ql_udp_counts c;
+	CHECK_EQ_INT(ql_udp_rx_init(&rx, NULL, &e), 0);
+	for (uint64_t s = 1; s <= 100; s++)
+		ql_udp_rx_packet(&rx, s, 1000, 0, (int64_t)s);
+	ql_udp_rx_invalid(&rx);
+	ql_udp_rx_invalid(&rx);
+	ql_udp_rx_snapshot(&rx, 200, &c, NULL);
+	CHECK_EQ_U64(c.invalid_packets, 2);
+	CHECK_EQ_U64(c.packets, 100);
+	CHECK_EQ_U64(c.unique_packets, 100);
+	CHECK_EQ_U64(c.lost_packets, 0);
+	ql_udp_rx_invalid(&rx);
+	CHECK_EQ_INT(ql_udp_rx_finish(&rx, 100, &e), 0);
+	ql_udp_rx_snapshot(&rx, 300, &c, NULL);
+	CHECK_EQ_U64(c.invalid_packets, 1);
+	CHECK_EQ_U64(rx.total.lost_packets + rx.total.unique_packets, 100);
+	CHECK_EQ_U64(rx.total.invalid_packets, 3);
+	ql_udp_rx_free(&rx);
+}
+
 int main(void)
 {
 	RUN(udp_reorder_is_not_loss);
@@ -1170,5 +1258,7 @@ int main(void)
 	RUN(bits_per_second_guard);
 	RUN(udp_books_are_fast);
 	RUN(udp_omit_split_at_sender_boundary);
+	RUN(udp_seq_bound_sound_and_tight);
+	RUN(udp_invalid_touches_nothing_else);
 	return ctest_done();
 }
