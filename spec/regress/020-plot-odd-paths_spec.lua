@@ -44,6 +44,8 @@ describe('regress 020 plot paths', function()
     assert.is_true(#assert(slurp(dir .. '/two\nlines.png')) > 2000)
     local first = slurp(files.gp):match('^[^\n]*')
     assert.equal('# qoslab plot script: gnuplot ' .. dir .. '/two\\010lines.gp', first)
+    -- The child is a plain lua5.4, which loads only the plain build's module
+    -- (a sanitizer build's needs its runtime first, which only our test host has).
     local script = dir .. '/dash.lua'
     local cwd = require('qoslab.fs').cwd()
     local f = assert(io.open(script, 'w'))
@@ -53,7 +55,7 @@ package.cpath = %q .. package.cpath
 local series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } }
 local files, msg = require('qoslab.plot').lines { out = '-dash', series = series }
 io.write(files and files.png or msg)
-]], cwd .. '/lua/?.lua;', cwd .. '/' .. (os.getenv('QOSLAB_BUILD') or 'build') .. '/?.so;'))
+]], cwd .. '/lua/?.lua;', cwd .. '/build/?.so;'))
     f:close()
     local p = assert(io.popen("cd '" .. dir .. "' && lua5.4 dash.lua 2>&1"))
     local out = p:read('a'); p:close()
