@@ -20,6 +20,11 @@ local has_tc = H.sh('command -v tc')
 
 local DUR, PERIOD = 5, 1
 local TAIL = 0.25   -- the default drain on a veth pair
+-- The tail and the results exchange over the lossy link took 5.39-5.63 s in
+-- all; under ThreadSanitizer, whose checks slow the engine's threads several
+-- times, 5.96 s once. The fault took 7.6-8.3 s, so both bounds still tell.
+local sanitized = (os.getenv('QOSLAB_BUILD') or ''):find('san', 1, true) ~= nil
+local WALL_SLACK = sanitized and 1.5 or 0.75
 
 describe('regress 017 a timed TCP test through a slow link ends on time', function()
   if not root or not has_tc then
@@ -54,7 +59,7 @@ describe('regress 017 a timed TCP test through a slow link ends on time', functi
         -- the lossy link (measured 5.39-5.63 s in all)
         local start = live[1].at - live[1].iv.end_s
         local wall = H.now() - t0 - start
-        assert(wall <= DUR + 0.75, string.format('the test took %.3f s after its start (%.3f s '
+        assert(wall <= DUR + WALL_SLACK, string.format('the test took %.3f s after its start (%.3f s '
           .. 'after the call)', wall, H.now() - t0))
         H.identities(res, '017')
         local last = res.intervals[#res.intervals]
