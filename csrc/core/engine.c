@@ -4485,11 +4485,18 @@ static void server_udp_accept(ql_server *s)
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
+	/* A qoslab client (it asked for tagged datagrams) names its test with
+	 * the cookie after the magic: its streams come only from a message
+	 * carrying that cookie. A bare 4-byte message is a stock iperf3
+	 * client's and goes only to a test whose parameters came from an
+	 * iperf3 client on that address, never to a qoslab client's test
+	 * (a junk sender sharing the address would take its stream). */
 	ql_test *t, *pick = NULL;
 	for (t = s->tests; t; t = t->next)
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_UDP &&
 		    t->npending < t->nstreams && same_ip(&t->peer_addr, &peer) &&
-		    (!by_cookie || memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0))
+		    (by_cookie ? memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0
+			       : !t->prm.udp_tag))
 			pick = t;   /* a stock client: the oldest such test */
 	if (!pick) {
 		pthread_mutex_unlock(&s->mu);
