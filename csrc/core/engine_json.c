@@ -188,15 +188,14 @@ static int getnum(const cJSON *o, const char *k, double lo, double hi,
 static int getcount(const cJSON *o, const char *k, double lo, double hi, int minus_one,
 		    double *v, ql_err *e)
 {
-	int rc = getnum(o, k, lo, minus_one ? U64_MINUS_ONE : hi, v, e);
+	int rc = getnum(o, k, -1e300, 1e300, v, e);
 	if (rc <= 0)
 		return rc;
 	if (minus_one && *v == U64_MINUS_ONE)
 		return 1;
-	if (*v > hi)
-		return bad(e, k, "value out of range (a counter above 2^53)");
-	if (*v != floor(*v))
-		return bad(e, k, "expected an integer");
+	if (*v < lo || *v > hi || *v != floor(*v))
+		return bad(e, k, hi >= COUNT_MAX ? "expected an integer count, at most 2^53"
+						 : "expected a small integer");
 	return 1;
 }
 
