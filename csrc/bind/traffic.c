@@ -64,27 +64,37 @@ static void push_buf(lua_State *L, const ql_bufinfo *b)
 	qlb_set_string(L, "sysctl", b->sysctl);
 }
 
+/* A counter as a Lua integer. The books keep local counters far below
+ * QL_COUNT_MAX (the receiver refuses sequence numbers beyond what the
+ * sender can have sent) and the results parser refuses a peer's above it,
+ * so the clamp never bites; it makes a negative count impossible, also in
+ * a Lua sum of counters. */
+static void set_count(lua_State *L, const char *key, uint64_t v)
+{
+	qlb_set_integer(L, key, (lua_Integer)(v < QL_COUNT_MAX ? v : QL_COUNT_MAX));
+}
+
 /* Fields shared by totals, stream sides and interval entries. Absent
  * measurements (no TCP_INFO sample, no jitter yet) stay nil. */
 static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
 {
 	qlb_set_string(L, "side", side_name(x->side));
-	qlb_set_integer(L, "bytes", (lua_Integer)x->bytes);
+	set_count(L, "bytes", x->bytes);
 	qlb_set_number(L, "seconds", x->seconds);
 	qlb_set_number(L, "bits_per_second", x->bits_per_second);
 	if (x->valid & QL_E_WRITES)
-		qlb_set_integer(L, "writes", (lua_Integer)x->writes);
+		set_count(L, "writes", x->writes);
 	if (udp && (x->valid & QL_E_PACKETS))
-		qlb_set_integer(L, "packets", (lua_Integer)x->packets);
+		set_count(L, "packets", x->packets);
 	if (x->valid & QL_E_RETRANS)
-		qlb_set_integer(L, "retransmits", (lua_Integer)x->retransmits);
+		set_count(L, "retransmits", x->retransmits);
 	if (x->valid & QL_E_UDPRX) {
-		qlb_set_integer(L, "unique_packets", (lua_Integer)x->unique_packets);
-		qlb_set_integer(L, "lost_packets", (lua_Integer)x->lost_packets);
-		qlb_set_integer(L, "duplicate_packets", (lua_Integer)x->duplicate_packets);
-		qlb_set_integer(L, "out_of_order_packets", (lua_Integer)x->out_of_order_packets);
-		qlb_set_integer(L, "late_packets", (lua_Integer)x->late_packets);
-		qlb_set_integer(L, "invalid_packets", (lua_Integer)x->invalid_packets);
+		set_count(L, "unique_packets", x->unique_packets);
+		set_count(L, "lost_packets", x->lost_packets);
+		set_count(L, "duplicate_packets", x->duplicate_packets);
+		set_count(L, "out_of_order_packets", x->out_of_order_packets);
+		set_count(L, "late_packets", x->late_packets);
+		set_count(L, "invalid_packets", x->invalid_packets);
 		uint64_t sent = x->unique_packets + x->lost_packets;
 		qlb_set_number(L, "lost_pct", sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0);
 	}
@@ -118,7 +128,7 @@ static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp)
 		qlb_set_integer(L, "max_rtt_us", x->max_rtt_us);
 		qlb_set_integer(L, "min_rtt_us", x->min_rtt_us);
 		qlb_set_integer(L, "mean_rtt_us", x->mean_rtt_us);
-		qlb_set_integer(L, "max_snd_cwnd_bytes", (lua_Integer)x->max_snd_cwnd_bytes);
+		set_count(L, "max_snd_cwnd_bytes", x->max_snd_cwnd_bytes);
 	}
 	if (x->buf.present) {
 		push_buf(L, &x->buf);
@@ -140,7 +150,7 @@ static void push_ientry(lua_State *L, const ql_entry *x, int udp, int with_id)
 		qlb_set_integer(L, "rttvar_us", x->rttvar_us);
 	}
 	if (x->valid & QL_E_CWND)
-		qlb_set_integer(L, "snd_cwnd_bytes", (lua_Integer)x->snd_cwnd_bytes);
+		set_count(L, "snd_cwnd_bytes", x->snd_cwnd_bytes);
 	if (x->valid & QL_E_PACING)
 		qlb_set_number(L, "pacing_rate_bps", (double)x->pacing_rate_bps);
 	if (x->valid & QL_E_DELIVERY)

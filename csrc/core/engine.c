@@ -113,6 +113,9 @@ struct ql_test {
 	pthread_t ctl_th;
 	int ctl_started;
 	_Atomic int stop_req, send_stop, recv_stop;
+	/* The test failed (the peer ended it, the control connection broke):
+	 * senders drop what is left and wait for no acknowledgement. */
+	_Atomic int abort_io;
 	int state;                        /* T_* (server: under srv->mu) */
 	int64_t start_ns, omit_ns, last_snap_ns, end_ns, send_end_ns;
 	double start_unix;
@@ -645,7 +648,8 @@ static int64_t tcp_tail_ns(const ql_test *t)
 static void tcp_wait_acked(ql_stream *s, int64_t cap_ns)
 {
 	int64_t deadline = ql_now_ns() + cap_ns;
-	while (!atomic_load(&s->t->stop_req) && ql_now_ns() < deadline) {
+	while (!atomic_load(&s->t->stop_req) && !atomic_load(&s->t->abort_io) &&
+	       ql_now_ns() < deadline) {
 		int outq = 0;
 		if (ioctl(s->fd, SIOCOUTQ, &outq) < 0 || outq <= 0)
 			return;
@@ -695,8 +699,8 @@ static void tcp_send_loop(ql_stream *s)
 		size_t off = 0;
 		while (off < n && !atomic_load(&t->stop_req)) {
 			/* A time-limited test stops mid-block; a limited one
-			 * sends the whole reservation. */
-			if (!t->limited && atomic_load(&t->send_stop))
+			 * sends the whole reservation (unless the test failed). */
+			if ((!t->limited && atomic_load(&t->send_stop)) || atomic_load(&t->abort_io))
 				break;
 			int64_t left_ns = stop_at - ql_now_ns();
 			if (left_ns <= 0)
@@ -734,7 +738,7 @@ out:
 		if (cap > TCP_DRAIN_CAP_NS)
 			cap = TCP_DRAIN_CAP_NS;
 	}
-	if (!atomic_load(&t->stop_req) && cap > 0 &&
+	if (!atomic_load(&t->stop_req) && !atomic_load(&t->abort_io) && cap > 0 &&
 	    (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
 		tcp_wait_acked(s, cap);
 	shutdown(s->fd, SHUT_WR);
@@ -1682,6 +1686,17 @@ static void streams_join(ql_test *t, int senders, int receivers)
 		pthread_join(s->th, NULL);
 		s->th_started = 0;
 	}
+}
+
+/* A failed test: senders give up what is left, and shutdown() wakes any
+ * thread blocked on a data socket (the descriptors stay open until the
+ * threads are joined). */
+static void streams_abort(ql_test *t)
+{
+	atomic_store(&t->abort_io, 1);
+	for (int i = 0; t->st && i < t->nstreams; i++)
+		if (t->st[i].fd >= 0)
+			shutdown(t->st[i].fd, SHUT_RDWR);
 }
 
 /* Close a finished test's control and data sockets. The result outlives
@@ -3207,7 +3222,13 @@ static int client_protocol(ql_test *t)
 			if ((rc = start_workers(t, 0, &t->err)) < 0)
 				return rc;
 			rc = client_run(t);
-			/* Even after an error the threads must be stopped. */
+			/* Even after an error the threads must be stopped; after
+			 * one (the server ended the test, the control connection
+			 * broke) at once: a byte-limited sender would otherwise
+			 * push its reservation into a peer that reads no more and
+			 * wait for acknowledgements that never come (10 s). */
+			if (rc < 0)
+				streams_abort(t);
 			atomic_store(&t->send_stop, 1);
 			atomic_store(&t->recv_stop, 1);
 			streams_join(t, 1, 1);
@@ -4485,11 +4506,18 @@ static void server_udp_accept(ql_server *s)
 		pthread_mutex_unlock(&s->mu);
 		return;
 	}
+	/* A qoslab client (it asked for tagged datagrams) names its test with
+	 * the cookie after the magic: its streams come only from a message
+	 * carrying that cookie. A bare 4-byte message is a stock iperf3
+	 * client's and goes only to a test whose parameters came from an
+	 * iperf3 client on that address, never to a qoslab client's test
+	 * (a junk sender sharing the address would take its stream). */
 	ql_test *t, *pick = NULL;
 	for (t = s->tests; t; t = t->next)
 		if (t->state == T_ACCEPTING && t->proto == QL_PROTO_UDP &&
 		    t->npending < t->nstreams && same_ip(&t->peer_addr, &peer) &&
-		    (!by_cookie || memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0))
+		    (by_cookie ? memcmp(buf + 4, t->cookie, QL_COOKIE_SIZE) == 0
+			       : !t->prm.udp_tag))
 			pick = t;   /* a stock client: the oldest such test */
 	if (!pick) {
 		pthread_mutex_unlock(&s->mu);

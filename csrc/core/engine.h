@@ -400,7 +400,16 @@ typedef struct ql_results_caps {
 	size_t entries_total;         /* entries in all intervals and totals */
 	size_t nodes;                 /* JSON values in the message */
 	size_t bytes;                 /* message length */
+	double time_s;                /* a stream's start/end_time at most */
 } ql_results_caps;
+
+/* A peer's counters are integers up to 2^53: what a JSON number (a double)
+ * holds exactly, and far inside a signed 64-bit Lua integer, so sums of
+ * them stay positive. A peer's stream times lie within omit + span +
+ * this slack (the two ends start their clocks one trip apart, and a path
+ * may delay by seconds). */
+#define QL_COUNT_MAX ((uint64_t)1 << 53)
+#define QL_RESULTS_TIME_SLACK_S 5.0
 
 /* Streams n (parallel x (bidir ? 2 : 1)), the interval period and the
  * time the test ran (span, omit included) give: streams <= n, entries <=
@@ -408,7 +417,8 @@ typedef struct ql_results_caps {
  * <= min(4 MiB, 48 KiB + 512 n + (intervals + 1) x (128 + 2 n x 1 KiB)),
  * nodes (JSON values) <= min(64 + 16 n + 64 + (intervals + 1) x (8 + 2 n x
  * 40), bytes / 16 + 1024), entries in all <= min((intervals + 2) x 2 n,
- * bytes / 64) (an encoded entry has 7 keys at least). Parsing a peer's
+ * bytes / 64) (an encoded entry has 7 keys at least), stream times <=
+ * omit + span + QL_RESULTS_TIME_SLACK_S. Parsing a peer's
  * results then takes at most bytes (the text) + nodes x 112 B (cJSON: 64 B
  * + malloc overhead + key) + entries x sizeof(ql_entry) (240 B): for any
  * test under 4 + 28.1 + 15 = 47.1 MiB (the 4 MiB cap), for a 1 s

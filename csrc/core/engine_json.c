@@ -179,9 +179,28 @@ static int getnum(const cJSON *o, const char *k, double lo, double hi,
 	return 1;
 }
 
-#define U64MAX 1.85e19
+/* iperf3 writes an unsigned -1 (2^64 - 1): as a double, exactly 2^64. */
+#define U64_MINUS_ONE 18446744073709551616.0
+#define COUNT_MAX ((double)QL_COUNT_MAX)
 
-static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
+/* An optional counter: an integer in [lo, hi] (hi <= QL_COUNT_MAX), or
+ * iperf3's -1 (2^64 - 1) where minus_one allows it. */
+static int getcount(const cJSON *o, const char *k, double lo, double hi, int minus_one,
+		    double *v, ql_err *e)
+{
+	int rc = getnum(o, k, -1e300, 1e300, v, e);
+	if (rc <= 0)
+		return rc;
+	if (minus_one && *v == U64_MINUS_ONE)
+		return 1;
+	if (*v < lo || *v > hi || *v != floor(*v))
+		return bad(e, k, hi >= COUNT_MAX ? "expected an integer count, at most 2^53"
+						 : "expected a small integer");
+	return 1;
+}
+
+/* max_s bounds an entry's seconds: the time the test ran. */
+static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 {
 	memset(x, 0, sizeof *x);
 	if (!cJSON_IsObject(o))
@@ -197,31 +216,51 @@ static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
 		} \
 	} while (0)
 #define GV(key, field, bit, hi) G(key, 0, hi, x->field = (typeof(x->field))v; x->valid |= (bit))
+#define GC(key, field, bit) do { \
+		rc = getcount(o, key, 0, COUNT_MAX, 0, &v, e); \
+		if (rc < 0) \
+			return rc; \
+		if (rc) { \
+			x->field = (uint64_t)v; \
+			x->valid |= (bit); \
+		} \
+	} while (0)
 	G("id", 0, 1e6, x->id = (int)v);
 	G("dir", 0, 1, x->dir = (int)v);
 	G("role", 0, 1, x->role = (int)v);
 	G("side", 0, 1, x->side = (int)v);
-	G("bytes", 0, U64MAX, x->bytes = (uint64_t)v);
-	G("seconds", 0, 1e9, x->seconds = v);
-	GV("packets", packets, QL_E_PACKETS, U64MAX);
-	GV("writes", writes, QL_E_WRITES, U64MAX);
-	GV("retransmits", retransmits, QL_E_RETRANS, U64MAX);
+	rc = getcount(o, "bytes", 0, COUNT_MAX, 0, &v, e);
+	if (rc < 0)
+		return rc;
+	if (rc)
+		x->bytes = (uint64_t)v;
+	G("seconds", 0, max_s, x->seconds = v);
+	GC("packets", packets, QL_E_PACKETS);
+	GC("writes", writes, QL_E_WRITES);
+	GC("retransmits", retransmits, QL_E_RETRANS);
 	GV("rtt_us", rtt_us, QL_E_RTT, 4294967295.0);
 	GV("rttvar_us", rttvar_us, QL_E_RTT, 4294967295.0);
-	GV("snd_cwnd_bytes", snd_cwnd_bytes, QL_E_CWND, U64MAX);
-	GV("pacing_rate_bps", pacing_rate_bps, QL_E_PACING, U64MAX);
-	GV("delivery_rate_bps", delivery_rate_bps, QL_E_DELIVERY, U64MAX);
-	GV("unique_packets", unique_packets, QL_E_UDPRX, U64MAX);
-	GV("lost_packets", lost_packets, QL_E_UDPRX, U64MAX);
-	GV("duplicate_packets", duplicate_packets, QL_E_UDPRX, U64MAX);
-	GV("out_of_order_packets", out_of_order_packets, QL_E_UDPRX, U64MAX);
-	GV("late_packets", late_packets, QL_E_UDPRX, U64MAX);
-	GV("invalid_packets", invalid_packets, QL_E_UDPRX, U64MAX);
+	GC("snd_cwnd_bytes", snd_cwnd_bytes, QL_E_CWND);
+	/* rates from TCP_INFO: the kernel's "unlimited" (~0) leaves them out */
+	G("pacing_rate_bps", 0, U64_MINUS_ONE, if (v <= COUNT_MAX) {
+		x->pacing_rate_bps = (uint64_t)v;
+		x->valid |= QL_E_PACING;
+	});
+	G("delivery_rate_bps", 0, U64_MINUS_ONE, if (v <= COUNT_MAX) {
+		x->delivery_rate_bps = (uint64_t)v;
+		x->valid |= QL_E_DELIVERY;
+	});
+	GC("unique_packets", unique_packets, QL_E_UDPRX);
+	GC("lost_packets", lost_packets, QL_E_UDPRX);
+	GC("duplicate_packets", duplicate_packets, QL_E_UDPRX);
+	GC("out_of_order_packets", out_of_order_packets, QL_E_UDPRX);
+	GC("late_packets", late_packets, QL_E_UDPRX);
+	GC("invalid_packets", invalid_packets, QL_E_UDPRX);
 	GV("jitter_ms", jitter_ms, QL_E_JITTER, 1e9);
 	GV("min_rtt_us", min_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("max_rtt_us", max_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("mean_rtt_us", mean_rtt_us, QL_E_RTTSUM, 4294967295.0);
-	GV("max_snd_cwnd_bytes", max_snd_cwnd_bytes, QL_E_RTTSUM, U64MAX);
+	GC("max_snd_cwnd_bytes", max_snd_cwnd_bytes, QL_E_RTTSUM);
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "buf");
 	if (b && cJSON_IsObject(b)) {
 		const cJSON *save = o;
@@ -246,7 +285,7 @@ static int entry_from_json(const cJSON *o, ql_entry *x, ql_err *e)
 	return 0;
 }
 
-static int entries_from_json(const cJSON *a, const char *key, int cap,
+static int entries_from_json(const cJSON *a, const char *key, int cap, double max_s,
 			     ql_entry **out, int *n, ql_err *e)
 {
 	*out = NULL;
@@ -266,7 +305,7 @@ static int entries_from_json(const cJSON *a, const char *key, int cap,
 	int i = 0, rc;
 	const cJSON *it;
 	cJSON_ArrayForEach(it, a) {
-		if ((rc = entry_from_json(it, &v[i], e)) < 0) {
+		if ((rc = entry_from_json(it, &v[i], max_s, e)) < 0) {
 			free(v);
 			return rc;
 		}
@@ -292,16 +331,17 @@ void ql_peer_results_free(ql_peer_results *pr)
 	memset(pr, 0, sizeof *pr);
 }
 
-static int interval_from_json(const cJSON *it, ql_interval *iv, int cap, ql_err *e)
+static int interval_from_json(const cJSON *it, ql_interval *iv, int cap, double max_s,
+			      ql_err *e)
 {
 	double v;
 	int rc;
 	if (!cJSON_IsObject(it))
 		return bad(e, "intervals", "expected objects");
-	if ((rc = getnum(it, "start_s", 0, 1e9, &v, e)) < 0)
+	if ((rc = getnum(it, "start_s", 0, max_s, &v, e)) < 0)
 		return rc;
 	iv->start_s = rc ? v : 0;
-	if ((rc = getnum(it, "end_s", 0, 1e9, &v, e)) < 0)
+	if ((rc = getnum(it, "end_s", 0, max_s, &v, e)) < 0)
 		return rc;
 	iv->end_s = rc ? v : iv->start_s;
 	if (iv->end_s < iv->start_s)
@@ -311,7 +351,7 @@ static int interval_from_json(const cJSON *it, ql_interval *iv, int cap, ql_err 
 		return rc;
 	iv->omitted = rc ? v != 0 : 0;
 	return entries_from_json(cJSON_GetObjectItemCaseSensitive(it, "entries"), "entries",
-				 cap, &iv->entries, &iv->nentries, e);
+				 cap, max_s, &iv->entries, &iv->nentries, e);
 }
 
 char *ql_interval_encode(const ql_interval *iv)
@@ -330,7 +370,7 @@ int ql_interval_parse(const char *text, size_t len, ql_interval *iv, ql_err *e)
 	cJSON *o = cJSON_ParseWithLength(text, len);
 	if (!o)
 		return ql_err_set(e, EPROTO, "EPROTO", "peer interval: malformed JSON");
-	int rc = interval_from_json(o, iv, MAX_PEER_ENTRIES, e);
+	int rc = interval_from_json(o, iv, MAX_PEER_ENTRIES, 1e9, e);
 	cJSON_Delete(o);
 	if (rc < 0)
 		ql_interval_clear(iv);
@@ -345,7 +385,7 @@ static int parse_extras(const cJSON *q, const ql_results_caps *c, ql_peer_result
 	if (!cJSON_IsObject(q))
 		return bad(e, "qoslab", "expected an object");
 	pr->qoslab = 1;
-	if ((rc = getnum(q, "duration_s", 0, 1e9, &v, e)) < 0)
+	if ((rc = getnum(q, "duration_s", 0, c->time_s, &v, e)) < 0)
 		return rc;
 	if (rc)
 		pr->duration_s = v;
@@ -363,7 +403,7 @@ static int parse_extras(const cJSON *q, const ql_results_caps *c, ql_peer_result
 	if (cJSON_IsString(b) && strlen(b->valuestring) < sizeof pr->boot_id)
 		snprintf(pr->boot_id, sizeof pr->boot_id, "%s", b->valuestring);
 	rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(q, "totals"), "totals",
-			       c->entries, &pr->entries, &pr->nentries, e);
+			       c->entries, c->time_s, &pr->entries, &pr->nentries, e);
 	if (rc < 0)
 		return rc;
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "intervals");
@@ -383,7 +423,7 @@ static int parse_extras(const cJSON *q, const ql_results_caps *c, ql_peer_result
 		cJSON_ArrayForEach(it, a) {
 			ql_interval *iv = &pr->intervals[pr->nintervals];
 			pr->nintervals++;
-			if ((rc = interval_from_json(it, iv, c->entries, e)) < 0)
+			if ((rc = interval_from_json(it, iv, c->entries, c->time_s, e)) < 0)
 				return rc;
 			total += (size_t)iv->nentries;
 			if (total > c->entries_total)
@@ -433,6 +473,7 @@ void ql_results_caps_for(int nstreams, double period_s, double omit_s, double sp
 	c->nodes = nv < c->bytes / 16 + 1024 ? nv : c->bytes / 16 + 1024;
 	size_t ne = (ni + 2) * 2 * n;
 	c->entries_total = ne < c->bytes / 64 ? ne : c->bytes / 64;
+	c->time_s = (omit_s > 0 ? omit_s : 0) + (span_s > 0 ? span_s : 0) + QL_RESULTS_TIME_SLACK_S;
 }
 
 /* An upper bound of the values cJSON would allocate for text: every value
@@ -468,7 +509,7 @@ int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps 
 {
 	static const ql_results_caps fixed = { MAX_PEER_STREAMS, MAX_PEER_ENTRIES,
 					       MAX_PEER_INTERVALS, (size_t)-1, (size_t)-1,
-					       (size_t)-1 };
+					       (size_t)-1, 1e9 };
 	const ql_results_caps *c = caps ? caps : &fixed;
 	memset(pr, 0, sizeof *pr);
 	if (len > c->bytes)
@@ -494,7 +535,7 @@ int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps 
 		"cpu_util_system", "sender_has_retransmits" };
 	double *dst[] = { &pr->cpu_total_pct, &pr->cpu_user_pct, &pr->cpu_system_pct, NULL };
 	for (int i = 0; i < 4; i++) {
-		rc = getnum(o, req[i], -1, i == 3 ? U64MAX : 1e6, &v, e);
+		rc = i == 3 ? getcount(o, req[i], 0, 1, 1, &v, e) : getnum(o, req[i], -1, 1e6, &v, e);
 		if (rc < 0)
 			goto out;
 		if (rc == 0) {
@@ -534,11 +575,15 @@ int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps 
 		}
 		static const char *const sk[] = { "id", "bytes", "retransmits", "jitter",
 						  "errors", "packets" };
+		/* counters: integers up to 2^53; retransmits and errors may be
+		 * iperf3's -1 (written as 2^64 - 1) */
 		static const double lo[] = { 0, 0, -1, 0, -1e18, 0 };
-		static const double hi[] = { 1e6, U64MAX, U64MAX, 1e9, U64MAX, U64MAX };
+		static const double hi[] = { 1e6, COUNT_MAX, COUNT_MAX, 1e9, COUNT_MAX, COUNT_MAX };
+		static const int counter[] = { 1, 1, 1, 0, 1, 1 };
 		double val[6];
 		for (int k = 0; k < 6; k++) {
-			rc = getnum(it, sk[k], lo[k], hi[k], &val[k], e);
+			rc = counter[k] ? getcount(it, sk[k], lo[k], hi[k], k == 2 || k == 4, &val[k], e)
+					: getnum(it, sk[k], lo[k], hi[k], &val[k], e);
 			if (rc < 0)
 				goto out;
 			if (rc == 0) {
@@ -554,16 +599,30 @@ int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps 
 		s->jitter_s = val[3];
 		s->errors = val[4] > 9.2e18 ? -1 : (int64_t)val[4];
 		s->packets = (uint64_t)val[5];
-		if (getnum(it, "omitted_packets", 0, U64MAX, &v, e) > 0) {
+		if ((rc = getcount(it, "omitted_packets", 0, COUNT_MAX, 0, &v, e)) < 0)
+			goto out;
+		if (rc) {
 			s->omitted_packets = (uint64_t)v;
 			s->has_omitted = 1;
 		}
-		if (getnum(it, "omitted_errors", 0, U64MAX, &v, e) > 0)
-			s->omitted_errors = v > 9.2e18 ? 0 : (int64_t)v;
-		if (getnum(it, "start_time", 0, 1e9, &v, e) > 0)
+		if ((rc = getcount(it, "omitted_errors", 0, COUNT_MAX, 1, &v, e)) < 0)
+			goto out;
+		if (rc)
+			s->omitted_errors = v > COUNT_MAX ? 0 : (int64_t)v;
+		/* a stream's times lie inside the time the test ran */
+		if ((rc = getnum(it, "start_time", 0, c->time_s, &v, e)) < 0)
+			goto out;
+		if (rc)
 			s->start_time_s = v;
-		if (getnum(it, "end_time", 0, 1e9, &v, e) > 0)
+		if ((rc = getnum(it, "end_time", 0, c->time_s, &v, e)) < 0)
+			goto out;
+		if (rc)
 			s->end_time_s = v;
+		if (s->end_time_s < s->start_time_s) {
+			rc = bad(e, "end_time", "before start_time");
+			goto out;
+		}
+		rc = 0;
 		pr->nstreams++;
 	}
 	const cJSON *q = cJSON_GetObjectItemCaseSensitive(o, "qoslab");

@@ -224,23 +224,78 @@ TEST(results_parse_iperf3_and_hostile)
 }
 
 /* A full entry the way a qoslab end encodes it: every field present, and
- * numbers as long as they get. */
+ * numbers as long as they get (counters at QL_COUNT_MAX). */
 static void full_entry(ql_entry *x, int id)
 {
 	memset(x, 0, sizeof *x);
 	x->id = id;
 	x->valid = 0x3ff;
-	x->bytes = x->packets = x->writes = x->retransmits = 18446744073709551ULL;
+	x->bytes = x->packets = x->writes = x->retransmits = QL_COUNT_MAX;
 	x->seconds = 0.123456789012345;
 	x->bits_per_second = 9.87654321e9;
 	x->rtt_us = x->rttvar_us = x->min_rtt_us = x->max_rtt_us = x->mean_rtt_us = 4000000000u;
-	x->snd_cwnd_bytes = x->pacing_rate_bps = x->delivery_rate_bps = 18446744073709551ULL;
-	x->unique_packets = x->lost_packets = x->duplicate_packets = 18446744073709551ULL;
-	x->out_of_order_packets = x->late_packets = x->max_snd_cwnd_bytes = 18446744073709551ULL;
+	x->snd_cwnd_bytes = x->pacing_rate_bps = x->delivery_rate_bps = QL_COUNT_MAX;
+	x->unique_packets = x->lost_packets = x->duplicate_packets = QL_COUNT_MAX;
+	x->out_of_order_packets = x->late_packets = x->max_snd_cwnd_bytes = QL_COUNT_MAX;
 	x->jitter_ms = 0.123456789012345;
 	x->buf.present = 1;
 	x->buf.requested_bytes = x->buf.granted_bytes = 2147483647;
 	snprintf(x->buf.sysctl, sizeof x->buf.sysctl, "net.core.wmem_max");
+}
+
+/* A peer's numbers pass a sanity check before they become ours: counters
+ * are integers no larger than 2^53 (what a JSON double holds exactly; far
+ * inside a signed Lua integer), so 1.85e19 (above 2^64: casting it was
+ * undefined, printed "0 Bytes") and 1.84e19 (printed "-42513 TBytes")
+ * are refused, as are a fraction of a packet and a stream time beyond the
+ * test's span (end_time 1e9 for a 1 s test printed "1000000000.00 s").
+ * iperf3's -1 written as 2^64 - 1 stays accepted where it means -1. */
+#define RES_HEAD "{\"cpu_util_total\":1,\"cpu_util_user\":0,\"cpu_util_system\":1," \
+	"\"sender_has_retransmits\":0,\"streams\":[{\"id\":1,"
+#define RES_STREAM(bytes, packets, start, end) \
+	RES_HEAD "\"bytes\":" bytes ",\"retransmits\":18446744073709551615,\"jitter\":0," \
+	"\"errors\":18446744073709551615,\"packets\":" packets ",\"start_time\":" start \
+	",\"end_time\":" end "}]"
+TEST(results_values_sane)
+{
+	ql_peer_results pr;
+	ql_err e;
+	ql_results_caps c;
+	ql_results_caps_for(1, 1.0, 0, 1.02, &c);   /* a 1 s test, read at 1.02 s */
+	const char *ok = RES_STREAM("9007199254740992", "3", "0", "1.0") "}";
+	CHECK_EQ_INT(ql_results_parse_capped(ok, strlen(ok), &c, &pr, &e), 0);
+	CHECK_EQ_U64(pr.streams[0].bytes, (uint64_t)1 << 53);
+	CHECK_EQ_INT(pr.streams[0].retransmits, -1);
+	CHECK_EQ_INT(pr.streams[0].errors, -1);
+	ql_peer_results_free(&pr);
+	static const char *const bad[] = {
+		RES_STREAM("1.85e19", "3", "0", "1") "}",
+		RES_STREAM("1.84e19", "3", "0", "1") "}",
+		RES_STREAM("9223372036854775807", "3", "0", "1") "}",
+		RES_STREAM("9007199254740994", "3", "0", "1") "}",
+		RES_STREAM("1000", "2.5", "0", "1") "}",
+		RES_STREAM("1000", "3", "0", "1e9") "}",
+		RES_STREAM("1000", "3", "5", "1") "}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"totals\":[{\"id\":1,\"dir\":0,"
+		"\"role\":0,\"side\":0,\"bytes\":1.84e19,\"seconds\":1}]}}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"totals\":[{\"id\":1,\"dir\":0,"
+		"\"role\":0,\"side\":0,\"bytes\":1000,\"seconds\":1,\"lost_packets\":1.85e19}]}}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"totals\":[{\"id\":1,\"dir\":0,"
+		"\"role\":0,\"side\":0,\"bytes\":1000.5,\"seconds\":1}]}}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"totals\":[{\"id\":1,\"dir\":0,"
+		"\"role\":0,\"side\":0,\"bytes\":1000,\"seconds\":1e9}]}}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"duration_s\":1e9}}",
+		RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"intervals\":[{\"start_s\":0,"
+		"\"end_s\":1e9}]}}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		int rc = ql_results_parse_capped(bad[i], strlen(bad[i]), &c, &pr, &e);
+		if (rc >= 0)
+			printf("  accepted: %s\n", bad[i]);
+		CHECK(rc < 0);
+		if (rc >= 0)
+			ql_peer_results_free(&pr);
+	}
 }
 
 /* The caps derived from a test: an honest message of the largest shape
@@ -284,8 +339,9 @@ TEST(results_caps_follow_the_test)
 			full_entry(&r.entries[i], i + 1);
 		}
 		for (int j = 0; j < k.intervals; j++) {
-			r.intervals[j].start_s = j;
-			r.intervals[j].end_s = j + 1;
+			/* inside the span (short intervals: the count is what counts) */
+			r.intervals[j].start_s = j * 0.5;
+			r.intervals[j].end_s = j * 0.5 + 0.5;
 			r.intervals[j].nentries = n;
 			r.intervals[j].entries = calloc((size_t)n, sizeof(ql_entry));
 			for (int i = 0; i < n; i++)
@@ -387,6 +443,7 @@ int main(void)
 	RUN(interval_grid_is_absolute);
 	RUN(buffer_clamp_rule);
 	RUN(results_parse_iperf3_and_hostile);
+	RUN(results_values_sane);
 	RUN(results_caps_follow_the_test);
 	return ctest_done();
 }

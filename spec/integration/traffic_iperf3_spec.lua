@@ -192,6 +192,19 @@ describe_if('iperf3 interop', function()
       assert.is_true(res.reverse_received.unique_packets > 0)
     end)
 
+    -- Our connect message is 41 bytes (magic + cookie); iperf3 reads the
+    -- first 4 of it. Every one of four streams must connect and count.
+    it('UDP -P 4 forward: the cookie after the connect magic is harmless', function()
+      local res, j = run { proto = 'udp', bitrate_bps = 8e6, length_bytes = 1000, parallel = 4 }
+      assert.equal(4, #res.streams)
+      assert.equal(4, #j['end'].streams)
+      assert.equal(j['end'].sum_received.packets, res.received.unique_packets + res.received.lost_packets)
+      assert.equal(res.sent.packets, res.received.unique_packets + res.received.lost_packets)
+      for _, s in ipairs(res.streams) do
+        assert.is_true(s.receiver.unique_packets > 0, 'stream ' .. s.id .. ' received nothing')
+      end
+    end)
+
     it('UDP -n: the byte budget is exact on the sending side', function()
       local res = run { proto = 'udp', bytes = 100000, bitrate_bps = 10e6, length_bytes = 1000 }
       assert.equal(100000, res.sent.bytes)
