@@ -3487,6 +3487,8 @@ typedef struct conn_arg {
 } conn_arg;
 
 static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+static int same_group(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+static int unid_allowance(ql_server *s, const struct sockaddr_storage *peer);
 
 static void srv_thread_exit(ql_server *s)
 {
@@ -3601,7 +3603,7 @@ static conn_arg *unid_victim(ql_server *s, const struct sockaddr_storage *peer)
 {
 	conn_arg *first = NULL, *stalled = NULL;
 	for (conn_arg *c = s->unid_head; c; c = c->next) {
-		if (peer && !same_ip(&c->peer, peer))
+		if (peer && !same_group(&c->peer, peer))
 			continue;
 		if (!first)
 			first = c;
@@ -3620,15 +3622,20 @@ static void unid_evict(ql_server *s, conn_arg *c, const char *limit, int value, 
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	peer_host(&c->peer, host, sizeof host);
+	int mine = 0;
+	for (conn_arg *o = s->unid_head; o; o = o->next)
+		mine += same_group(&o->peer, &c->peer);
+	int allow = unid_allowance(s, &c->peer);
 	c->evicted = 1;
 	shutdown(c->fd, SHUT_RDWR);
 	unid_unlink(s, c);
 	s->rejected++;
 	snprintf(s->problem, sizeof s->problem,
-		 "closed the oldest unidentified connection, from %s port %d (%s for %.1f s): "
+		 "closed an unidentified connection, from %s port %d (%s for %.1f s; its address "
+		 "held %d unidentified, %d of them data connections its tests expect): "
 		 "%s (%d) reached", host, peer_port(&c->peer),
 		 c->past_cookie ? "no parameters" : "no cookie", (double)(now - c->since_ns) / 1e9,
-		 limit, value);
+		 mine, allow, limit, value);
 }
 
 /* Caller holds s->mu: admitted tests and their streams from `peer`. */
@@ -3636,7 +3643,7 @@ static int srv_tests_from(ql_server *s, const struct sockaddr_storage *peer, int
 {
 	int n = 0, st = 0;
 	for (ql_test *t = s->tests; t; t = t->next)
-		if (t->admitted && !t->published && same_ip(&t->peer_addr, peer)) {
+		if (t->admitted && !t->published && same_group(&t->peer_addr, peer)) {
 			n++;
 			st += t->admitted_streams;
 		}
@@ -4408,6 +4415,96 @@ static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_stora
 		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
 }
 
+/* The key of a peer's address group for the per-address limits: an IPv4
+ * address (also IPv4-mapped IPv6) or an IPv6 /64, since one host or
+ * site is given a whole /64. key[0] tells the family. */
+static void group_key(const struct sockaddr_storage *ss, uint8_t key[9])
+{
+	memset(key, 0, 9);
+	if (ss->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const uint8_t *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		if (memcmp(a, mapped, 12) == 0) {
+			key[0] = 4;
+			memcpy(key + 1, a + 12, 4);
+		} else {
+			key[0] = 6;
+			memcpy(key + 1, a, 8);
+		}
+	}
+}
+
+static int same_group(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	uint8_t ka[9], kb[9];
+	group_key(a, ka);
+	group_key(b, kb);
+	return memcmp(ka, kb, 9) == 0;
+}
+
+/* Caller holds s->mu: the data connections the tests from `peer`'s group
+ * still expect (tests in CREATE_STREAMS); that many unidentified
+ * connections of the group are allowed over max_unidentified_per_address. */
+static int unid_allowance(ql_server *s, const struct sockaddr_storage *peer)
+{
+	int n = 0;
+	for (ql_test *t = s->tests; t; t = t->next)
+		if (t->state == T_ACCEPTING && !t->published && t->npending < t->nstreams &&
+		    same_group(&t->peer_addr, peer))
+			n += t->nstreams - t->npending;
+	return n;
+}
+
+/* Caller holds s->mu, the global cap is reached: the address group to
+ * evict from. The one most over its allowance (unidentified connections
+ * minus the data connections its tests expect), ties to the one holding
+ * more; a flood from many addresses thus pushes out the largest flooder,
+ * not the globally oldest connection (a slow client mid-handshake). */
+static const struct sockaddr_storage *unid_global_victim_group(ql_server *s)
+{
+	int n = s->nunid, cap = 1;
+	while (cap < 2 * n)
+		cap <<= 1;
+	struct grp { uint8_t key[9]; int used, count, allow; const struct sockaddr_storage *any; };
+	struct grp *g = calloc((size_t)cap, sizeof *g);
+	if (!g)
+		return NULL;
+	for (conn_arg *c = s->unid_head; c; c = c->next) {
+		uint8_t k[9];
+		group_key(&c->peer, k);
+		uint32_t h = 2166136261u;
+		for (int i = 0; i < 9; i++)
+			h = (h ^ k[i]) * 16777619u;
+		size_t i = h & (unsigned)(cap - 1);
+		while (g[i].used && memcmp(g[i].key, k, 9) != 0)
+			i = (i + 1) & (unsigned)(cap - 1);
+		if (!g[i].used) {
+			g[i].used = 1;
+			memcpy(g[i].key, k, 9);
+			g[i].any = &c->peer;
+			g[i].allow = unid_allowance(s, &c->peer);
+		}
+		g[i].count++;
+	}
+	const struct sockaddr_storage *pick = NULL;
+	int best_over = 0, best_count = 0;
+	for (int i = 0; i < cap; i++) {
+		if (!g[i].used)
+			continue;
+		int over = g[i].count - g[i].allow;
+		if (!pick || over > best_over || (over == best_over && g[i].count > best_count)) {
+			pick = g[i].any;
+			best_over = over;
+			best_count = g[i].count;
+		}
+	}
+	free(g);
+	return pick;
+}
+
 static int same_endpoint(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (!same_ip(a, b))
@@ -4562,13 +4659,18 @@ static void *listener_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		int same = 0;
 		for (conn_arg *c = s->unid_head; c; c = c->next)
-			same += same_ip(&c->peer, &ca->peer);
+			same += same_group(&c->peer, &ca->peer);
 		conn_arg *v;
-		if (same >= s->o.max_unidentified_per_address &&
+		/* A test of this address waiting for k data connections lets
+		 * it hold k more (a -P 128 burst on a loaded host). */
+		if (same >= s->o.max_unidentified_per_address + unid_allowance(s, &ca->peer) &&
 		    (v = unid_victim(s, &ca->peer)))
 			unid_evict(s, v, "max_unidentified_per_address",
 				   s->o.max_unidentified_per_address, ca->since_ns);
-		if (s->nunid >= s->o.max_unidentified && (v = unid_victim(s, NULL)))
+		const struct sockaddr_storage *grp;
+		if (s->nunid >= s->o.max_unidentified &&
+		    ((grp = unid_global_victim_group(s)) ? (v = unid_victim(s, grp)) != NULL
+							   : (v = unid_victim(s, NULL)) != NULL))
 			unid_evict(s, v, "max_unidentified", s->o.max_unidentified, ca->since_ns);
 		/* Cookie readers run in parallel; the accept order is what
 		 * tells a test's streams apart (client creation order). */

@@ -248,15 +248,17 @@ void ql_test_free(ql_test *t);
  * Limits of a server shared by untrusted peers. A connection is
  * "unidentified" from its accept until it is a data connection of a test
  * (its cookie matched) or a control connection whose parameters were
- * accepted. Per peer address (IPv4-mapped IPv6 counts as IPv4) a server
- * holds at most max_unidentified_per_address unidentified connections,
+ * accepted. Per peer address (IPv4-mapped IPv6 counts as IPv4, IPv6 per
+ * /64) a server holds at most max_unidentified_per_address unidentified
+ * connections (plus the data connections its tests in CREATE_STREAMS still
+ * expect),
  * max_tests_per_address running tests and max_streams_per_address data
  * streams of them (bidir counts both ways); over all peers at most
  * max_unidentified unidentified connections and max_tests tests. A new
- * unidentified connection over either unidentified limit is kept and the
- * oldest unidentified connection (of that address, or of all) is closed
- * instead, so a flood only ever pushes out its own or older silent
- * connections; tests over a limit are refused with ACCESS_DENIED and a
+ * unidentified connection over either unidentified limit is kept and an
+ * unidentified connection of that address (at the global cap: of the
+ * address most over its allowance) is closed instead, the one silent
+ * longest first, so a flood only ever pushes out its own connections; tests over a limit are refused with ACCESS_DENIED and a
  * qoslab client is told which limit and its value. Every action is in
  * ql_server_problems, naming the peer.
  *

@@ -492,8 +492,9 @@ function Server:rejected() return self._ud:rejected() end
 --   connection reset, ended by the data-idle watchdog or max_duration_s, ...)
 -- @treturn string|nil the last of either, naming the peer, e.g. "test failed
 --   from 10.0.0.2 port 41234: peer closed the control connection during the
---   test", "closed the oldest unidentified connection, from 10.0.0.9 port
---   5555 (no cookie for 0.3 s): max_unidentified_per_address (8) reached"
+--   test", "closed an unidentified connection, from 10.0.0.9 port 5555 (no
+--   cookie for 0.3 s; its address held 8 unidentified, 0 of them data
+--   connections its tests expect): max_unidentified_per_address (8) reached"
 function Server:problems() return self._ud:problems() end
 
 --- The limits in effect (see `server`; defaults filled in).
@@ -573,10 +574,15 @@ end
 --   the client's `parallel` maximum), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
 --   address, 1-65536, default 8: a client opens its data connections one at a time,
---   so 8 leaves room for several clients behind one NAT) and
---   `max_unidentified` (all addresses, 1-65536, default 256); over either the newest
---   connection is kept and the oldest unidentified one closed, so a flood
---   of silent connections cannot lock others out. `data_idle_s` (0.001-86400
+--   so 8 leaves room for several clients behind one NAT; an address whose
+--   test waits for k data connections may hold k more, so a -P 128 burst is
+--   never cut) and `max_unidentified` (all addresses, 1-65536, default 256);
+--   over either the newest connection is kept and an unidentified one closed:
+--   of that address, or at the global cap of the address most over its
+--   allowance; the one silent longest, else the oldest that sent a cookie but
+--   no parameters, so a flood of silent connections (also from many
+--   addresses) cannot lock others out. IPv6 peers count per /64 for every
+--   per-address limit (IPv4-mapped IPv6 as IPv4). `data_idle_s` (0.001-86400
 --   s; a test whose streams move no byte (a TCP sender: none acknowledged)
 --   for this long is ended; its data connections must arrive within it
 --   too; default max(10 s, 64 x the control connection's RTO, so at least
