@@ -153,6 +153,9 @@ struct ql_test {
 	int admitted;                     /* counted in srv->running (under srv->mu) */
 	int admitted_streams;             /* its streams, for the per-address limit */
 	int64_t idle_ns;                  /* data-idle limit */
+	uint64_t srv_no;                  /* the server's test number, from 1 */
+	int64_t buf_base;                 /* its buffers but interval records */
+	int64_t rec_bytes;                /* one interval record it keeps */
 };
 
 struct ql_server {
@@ -175,6 +178,8 @@ struct ql_server {
 	uint64_t rejected;
 	uint64_t failed;                  /* tests that started and did not finish */
 	char problem[QL_ERR_MSG_MAX + 320]; /* the last rejection or failure, for logs */
+	ql_srv_problem *plog;             /* ring of the last QL_SRV_PROBLEMS_KEPT */
+	uint64_t nproblems;
 	uint64_t nstarted;                /* tests whose parameters were accepted */
 	char started[512];                /* the last of them, for logs */
 	uint64_t accept_seq;
@@ -2643,6 +2648,12 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	r->parallel = t->prm.parallel;
 	copy_str(r->host, sizeof r->host, t->host);
 	r->port = t->port;
+	if (t->srv) {
+		r->server_test = t->srv_no;
+		r->peer_port = t->peer_addr.ss_family == AF_INET6
+				       ? ntohs(((const struct sockaddr_in6 *)&t->peer_addr)->sin6_port)
+				       : ntohs(((const struct sockaddr_in *)&t->peer_addr)->sin_port);
+	}
 	r->local_role = t->side;
 	r->start_time_unix_s = t->start_unix;
 	r->omit_s = t->prm.omit_s;
@@ -3518,6 +3529,28 @@ static void peer_host(const struct sockaddr_storage *ss, char *out, size_t len)
 	copy_str(out, len, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
 }
 
+/* Caller holds s->mu: s->problem holds the new problem's line; it goes to
+ * the ring too, with its peer and test number (0 = none). */
+static void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint64_t test)
+{
+	s->nproblems++;
+	if (!s->plog)
+		return;
+	ql_srv_problem *p = &s->plog[(s->nproblems - 1) % QL_SRV_PROBLEMS_KEPT];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	p->seq = s->nproblems;
+	p->test = test;
+	p->time_unix_s = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	p->host[0] = 0;
+	p->port = 0;
+	if (peer) {
+		peer_host(peer, p->host, sizeof p->host);
+		p->port = peer_port(peer);
+	}
+	copy_str(p->text, sizeof p->text, s->problem);
+}
+
 /* Tell a peer why the server refuses or ends its test: the state byte
  * (SERVER_ERROR with iperf3's error number ierr and errno 0), then a
  * length-prefixed "qoslab-refused: why" that a qoslab client reads and a
@@ -3552,6 +3585,7 @@ static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer
 	s->rejected++;
 	snprintf(s->problem, sizeof s->problem, "control connection rejected from %s port %d: %s",
 		 host[0] ? host : "?", peer ? peer_port(peer) : 0, why);
+	srv_problem_logged(s, peer, 0);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -3636,6 +3670,7 @@ static void unid_evict(ql_server *s, conn_arg *c, const char *limit, int value, 
 		 "%s (%d) reached", host, peer_port(&c->peer),
 		 c->past_cookie ? "no parameters" : "no cookie", (double)(now - c->since_ns) / 1e9,
 		 mine, allow, limit, value);
+	srv_problem_logged(s, &c->peer, 0);
 }
 
 /* Caller holds s->mu: admitted tests and their streams from `peer`. */
@@ -3718,10 +3753,19 @@ static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_
 	/* a stream fills the buffer of its own role: the send buffer of a
 	 * sender, the receive buffer of a receiver (the other holds ACKs) */
 	kern = 2 * (snd * sreq + rcv * rreq);
-	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers",
+	/* The interval records it keeps for its result, one per interval
+	 * (the streams' entries and the sums): a timed test's all counted
+	 * now; a limited one's, whose end is not known, as they come (it is
+	 * ended when they reach the budget; see server_collect_streams). */
+	int64_t rec = (int64_t)sizeof(ql_interval) + (int64_t)nstreams * (int64_t)sizeof(ql_entry);
+	int64_t nrec = 0;
+	if (!t->limited && p->interval_s > 0)
+		nrec = (int64_t)ceil((p->time_s + p->omit_s) / p->interval_s) + 2;
+	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers"
+		 " + %lld B of interval records (%lld x %lld B)",
 		 nstreams, nstreams == 1 ? "" : "s", (long long)user, p->udp ? "datagram" : "write/read",
-		 (long long)kern);
-	return user + kern;
+		 (long long)kern, (long long)(nrec * rec), (long long)nrec, (long long)rec);
+	return user + kern + nrec * rec;
 }
 
 static void server_error(ql_test *t, int code, int eno)
@@ -3737,7 +3781,7 @@ static int srv_admit(ql_test *t)
 {
 	ql_server *s = t->srv;
 	const ql_params *p = &t->prm;
-	char why[320] = "", how[160];
+	char why[448] = "", how[240];
 	int state = QL_ST_ACCESS_DENIED, ierr = 0;
 	int n = p->bidir ? 2 * p->parallel : p->parallel;
 	if (!t->limited && p->time_s + p->omit_s > s->o.max_duration_s) {
@@ -3749,6 +3793,8 @@ static int srv_admit(ql_test *t)
 		ierr = 37;
 	}
 	int64_t need = test_buffer_need(t, n, how, sizeof how);
+	t->rec_bytes = (int64_t)sizeof(ql_interval) + (int64_t)n * (int64_t)sizeof(ql_entry);
+	t->buf_base = t->limited ? need : 0;
 	if (!why[0] && need > s->o.test_buffer_bytes)
 		snprintf(why, sizeof why, "the test needs %lld bytes of buffers (%s), more than the "
 			 "server's test_buffer_bytes %lld", (long long)need, how,
@@ -3958,6 +4004,18 @@ static int server_run(ql_test *t)
 		if (ql_now_ns() > max_end)
 			return srv_end_test(t, ETIMEDOUT, "the test ran past the server's "
 					    "max_duration_s %g s", maxd);
+		if (t->limited) {
+			pthread_mutex_lock(&t->mu);
+			int64_t nrec = t->niv;
+			pthread_mutex_unlock(&t->mu);
+			if (t->buf_base + (nrec + 1) * t->rec_bytes > t->srv->o.test_buffer_bytes)
+				return srv_end_test(t, ENOBUFS, "its %lld interval records of %lld B "
+						    "reached the server's test_buffer_bytes %lld "
+						    "(with %lld B of buffers)", (long long)nrec,
+						    (long long)t->rec_bytes,
+						    (long long)t->srv->o.test_buffer_bytes,
+						    (long long)t->buf_base);
+		}
 		/* The data-idle watchdog (while data should flow), and a limited
 		 * test, which has no planned end, gives up when no byte moved and
 		 * no TEST_END came for the idle time. */
@@ -4095,10 +4153,10 @@ static void server_note_start(ql_test *t)
 	int port = peer_port(&t->peer_addr);
 	ql_server *s = t->srv;
 	pthread_mutex_lock(&s->mu);
-	s->nstarted++;
+	t->srv_no = ++s->nstarted;
 	snprintf(s->started, sizeof s->started,
-		 "test from %.100s port %d: %s, %d stream%s, %s, %s%s, %d-byte %s%s, %s client",
-		 t->host[0] ? t->host : "?", port, t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
+		 "test %llu from %.100s port %d: %s, %d stream%s, %s, %s%s, %d-byte %s%s, %s client",
+		 (unsigned long long)t->srv_no, t->host[0] ? t->host : "?", port, t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
 		 p->parallel, p->parallel == 1 ? "" : "s",
 		 p->bidir ? "bidirectional (each way)" : p->reverse ? "reverse (server sends)" : "forward",
 		 what, rate, p->len_bytes, t->proto == QL_PROTO_UDP ? "datagrams" : "writes", win,
@@ -4248,6 +4306,7 @@ static void *server_test_main(ql_test *t)
 			 t->start_ns ? "test failed" : "control connection rejected",
 			 t->host[0] ? t->host : "?", peer_port(&t->peer_addr),
 			 t->err.msg[0] ? t->err.msg : strerror(-rc));
+		srv_problem_logged(s, &t->peer_addr, t->srv_no);
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);
@@ -4790,6 +4849,7 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
 	s->keep = o->keep_results;
+	s->plog = calloc(QL_SRV_PROBLEMS_KEPT, sizeof *s->plog);
 	if (s->keep > 0 && !(s->kept = calloc((size_t)s->keep, sizeof *s->kept))) {
 		free(s);
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
@@ -4917,6 +4977,23 @@ uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t l
 	return r;
 }
 
+int ql_server_problem_log(ql_server *s, uint64_t since, ql_srv_problem *out, int max,
+			  uint64_t *total)
+{
+	int n = 0;
+	pthread_mutex_lock(&s->mu);
+	uint64_t first = s->nproblems > QL_SRV_PROBLEMS_KEPT ? s->nproblems - QL_SRV_PROBLEMS_KEPT + 1
+							     : 1;
+	if (since + 1 > first)
+		first = since + 1;
+	for (uint64_t q = first; s->plog && q <= s->nproblems && n < max; q++)
+		out[n++] = s->plog[(q - 1) % QL_SRV_PROBLEMS_KEPT];
+	if (total)
+		*total = s->nproblems;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
 uint64_t ql_server_started(ql_server *s, char *last, size_t len)
 {
 	pthread_mutex_lock(&s->mu);
@@ -4960,6 +5037,7 @@ void ql_server_free(ql_server *s)
 	for (int i = 0; i < s->nkept; i++)
 		kept_unref(s->kept[(s->head + i) % s->keep]);
 	free(s->kept);
+	free(s->plog);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

@@ -221,6 +221,53 @@ print(json.dumps({"alive": alive}))' > %s]], ns, port, out))
     assert(srv:problems() >= 8, 'rejected ' .. srv:problems())
   end)
 
+  -- Server:problems() used to keep only the last problem. It now keeps a
+  -- ring of the last 256, numbered, each with its peer; older ones are
+  -- counted as dropped.
+  it('keeps the last 256 problems, numbered, with their peers, and counts the dropped', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    H.must(string.format([[python3 -c '
+import socket, time
+for i in range(300):
+    c = socket.socket(); c.bind(("127.0.0.2", 0)); c.connect(("127.0.0.1", %d)); c.close()
+    if i %% 50 == 49: time.sleep(0.2)']], port))
+    local deadline = H.now() + 10
+    while srv:problems() < 300 and H.now() < deadline do H.sleep(0.05) end
+    local rej, failed, last, log = srv:problems()
+    assert.equal(300, rej)
+    assert.equal(0, failed)
+    assert.equal(300, log.total)
+    assert.equal(256, #log)
+    assert.equal(44, log.dropped)
+    local ports = {}
+    for i, p in ipairs(log) do
+      assert.equal(44 + i, p.seq)
+      assert.equal('127.0.0.2', p.host)
+      assert.equal(0, p.test)
+      assert(p.port > 0 and p.port < 65536)
+      ports[p.port] = true
+      -- (one that closed before its thread ran may be evicted first)
+      assert(p.reason:find('^control connection rejected from 127%.0%.0%.2 port ' .. p.port
+        .. ': ') or p.reason:find('^closed an unidentified connection, from 127%.0%.0%.2 port '
+        .. p.port .. ' '), p.reason)
+      assert(math.abs(p.time_unix_s - os.time()) < 60, p.time_unix_s)
+    end
+    assert.equal(last, log[256].reason)
+    -- (the client's ports: the kernel may give one twice over 300 connections)
+    local distinct = 0
+    for _ in pairs(ports) do distinct = distinct + 1 end
+    assert(distinct > 128, distinct .. ' distinct peer ports')
+    -- polling from a seen number returns only the newer ones
+    local _, _, _, newer = srv:problems(297)
+    assert.equal(3, #newer)
+    assert.equal(298, newer[1].seq)
+    assert.equal(0, newer.dropped)
+    local _, _, _, none = srv:problems(300)
+    assert.equal(0, #none)
+    assert.has_error(function() srv:problems(-1) end,
+      'since_seq: expected an integer >= 0, got -1')
+  end)
+
   it('keeps serving another address while 64 clients hold tests and send nothing', function()
     local srv, port = srv_of { bind_address = '127.0.0.1' }
     local hold = track(peer('hold', port, '--src ' .. BAD .. ' --count 64 --time 3000 --streams',
@@ -329,6 +376,19 @@ print(json.dumps({"alive": alive}))' > %s]], ns, port, out))
     assert.matches("time 4 s %+ omit 2 s exceeds the server's max_duration_s 5 s", msg)
     local pat = '^control connection rejected from 127%.0%.0%.3 port %d+: test refused: time 4 s'
     assert.matches(pat, last_problem(srv, pat))
+    -- a stock-format client asking omit 1e9 s is refused (the parameter is
+    -- out of range before max_duration_s is looked at) and logged too
+    H.must(string.format([[python3 -c '
+import socket, struct, json
+c = socket.socket(); c.bind(("127.0.0.2", 0)); c.connect(("127.0.0.1", %d)); c.settimeout(5)
+c.sendall(b"a" * 36 + b"\0")
+assert c.recv(1) == struct.pack("b", 9)
+b = json.dumps({"tcp": True, "time": 1, "omit": 1e9, "parallel": 1, "len": 131072}).encode()
+c.sendall(struct.pack(">I", len(b)) + b)
+assert c.recv(1) == struct.pack("b", -2)']], port))
+    pat = '^control connection rejected from 127%.0%.0%.2 port %d+: peer parameters: "omit": '
+      .. 'value out of range$'
+    assert.matches(pat, last_problem(srv, pat))
     -- within the limit: served
     assert(traffic.run { host = '127.0.0.1', port = port, duration_s = 1 })
     -- a byte-limited test is ended at max_duration_s
@@ -373,6 +433,37 @@ print(json.dumps({"alive": alive}))' > %s]], ns, port, out))
     assert.matches(pat, last_problem(srv, pat))
   end)
 
+  -- The interval records a server keeps for a test's result were not in
+  -- test_buffer_bytes: one 32-stream test at 0.1 s intervals grew the
+  -- server's RSS by 88 KB/s (about 317 MB an hour) whatever the budget. A
+  -- timed test's records are now counted at admission, and a limited test
+  -- (no known end) is ended when its records reach the budget.
+  it('counts interval records in test_buffer_bytes', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = 8 << 20 }
+    -- 32 streams x 128 KiB read buffers = 4 MiB fits; 300 s at 0.1 s
+    -- intervals is 3002 records of 1056 + 32 x 248 = 8992 B = 26993984 B more
+    local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      parallel = 32, duration_s = 300, interval_s = 0.1, bitrate_bps = 1e5 }
+    assert.is_nil(r)
+    assert.equal('EBUSY', code)
+    assert.matches('the test needs 31188288 bytes of buffers %(32 streams: 4194304 B of '
+      .. 'write/read buffers %+ 0 B of socket buffers %+ 26993984 B of interval records %(3002 x '
+      .. "8992 B%)%), more than the server's test_buffer_bytes 8388608", msg)
+    -- a limited test: 8 x 128 KiB + 21 records of 1056 + 8 x 248 = 3040 B fit
+    -- in 1 MiB + 64 KiB; it is ended at the 22nd (about 2.2 s at 0.1 s)
+    local srv2, port2 = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = (1 << 20) + 65536 }
+    local t0 = H.now()
+    r, msg = traffic.run { host = '127.0.0.1', port = port2, bind_address = GOOD, parallel = 8,
+      bytes = 1 << 40, bitrate_bps = 1e5, interval_s = 0.1 }
+    local took = H.now() - t0
+    assert.is_nil(r)
+    assert.matches("its 21 interval records of 3040 B reached the server's test_buffer_bytes "
+      .. '1114112 %(with 1048576 B of buffers%)', msg)
+    assert(took > 1.5 and took < 8, string.format('ended after %.1f s', took))
+    local pat = '^test failed from 127%.0%.0%.3 port %d+: ended by the server: its 21 interval'
+    assert.matches(pat, last_problem(srv2, pat))
+  end)
+
   it('refuses a reverse test whose buffers exceed test_buffer_bytes', function()
     local srv, port = srv_of { bind_address = '127.0.0.1' }
     -- the documented defaults
@@ -384,11 +475,12 @@ print(json.dumps({"alive": alive}))' > %s]], ns, port, out))
       parallel = 32, length_bytes = 16 << 20, duration_s = 1 }
     assert.is_nil(r)
     assert.equal('EBUSY', code)
-    assert.matches('the test needs 536870912 bytes of buffers %(32 streams: 536870912 B of '
-      .. "write/read buffers %+ 0 B of socket buffers%), more than the server's "
-      .. 'test_buffer_bytes 134217728', msg)
+    -- (+ 3 interval records of 1056 + 32 x 248 B: 1 s at 1 s intervals, + 2)
+    assert.matches('the test needs 536897888 bytes of buffers %(32 streams: 536870912 B of '
+      .. "write/read buffers %+ 0 B of socket buffers %+ 26976 B of interval records %(3 x 8992 "
+      .. "B%)%), more than the server's test_buffer_bytes 134217728", msg)
     local pat = '^control connection rejected from 127%.0%.0%.1 port %d+: test refused: the test '
-      .. 'needs 536870912 bytes'
+      .. 'needs 536897888 bytes'
     assert.matches(pat, last_problem(srv, pat))
     assert.equal(1, srv:rejected())
   end)
@@ -449,8 +541,9 @@ describe('a server process under hostile results and the largest reverse test', 
         .. 'more than the %d+ this test can report', text)
       -- the largest reverse test the 128 MiB budget allows: 8 x 16 MiB writes
       local before = status_kib(pid, 'VmHWM')
+      -- (4 KiB less per write leaves room for its 4 interval records)
       local r = assert(traffic.run { host = '127.0.0.1', port = port, reverse = true,
-        parallel = 8, length_bytes = 16 << 20, duration_s = 2 })
+        parallel = 8, length_bytes = (16 << 20) - 4096, duration_s = 2 })
       assert(r.received.bytes > 0)
       local hwm = status_kib(pid, 'VmHWM')
       figures[#figures + 1] = string.format('reverse 8 x 16 MiB: +%d KiB (VmHWM %d KiB)',
