@@ -11,7 +11,7 @@
  *         tests, oldest first; the last one is test number total
  *     :finished() -> tests finished since the start (kept or not)
  *     :rejected() -> control connections refused (bad cookie, bad JSON, ...)
- *     :problems() -> rejected, failed tests, the last one's text or nil
+ *     :problems([since]) -> rejected, failed tests, the last one's text or nil, the log
  *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
@@ -217,6 +217,10 @@ static void push_result(lua_State *L, const ql_result *r)
 	qlb_set_integer(L, "parallel", r->parallel);
 	qlb_set_string(L, "host", r->host);
 	qlb_set_integer(L, "port", r->port);
+	if (r->server_test) {
+		qlb_set_integer(L, "server_test", (lua_Integer)r->server_test);
+		qlb_set_integer(L, "peer_port", r->peer_port);
+	}
 	qlb_set_string(L, "local_role", side_name(r->local_role));
 	qlb_set_number(L, "start_time_unix_s", r->start_time_unix_s);
 	qlb_set_number(L, "duration_s", r->duration_s);
@@ -606,19 +610,45 @@ static int l_server_rejected(lua_State *L)
 	return 1;
 }
 
-/* :problems() -> rejected, failed, last text (nil when none) */
+/* :problems([since]) -> rejected, failed, last text (nil when none), and
+ * the log: { total =, dropped =, [i] = { seq, test, time_unix_s, host,
+ * port, reason } } of the kept problems numbered above since */
 static int l_server_problems(lua_State *L)
 {
 	char last[1024];
 	uint64_t failed = 0;
-	uint64_t rej = ql_server_problems(check_server(L)->s, &failed, last, sizeof last);
+	ql_server *srv = check_server(L)->s;
+	lua_Integer since = luaL_optinteger(L, 2, 0);
+	luaL_argcheck(L, since >= 0, 2, "since: expected a problem number >= 0");
+	uint64_t rej = ql_server_problems(srv, &failed, last, sizeof last);
 	lua_pushinteger(L, (lua_Integer)rej);
 	lua_pushinteger(L, (lua_Integer)failed);
 	if (last[0])
 		lua_pushstring(L, last);
 	else
 		lua_pushnil(L);
-	return 3;
+	ql_srv_problem *pl = malloc(QL_SRV_PROBLEMS_KEPT * sizeof *pl);
+	if (!pl)
+		return luaL_error(L, "out of memory");
+	uint64_t total = 0;
+	int n = ql_server_problem_log(srv, (uint64_t)since, pl, QL_SRV_PROBLEMS_KEPT, &total);
+	lua_createtable(L, n, 2);
+	qlb_set_integer(L, "total", (lua_Integer)total);
+	uint64_t first = n > 0 ? pl[0].seq : total + 1;
+	qlb_set_integer(L, "dropped", (lua_Integer)(first - 1 > (uint64_t)since
+							 ? first - 1 - (uint64_t)since : 0));
+	for (int i = 0; i < n; i++) {
+		lua_createtable(L, 0, 6);
+		qlb_set_integer(L, "seq", (lua_Integer)pl[i].seq);
+		qlb_set_integer(L, "test", (lua_Integer)pl[i].test);
+		qlb_set_number(L, "time_unix_s", pl[i].time_unix_s);
+		qlb_set_string(L, "host", pl[i].host);
+		qlb_set_integer(L, "port", pl[i].port);
+		qlb_set_string(L, "reason", pl[i].text);
+		lua_rawseti(L, -2, i + 1);
+	}
+	free(pl);
+	return 4;
 }
 
 /* :started() -> tests started, last one's description (nil when none) */

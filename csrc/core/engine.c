@@ -156,6 +156,9 @@ struct ql_test {
 	int admitted;                     /* counted in srv->running (under srv->mu) */
 	int admitted_streams;             /* its streams, for the per-address limit */
 	int64_t idle_ns;                  /* data-idle limit */
+	uint64_t srv_no;                  /* the server's test number, from 1 */
+	int64_t buf_base;                 /* its buffers but interval records */
+	int64_t rec_bytes;                /* one interval record it keeps */
 };
 
 struct ql_server {
@@ -178,6 +181,8 @@ struct ql_server {
 	uint64_t rejected;
 	uint64_t failed;                  /* tests that started and did not finish */
 	char problem[QL_ERR_MSG_MAX + 320]; /* the last rejection or failure, for logs */
+	ql_srv_problem *plog;             /* ring of the last QL_SRV_PROBLEMS_KEPT */
+	uint64_t nproblems;
 	uint64_t nstarted;                /* tests whose parameters were accepted */
 	char started[512];                /* the last of them, for logs */
 	uint64_t accept_seq;
@@ -2658,6 +2663,12 @@ static void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	r->parallel = t->prm.parallel;
 	copy_str(r->host, sizeof r->host, t->host);
 	r->port = t->port;
+	if (t->srv) {
+		r->server_test = t->srv_no;
+		r->peer_port = t->peer_addr.ss_family == AF_INET6
+				       ? ntohs(((const struct sockaddr_in6 *)&t->peer_addr)->sin6_port)
+				       : ntohs(((const struct sockaddr_in *)&t->peer_addr)->sin_port);
+	}
 	r->local_role = t->side;
 	r->start_time_unix_s = t->start_unix;
 	r->omit_s = t->prm.omit_s;
@@ -3508,6 +3519,8 @@ typedef struct conn_arg {
 } conn_arg;
 
 static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+static int same_group(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+static int unid_allowance(ql_server *s, const struct sockaddr_storage *peer);
 
 static void srv_thread_exit(ql_server *s)
 {
@@ -3535,6 +3548,28 @@ static void peer_host(const struct sockaddr_storage *ss, char *out, size_t len)
 	else if (ss->ss_family == AF_INET)
 		inet_ntop(AF_INET, &((const struct sockaddr_in *)ss)->sin_addr, host, sizeof host);
 	copy_str(out, len, strncmp(host, "::ffff:", 7) == 0 ? host + 7 : host);
+}
+
+/* Caller holds s->mu: s->problem holds the new problem's line; it goes to
+ * the ring too, with its peer and test number (0 = none). */
+static void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint64_t test)
+{
+	s->nproblems++;
+	if (!s->plog)
+		return;
+	ql_srv_problem *p = &s->plog[(s->nproblems - 1) % QL_SRV_PROBLEMS_KEPT];
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	p->seq = s->nproblems;
+	p->test = test;
+	p->time_unix_s = (double)ts.tv_sec + ts.tv_nsec / 1e9;
+	p->host[0] = 0;
+	p->port = 0;
+	if (peer) {
+		peer_host(peer, p->host, sizeof p->host);
+		p->port = peer_port(peer);
+	}
+	copy_str(p->text, sizeof p->text, s->problem);
 }
 
 /* Tell a peer why the server refuses or ends its test: the state byte
@@ -3571,6 +3606,7 @@ static void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer
 	s->rejected++;
 	snprintf(s->problem, sizeof s->problem, "control connection rejected from %s port %d: %s",
 		 host[0] ? host : "?", peer ? peer_port(peer) : 0, why);
+	srv_problem_logged(s, peer, 0);
 	pthread_mutex_unlock(&s->mu);
 }
 
@@ -3622,7 +3658,7 @@ static conn_arg *unid_victim(ql_server *s, const struct sockaddr_storage *peer)
 {
 	conn_arg *first = NULL, *stalled = NULL;
 	for (conn_arg *c = s->unid_head; c; c = c->next) {
-		if (peer && !same_ip(&c->peer, peer))
+		if (peer && !same_group(&c->peer, peer))
 			continue;
 		if (!first)
 			first = c;
@@ -3641,15 +3677,21 @@ static void unid_evict(ql_server *s, conn_arg *c, const char *limit, int value, 
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	peer_host(&c->peer, host, sizeof host);
+	int mine = 0;
+	for (conn_arg *o = s->unid_head; o; o = o->next)
+		mine += same_group(&o->peer, &c->peer);
+	int allow = unid_allowance(s, &c->peer);
 	c->evicted = 1;
 	shutdown(c->fd, SHUT_RDWR);
 	unid_unlink(s, c);
 	s->rejected++;
 	snprintf(s->problem, sizeof s->problem,
-		 "closed the oldest unidentified connection, from %s port %d (%s for %.1f s): "
+		 "closed an unidentified connection, from %s port %d (%s for %.1f s; its address "
+		 "held %d unidentified, %d of them data connections its tests expect): "
 		 "%s (%d) reached", host, peer_port(&c->peer),
 		 c->past_cookie ? "no parameters" : "no cookie", (double)(now - c->since_ns) / 1e9,
-		 limit, value);
+		 mine, allow, limit, value);
+	srv_problem_logged(s, &c->peer, 0);
 }
 
 /* Caller holds s->mu: admitted tests and their streams from `peer`. */
@@ -3657,7 +3699,7 @@ static int srv_tests_from(ql_server *s, const struct sockaddr_storage *peer, int
 {
 	int n = 0, st = 0;
 	for (ql_test *t = s->tests; t; t = t->next)
-		if (t->admitted && !t->published && same_ip(&t->peer_addr, peer)) {
+		if (t->admitted && !t->published && same_group(&t->peer_addr, peer)) {
 			n++;
 			st += t->admitted_streams;
 		}
@@ -3732,10 +3774,19 @@ static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_
 	/* a stream fills the buffer of its own role: the send buffer of a
 	 * sender, the receive buffer of a receiver (the other holds ACKs) */
 	kern = 2 * (snd * sreq + rcv * rreq);
-	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers",
+	/* The interval records it keeps for its result, one per interval
+	 * (the streams' entries and the sums): a timed test's all counted
+	 * now; a limited one's, whose end is not known, as they come (it is
+	 * ended when they reach the budget; see server_collect_streams). */
+	int64_t rec = (int64_t)sizeof(ql_interval) + (int64_t)nstreams * (int64_t)sizeof(ql_entry);
+	int64_t nrec = 0;
+	if (!t->limited && p->interval_s > 0)
+		nrec = (int64_t)ceil((p->time_s + p->omit_s) / p->interval_s) + 2;
+	snprintf(how, len, "%d stream%s: %lld B of %s buffers + %lld B of socket buffers"
+		 " + %lld B of interval records (%lld x %lld B)",
 		 nstreams, nstreams == 1 ? "" : "s", (long long)user, p->udp ? "datagram" : "write/read",
-		 (long long)kern);
-	return user + kern;
+		 (long long)kern, (long long)(nrec * rec), (long long)nrec, (long long)rec);
+	return user + kern + nrec * rec;
 }
 
 static void server_error(ql_test *t, int code, int eno)
@@ -3751,7 +3802,7 @@ static int srv_admit(ql_test *t)
 {
 	ql_server *s = t->srv;
 	const ql_params *p = &t->prm;
-	char why[320] = "", how[160];
+	char why[448] = "", how[240];
 	int state = QL_ST_ACCESS_DENIED, ierr = 0;
 	int n = p->bidir ? 2 * p->parallel : p->parallel;
 	if (!t->limited && p->time_s + p->omit_s > s->o.max_duration_s) {
@@ -3763,6 +3814,8 @@ static int srv_admit(ql_test *t)
 		ierr = 37;
 	}
 	int64_t need = test_buffer_need(t, n, how, sizeof how);
+	t->rec_bytes = (int64_t)sizeof(ql_interval) + (int64_t)n * (int64_t)sizeof(ql_entry);
+	t->buf_base = t->limited ? need : 0;
 	if (!why[0] && need > s->o.test_buffer_bytes)
 		snprintf(why, sizeof why, "the test needs %lld bytes of buffers (%s), more than the "
 			 "server's test_buffer_bytes %lld", (long long)need, how,
@@ -3972,6 +4025,18 @@ static int server_run(ql_test *t)
 		if (ql_now_ns() > max_end)
 			return srv_end_test(t, ETIMEDOUT, "the test ran past the server's "
 					    "max_duration_s %g s", maxd);
+		if (t->limited) {
+			pthread_mutex_lock(&t->mu);
+			int64_t nrec = t->niv;
+			pthread_mutex_unlock(&t->mu);
+			if (t->buf_base + (nrec + 1) * t->rec_bytes > t->srv->o.test_buffer_bytes)
+				return srv_end_test(t, ENOBUFS, "its %lld interval records of %lld B "
+						    "reached the server's test_buffer_bytes %lld "
+						    "(with %lld B of buffers)", (long long)nrec,
+						    (long long)t->rec_bytes,
+						    (long long)t->srv->o.test_buffer_bytes,
+						    (long long)t->buf_base);
+		}
 		/* The data-idle watchdog (while data should flow), and a limited
 		 * test, which has no planned end, gives up when no byte moved and
 		 * no TEST_END came for the idle time. */
@@ -4109,10 +4174,10 @@ static void server_note_start(ql_test *t)
 	int port = peer_port(&t->peer_addr);
 	ql_server *s = t->srv;
 	pthread_mutex_lock(&s->mu);
-	s->nstarted++;
+	t->srv_no = ++s->nstarted;
 	snprintf(s->started, sizeof s->started,
-		 "test from %.100s port %d: %s, %d stream%s, %s, %s%s, %d-byte %s%s, %s client",
-		 t->host[0] ? t->host : "?", port, t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
+		 "test %llu from %.100s port %d: %s, %d stream%s, %s, %s%s, %d-byte %s%s, %s client",
+		 (unsigned long long)t->srv_no, t->host[0] ? t->host : "?", port, t->proto == QL_PROTO_UDP ? "UDP" : "TCP",
 		 p->parallel, p->parallel == 1 ? "" : "s",
 		 p->bidir ? "bidirectional (each way)" : p->reverse ? "reverse (server sends)" : "forward",
 		 what, rate, p->len_bytes, t->proto == QL_PROTO_UDP ? "datagrams" : "writes", win,
@@ -4262,6 +4327,7 @@ static void *server_test_main(ql_test *t)
 			 t->start_ns ? "test failed" : "control connection rejected",
 			 t->host[0] ? t->host : "?", peer_port(&t->peer_addr),
 			 t->err.msg[0] ? t->err.msg : strerror(-rc));
+		srv_problem_logged(s, &t->peer_addr, t->srv_no);
 		pthread_mutex_unlock(&s->mu);
 	}
 	test_finish(t, rc);
@@ -4429,6 +4495,96 @@ static int same_ip(const struct sockaddr_storage *a, const struct sockaddr_stora
 		      &((const struct sockaddr_in6 *)b)->sin6_addr, 16) == 0;
 }
 
+/* The key of a peer's address group for the per-address limits: an IPv4
+ * address (also IPv4-mapped IPv6) or an IPv6 /64, since one host or
+ * site is given a whole /64. key[0] tells the family. */
+static void group_key(const struct sockaddr_storage *ss, uint8_t key[9])
+{
+	memset(key, 0, 9);
+	if (ss->ss_family == AF_INET) {
+		key[0] = 4;
+		memcpy(key + 1, &((const struct sockaddr_in *)ss)->sin_addr, 4);
+	} else if (ss->ss_family == AF_INET6) {
+		const uint8_t *a = ((const struct sockaddr_in6 *)ss)->sin6_addr.s6_addr;
+		static const uint8_t mapped[12] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff };
+		if (memcmp(a, mapped, 12) == 0) {
+			key[0] = 4;
+			memcpy(key + 1, a + 12, 4);
+		} else {
+			key[0] = 6;
+			memcpy(key + 1, a, 8);
+		}
+	}
+}
+
+static int same_group(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
+{
+	uint8_t ka[9], kb[9];
+	group_key(a, ka);
+	group_key(b, kb);
+	return memcmp(ka, kb, 9) == 0;
+}
+
+/* Caller holds s->mu: the data connections the tests from `peer`'s group
+ * still expect (tests in CREATE_STREAMS); that many unidentified
+ * connections of the group are allowed over max_unidentified_per_address. */
+static int unid_allowance(ql_server *s, const struct sockaddr_storage *peer)
+{
+	int n = 0;
+	for (ql_test *t = s->tests; t; t = t->next)
+		if (t->state == T_ACCEPTING && !t->published && t->npending < t->nstreams &&
+		    same_group(&t->peer_addr, peer))
+			n += t->nstreams - t->npending;
+	return n;
+}
+
+/* Caller holds s->mu, the global cap is reached: the address group to
+ * evict from. The one most over its allowance (unidentified connections
+ * minus the data connections its tests expect), ties to the one holding
+ * more; a flood from many addresses thus pushes out the largest flooder,
+ * not the globally oldest connection (a slow client mid-handshake). */
+static const struct sockaddr_storage *unid_global_victim_group(ql_server *s)
+{
+	int n = s->nunid, cap = 1;
+	while (cap < 2 * n)
+		cap <<= 1;
+	struct grp { uint8_t key[9]; int used, count, allow; const struct sockaddr_storage *any; };
+	struct grp *g = calloc((size_t)cap, sizeof *g);
+	if (!g)
+		return NULL;
+	for (conn_arg *c = s->unid_head; c; c = c->next) {
+		uint8_t k[9];
+		group_key(&c->peer, k);
+		uint32_t h = 2166136261u;
+		for (int i = 0; i < 9; i++)
+			h = (h ^ k[i]) * 16777619u;
+		size_t i = h & (unsigned)(cap - 1);
+		while (g[i].used && memcmp(g[i].key, k, 9) != 0)
+			i = (i + 1) & (unsigned)(cap - 1);
+		if (!g[i].used) {
+			g[i].used = 1;
+			memcpy(g[i].key, k, 9);
+			g[i].any = &c->peer;
+			g[i].allow = unid_allowance(s, &c->peer);
+		}
+		g[i].count++;
+	}
+	const struct sockaddr_storage *pick = NULL;
+	int best_over = 0, best_count = 0;
+	for (int i = 0; i < cap; i++) {
+		if (!g[i].used)
+			continue;
+		int over = g[i].count - g[i].allow;
+		if (!pick || over > best_over || (over == best_over && g[i].count > best_count)) {
+			pick = g[i].any;
+			best_over = over;
+			best_count = g[i].count;
+		}
+	}
+	free(g);
+	return pick;
+}
+
 static int same_endpoint(const struct sockaddr_storage *a, const struct sockaddr_storage *b)
 {
 	if (!same_ip(a, b))
@@ -4590,13 +4746,18 @@ static void *listener_main(void *arg)
 		pthread_mutex_lock(&s->mu);
 		int same = 0;
 		for (conn_arg *c = s->unid_head; c; c = c->next)
-			same += same_ip(&c->peer, &ca->peer);
+			same += same_group(&c->peer, &ca->peer);
 		conn_arg *v;
-		if (same >= s->o.max_unidentified_per_address &&
+		/* A test of this address waiting for k data connections lets
+		 * it hold k more (a -P 128 burst on a loaded host). */
+		if (same >= s->o.max_unidentified_per_address + unid_allowance(s, &ca->peer) &&
 		    (v = unid_victim(s, &ca->peer)))
 			unid_evict(s, v, "max_unidentified_per_address",
 				   s->o.max_unidentified_per_address, ca->since_ns);
-		if (s->nunid >= s->o.max_unidentified && (v = unid_victim(s, NULL)))
+		const struct sockaddr_storage *grp;
+		if (s->nunid >= s->o.max_unidentified &&
+		    ((grp = unid_global_victim_group(s)) ? (v = unid_victim(s, grp)) != NULL
+							   : (v = unid_victim(s, NULL)) != NULL))
 			unid_evict(s, v, "max_unidentified", s->o.max_unidentified, ca->since_ns);
 		/* Cookie readers run in parallel; the accept order is what
 		 * tells a test's streams apart (client creation order). */
@@ -4716,6 +4877,7 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
 	s->keep = o->keep_results;
+	s->plog = calloc(QL_SRV_PROBLEMS_KEPT, sizeof *s->plog);
 	if (s->keep > 0 && !(s->kept = calloc((size_t)s->keep, sizeof *s->kept))) {
 		free(s);
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
@@ -4843,6 +5005,23 @@ uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t l
 	return r;
 }
 
+int ql_server_problem_log(ql_server *s, uint64_t since, ql_srv_problem *out, int max,
+			  uint64_t *total)
+{
+	int n = 0;
+	pthread_mutex_lock(&s->mu);
+	uint64_t first = s->nproblems > QL_SRV_PROBLEMS_KEPT ? s->nproblems - QL_SRV_PROBLEMS_KEPT + 1
+							     : 1;
+	if (since + 1 > first)
+		first = since + 1;
+	for (uint64_t q = first; s->plog && q <= s->nproblems && n < max; q++)
+		out[n++] = s->plog[(q - 1) % QL_SRV_PROBLEMS_KEPT];
+	if (total)
+		*total = s->nproblems;
+	pthread_mutex_unlock(&s->mu);
+	return n;
+}
+
 uint64_t ql_server_started(ql_server *s, char *last, size_t len)
 {
 	pthread_mutex_lock(&s->mu);
@@ -4886,6 +5065,7 @@ void ql_server_free(ql_server *s)
 	for (int i = 0; i < s->nkept; i++)
 		kept_unref(s->kept[(s->head + i) % s->keep]);
 	free(s->kept);
+	free(s->plog);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

@@ -171,6 +171,10 @@ typedef struct ql_result {
 	char **warnings;
 	int peer;                    /* QL_PEER_* */
 	char title[128];
+	/* a server's result: its test number (as in ql_server_started) and
+	 * the peer's control connection port; 0 on a client */
+	uint64_t server_test;
+	int peer_port;
 } ql_result;
 
 void ql_result_free(ql_result *r);
@@ -248,22 +252,28 @@ void ql_test_free(ql_test *t);
  * Limits of a server shared by untrusted peers. A connection is
  * "unidentified" from its accept until it is a data connection of a test
  * (its cookie matched) or a control connection whose parameters were
- * accepted. Per peer address (IPv4-mapped IPv6 counts as IPv4) a server
- * holds at most max_unidentified_per_address unidentified connections,
+ * accepted. Per peer address (IPv4-mapped IPv6 counts as IPv4, IPv6 per
+ * /64) a server holds at most max_unidentified_per_address unidentified
+ * connections (plus the data connections its tests in CREATE_STREAMS still
+ * expect),
  * max_tests_per_address running tests and max_streams_per_address data
  * streams of them (bidir counts both ways); over all peers at most
  * max_unidentified unidentified connections and max_tests tests. A new
- * unidentified connection over either unidentified limit is kept and the
- * oldest unidentified connection (of that address, or of all) is closed
- * instead, so a flood only ever pushes out its own or older silent
- * connections; tests over a limit are refused with ACCESS_DENIED and a
+ * unidentified connection over either unidentified limit is kept and an
+ * unidentified connection of that address (at the global cap: of the
+ * address most over its allowance) is closed instead, the one silent
+ * longest first, so a flood only ever pushes out its own connections; tests over a limit are refused with ACCESS_DENIED and a
  * qoslab client is told which limit and its value. Every action is in
  * ql_server_problems, naming the peer.
  *
  * Per test: its user-space buffers (per stream the write or read buffer:
  * TCP len or 128 KiB, UDP batch x len) plus the socket buffer of its role
  * that it requests (as the kernel would grant it: 2 x min(request,
- * net.core.wmem_max / rmem_max)) must fit test_buffer_bytes (the default
+ * net.core.wmem_max / rmem_max)) plus the interval records kept for its
+ * result (sizeof(ql_interval) + streams x sizeof(ql_entry) each; a timed
+ * test's ceil((time + omit) / interval) + 2 counted at admission, a limited
+ * test's as they come: it is ended when they reach the budget) must fit
+ * test_buffer_bytes (the default
  * holds 128 streams of 128 KiB writes, or 32 streams with 1 MiB windows
  * where the sysctls allow them); time + omit at most
  * max_duration_s (else SERVER_ERROR 37, iperf3's "requested duration
@@ -334,6 +344,25 @@ uint64_t ql_server_rejected(ql_server *s);
  * last[len], e.g. "test failed from 10.0.0.2: peer closed the control
  * connection during the test". For a server's log. */
 uint64_t ql_server_problems(ql_server *s, uint64_t *failed, char *last, size_t len);
+/* The server's problem log: its last QL_SRV_PROBLEMS_KEPT problems (each
+ * rejection, eviction, refusal and failed test), oldest first. seq is the
+ * problem's number since the start (1, 2, ...), test the server's test
+ * number (as in ql_server_started's "test N"; 0 when the connection never
+ * became a test), host and port the peer's, text the line that names it. */
+#define QL_SRV_PROBLEMS_KEPT 256
+typedef struct ql_srv_problem {
+	uint64_t seq, test;
+	double time_unix_s;
+	char host[64];
+	int port;
+	char text[QL_ERR_MSG_MAX + 320];
+} ql_srv_problem;
+/* Copies those with seq > since into out[max] (oldest first) and returns
+ * how many; *total = problems since the start (so total - the last copied
+ * seq are newer ones that did not fit, and problems below
+ * total - QL_SRV_PROBLEMS_KEPT + 1 are no longer kept). */
+int ql_server_problem_log(ql_server *s, uint64_t since, ql_srv_problem *out, int max,
+			  uint64_t *total);
 /* Tests whose parameters the server accepted (returned) and a line on the
  * last of them in last[len] ("" when none), e.g. "test from 10.0.0.2: UDP,
  * 4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab

@@ -73,6 +73,16 @@ local function conv(flag, f)
   end
 end
 
+-- A size of at least 1 byte (-w, --test-buffer: 0 is not a size there).
+local function size_at_least_1(s)
+  local v, err = M.parse_size(s)
+  if v ~= nil and v < 1 then v, err = nil, nil end
+  if v == nil and (err == nil or err:find('negative', 1, true)) then
+    return nil, string.format("expected a size >= 1 byte (K/M/G/T = 1024), got '%s'", s)
+  end
+  return v, err
+end
+
 local function int_in(min, max)
   return function(s)
     local n = tonumber(s)
@@ -124,9 +134,10 @@ function M.describe_server(cmd)
   cmd:flag('-1 --one-off', 'Serve one test, then exit.')
   cmd:option('-B --bind', 'Address to listen on.')
   cmd:option('--netns', 'Named network namespace to listen in.')
-  cmd:option('-w --window', 'Default SO_SNDBUF/SO_RCVBUF for data sockets (K/M/G = 1024).')
-    :convert(conv('-w', M.parse_size))
-  cmd:option('--idle-timeout', 'Drop control connections silent this long (s).')
+  cmd:option('-w --window', 'Default SO_SNDBUF/SO_RCVBUF for data sockets (K/M/G = 1024; '
+    .. 'default: none, the kernel autotunes).')
+    :convert(conv('-w', size_at_least_1))
+  cmd:option('--idle-timeout', 'Drop control connections silent this long (s; default 30).')
     :convert(conv('--idle-timeout', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
   cmd:option('--max-tests', 'Tests running at once (default 64).')
     :convert(conv('--max-tests', int_in(1, 4096)))
@@ -138,12 +149,13 @@ function M.describe_server(cmd)
     :convert(conv('--max-unidentified', int_in(1, 65536)))
   cmd:option('--max-unidentified-per-address', 'The same per peer address (default 8).')
     :convert(conv('--max-unidentified-per-address', int_in(1, 65536)))
-  cmd:option('--data-idle', 'End a test whose streams move no byte this long (s; default max(10, 64 x RTO)).')
+  cmd:option('--data-idle', 'End a test whose streams move no byte this long (s; default '
+    .. 'max(10, 64 x the control connection RTO), so at least 12.8 s).')
     :convert(conv('--data-idle', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
   cmd:option('--max-duration', 'Longest test time + omit accepted (s, default 3600).')
     :convert(conv('--max-duration', num_in(0.001, 2678400, 'a positive number of seconds (at most 2678400)')))
   cmd:option('--test-buffer', 'Per-test buffer budget (K/M/G = 1024; default 128M).')
-    :convert(conv('--test-buffer', M.parse_size))
+    :convert(conv('--test-buffer', size_at_least_1))
   cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
 end
 
@@ -438,14 +450,14 @@ local function run_server(a)
     opts.netns and (' in namespace ' .. opts.netns) or ''))
   local l = srv:limits()
   log(nil, string.format('Limits: %d tests and %d streams per address (%d tests in all), '
-    .. '%d unidentified connections per address (%d in all, the oldest is closed), data idle %s, '
+    .. '%d unidentified connections per address (%d in all; over either one is closed), data idle %s, '
     .. 'max duration %g s, %s of buffers per test', l.max_tests_per_address,
     l.max_streams_per_address, l.max_tests, l.max_unidentified_per_address, l.max_unidentified,
     l.data_idle_s > 0 and string.format('%g s', l.data_idle_s) or 'max(10 s, 64 x RTO)',
     l.max_duration_s, traffic.format_bytes(l.test_buffer_bytes)))
   log(nil, rule)
   local shown, status = 0, 0
-  local rejected, failed, started = 0, 0, 0
+  local problems_seen, started = 0, 0
   local function poll()
     -- each started test with its peer and parameters (several between
     -- two polls show as a count and the last one)
@@ -457,15 +469,18 @@ local function run_server(a)
         .. tostring(last_started) .. string.format(' (%d running)', now_running))
       started = now_started
     end
-    -- rejected connections and failed tests are logged too, with the last
-    -- one's reason (several between two polls show as a count)
-    local rej, fail, last = srv:problems()
-    if rej > rejected or fail > failed then
-      local n = (rej - rejected) + (fail - failed)
-      log(nil, (n > 1 and string.format('%d more problems, the last: ', n) or '')
-        .. tostring(last))
-      rejected, failed = rej, fail
+    -- every rejected connection and failed test is logged with its reason;
+    -- the server keeps the last 256, so a burst bigger than that between
+    -- two polls shows as a count of those not shown
+    local _, _, _, plog = srv:problems(problems_seen)
+    if plog.dropped > 0 then
+      log(nil, string.format('%d problems not shown (more than the server keeps between two '
+        .. 'looks)', plog.dropped))
     end
+    for _, p in ipairs(plog) do
+      log(nil, (p.test > 0 and string.format('[test %d] ', p.test) or '') .. p.reason)
+    end
+    problems_seen = plog.total
     -- The server keeps only its last results: number them by the total
     -- (and copy them only when one more finished).
     if srv:finished() == shown then return end
@@ -476,7 +491,8 @@ local function run_server(a)
       if a.json then
         out(nil, json_text(traffic.to_iperf3_json(r)))
       else
-        out(nil, string.format('test %d from %s finished', i, tostring(r.host)))
+        out(nil, string.format('test %d from %s port %d finished', r.server_test or i,
+          tostring(r.host), r.peer_port or 0))
         -- a result that cannot be printed must not stop the server
         local okp, text = pcall(traffic.summary, r)
         out(nil, okp and text or ('(cannot print this result: ' .. tostring(text) .. ')'))

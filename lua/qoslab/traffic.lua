@@ -462,7 +462,9 @@ function Server:port() return self._ud:port() end
 -- view: `local_role = "server"`). Only the last `keep_results` (default
 -- 100) are kept; older ones are freed so a long-running server stays
 -- bounded in memory.
--- @treturn table list of result tables
+-- @treturn table list of result tables; each also has `server_test` (the
+--   test's number, as in `started`'s "test N") and `peer_port` (the client's
+--   control connection port), to match it with its start line
 -- @treturn integer number of tests finished since the start: the last
 --   result listed is test number `total`, the first `total - #list + 1`
 function Server:results()
@@ -492,9 +494,26 @@ function Server:rejected() return self._ud:rejected() end
 --   connection reset, ended by the data-idle watchdog or max_duration_s, ...)
 -- @treturn string|nil the last of either, naming the peer, e.g. "test failed
 --   from 10.0.0.2 port 41234: peer closed the control connection during the
---   test", "closed the oldest unidentified connection, from 10.0.0.9 port
---   5555 (no cookie for 0.3 s): max_unidentified_per_address (8) reached"
-function Server:problems() return self._ud:problems() end
+--   test", "closed an unidentified connection, from 10.0.0.9 port 5555 (no
+--   cookie for 0.3 s; its address held 8 unidentified, 0 of them data
+--   connections its tests expect): max_unidentified_per_address (8) reached"
+-- @treturn table the problem log: the last 256 problems (each rejection,
+--   eviction, refusal and failed test) numbered above `since_seq`, oldest
+--   first, each `{ seq = n (1, 2, ... since the start), test = the server's
+--   test number (0 when the connection never became a test), time_unix_s,
+--   host, port (the peer's), reason = the line as above }`; `total` = problems
+--   since the start, `dropped` = problems above `since_seq` no longer kept
+--   (more than 256 since then)
+-- @tparam[opt=0] integer since_seq list only the problems numbered above it
+--   (a log polls with the last `seq` it printed)
+-- @usage local _, _, _, log = srv:problems(seen)
+--   for _, p in ipairs(log) do print(p.reason); seen = p.seq end
+function Server:problems(since_seq)
+  if since_seq ~= nil and (math.type(since_seq) ~= 'integer' or since_seq < 0) then
+    error('since_seq: expected an integer >= 0, got ' .. tostring(since_seq), 2)
+  end
+  return self._ud:problems(since_seq)
+end
 
 --- The limits in effect (see `server`; defaults filled in).
 -- @treturn table `max_tests`, `max_tests_per_address`, `max_streams_per_address`,
@@ -507,7 +526,7 @@ function Server:limits() return self._ud:limits() end
 --- Tests started so far (parameters accepted), for a server's log.
 -- @treturn integer tests started since the server started
 -- @treturn string|nil the last one: peer address, protocol, streams,
---   direction, length and client kind, e.g. "test from 10.0.0.2: UDP,
+--   direction, length and client kind, e.g. "test 3 from 10.0.0.2 port 41234: UDP,
 --   4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab client"
 function Server:started() return self._ud:started() end
 
@@ -565,7 +584,10 @@ end
 --   freed).
 --   Limits for a server shared by untrusted peers (each refusal, eviction
 --   and forced end is in `:problems()` with the peer's address; a qoslab
---   client is told which limit refused it and its value):
+--   client is told which limit refused it and its value; a stock iperf3
+--   client gets ACCESS_DENIED, which iperf3 prints as "the server is busy
+--   running a test" whatever the limit was: its protocol has no room for the
+--   reason, so the server's log is where to look):
 --   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
 --   one peer cannot take more than 2 of the 64 slots, and a plan's
 --   one-test-at-a-time sweeps never notice), `max_streams_per_address`
@@ -573,10 +595,15 @@ end
 --   the client's `parallel` maximum), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
 --   address, 1-65536, default 8: a client opens its data connections one at a time,
---   so 8 leaves room for several clients behind one NAT) and
---   `max_unidentified` (all addresses, 1-65536, default 256); over either the newest
---   connection is kept and the oldest unidentified one closed, so a flood
---   of silent connections cannot lock others out. `data_idle_s` (0.001-86400
+--   so 8 leaves room for several clients behind one NAT; an address whose
+--   test waits for k data connections may hold k more, so a -P 128 burst is
+--   never cut) and `max_unidentified` (all addresses, 1-65536, default 256);
+--   over either the newest connection is kept and an unidentified one closed:
+--   of that address, or at the global cap of the address most over its
+--   allowance; the one silent longest, else the oldest that sent a cookie but
+--   no parameters, so a flood of silent connections (also from many
+--   addresses) cannot lock others out. IPv6 peers count per /64 for every
+--   per-address limit (IPv4-mapped IPv6 as IPv4). `data_idle_s` (0.001-86400
 --   s; a test whose streams move no byte (a TCP sender: none acknowledged)
 --   for this long is ended; its data connections must arrive within it
 --   too; default max(10 s, 64 x the control connection's RTO, so at least
@@ -589,7 +616,12 @@ end
 --   hour unless its owner says so), `test_buffer_bytes` (1-2^40, per-test buffer
 --   budget: the server's write/read buffer per stream plus the socket
 --   buffer of the stream's role the test asks for, as the kernel would
---   grant it (2 x min(request, rmem_max/wmem_max)); default 128 MiB: 128
+--   grant it (2 x min(request, rmem_max/wmem_max)), plus the interval
+--   records kept for its result (1056 + 248 B per stream each, one per
+--   interval: a timed test's ceil((time + omit) / interval) + 2 are counted
+--   when it asks, so 32 streams for an hour at 0.1 s intervals, 324 MB, are
+--   refused; a byte- or packet-limited test is ended, with the reason, when
+--   its records reach the budget); default 128 MiB: 128
 --   streams of 128 KiB writes, or 32 streams with 1 MiB windows, fit; a
 --   32-stream reverse test with 16 MiB writes (512 MiB) is refused).
 -- @treturn qoslab.Server to-be-closed handle with `:port()`, `:results()`,

@@ -86,10 +86,37 @@ describe('qoslab server / client commands', function()
       assert.matches('Server listening on ' .. port, s, 1, true)
       assert.matches('test 1 from 127.0.0.1', s, 1, true)
       -- the start line names the peer and what it asked for
-      assert.matches('test from 127%.0%.0%.1 port %d+: TCP, 1 stream, forward, 2 s, 200 Mbit/s '
+      assert.matches('test %d+ from 127%.0%.0%.1 port %d+: TCP, 1 stream, forward, 2 s, 200 Mbit/s '
         .. 'each, 131072%-byte writes, qoslab client %(1 running%)', s)
       assert.matches('%[  1%] fwd receiver server', s)
     end)
+
+  -- The server's log used to print only the last problem between two polls
+  -- ("5 more problems, the last: ..."), losing the others' peers and reasons.
+  it('server logs every problem on a line of its own, with the peer and its port', function()
+    local port, _, sout = server()
+    H.must(string.format([[python3 -c '
+import socket
+for _ in range(5):
+    c = socket.socket(); c.bind(("127.0.0.2", 0)); c.connect(("127.0.0.1", %d)); c.close()']],
+      port))
+    local deadline, n, L = H.now() + 5, 0, {}
+    repeat
+      H.sleep(0.1)
+      L = lines(H.read(sout) or '')
+      n = count(L, '^control connection rejected from 127%.0%.0%.2 port %d+: ')
+    until n >= 5 or H.now() > deadline
+    assert.equal(5, n, table.concat(L, '\n'))
+    assert.equal(0, count(L, 'more problems'))
+    local ports = {}
+    for _, l in ipairs(L) do
+      local pp = l:match('^control connection rejected from 127%.0%.0%.2 port (%d+)')
+      if pp then ports[pp] = true end
+    end
+    local distinct = 0
+    for _ in pairs(ports) do distinct = distinct + 1 end
+    assert.equal(5, distinct)
+  end)
 
   it('server -1 -J prints JSON only on stdout (its log goes to stderr)', function()
     local port, spid, sout = server('-1 -J')
@@ -103,7 +130,7 @@ describe('qoslab server / client commands', function()
     assert.equal('TCP', j.start.test_start.protocol)
     assert.is_number(j['end'].sum_received.bytes)
     assert.matches('Server listening on ' .. port, H.read(sout .. '.err'), 1, true)
-    assert.matches('test from 127%.0%.0%.1 port %d+: TCP, 1 stream, forward, 1 s, '
+    assert.matches('test %d+ from 127%.0%.0%.1 port %d+: TCP, 1 stream, forward, 1 s, '
       .. '131072%-byte writes, SO_RCVBUF 1048576 B, qoslab client',
       H.read(sout .. '.err'))
   end)

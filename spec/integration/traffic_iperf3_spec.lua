@@ -253,7 +253,7 @@ describe_if('iperf3 interop', function()
       -- and the iperf3 test was the last to start)
       local n, last = srv:started()
       assert.is_true(n >= 1)
-      assert.matches('^test from 127%.0%.0%.1 port %d+: TCP, 2 streams, forward, 1 s, '
+      assert.matches('^test %d+ from 127%.0%.0%.1 port %d+: TCP, 2 streams, forward, 1 s, '
         .. '300 Mbit/s each, 65536%-byte writes, iperf3 client$', last)
       assert.equal(e.sum_received.bytes, r.received.bytes)
       tcp_shortfall_ok(e.sum_sent.bytes, r.received.bytes, 'qoslab server received')

@@ -5,8 +5,12 @@ Every mode binds its connections to --src (a loopback address, so one
 "address" can be told from another), runs at most --seconds and then
 prints one JSON line with what it saw. Modes:
 
-  flood    keep --count silent TCP connections open (no cookie ever);
-           each one the server closes is opened again at once.
+  flood    keep --count silent TCP connections open (no cookie ever)
+           from each --src (a comma-separated list of addresses); each
+           one the server closes is opened again at once.
+  slowlegit  --count clients one after another, each waiting --gap s
+           before its cookie and again before its parameters (a client
+           far away); success = CREATE_STREAMS received.
   hold     keep --count clients that send a cookie and parameters for a
            long test (--time), then send nothing (--no-params: fall silent
            right after PARAM_EXCHANGE instead); --streams also opens the
@@ -63,18 +67,21 @@ def flood(a):
     opened = dropped = failed = 0
     end = time.monotonic() + a.seconds
 
-    def one():
+    srcs = a.src.split(',')
+
+    def one(src):
         nonlocal opened, failed
         try:
-            s = connect(a.src, a.port, blocking=False)
+            s = connect(src, a.port, blocking=False)
         except OSError:
             failed += 1
             return
-        sel.register(s, selectors.EVENT_READ)
+        sel.register(s, selectors.EVENT_READ, src)
         opened += 1
 
     for _ in range(a.count):
-        one()
+        for src in srcs:
+            one(src)
     while time.monotonic() < end:
         for key, _ in sel.select(timeout=0.05):
             s = key.fileobj
@@ -87,7 +94,7 @@ def flood(a):
                 s.close()
                 dropped += 1
                 if time.monotonic() < end:
-                    one()
+                    one(key.data)
     live = len(sel.get_map())
     for key in list(sel.get_map().values()):
         key.fileobj.close()
@@ -196,6 +203,31 @@ def hold(a):
     print(json.dumps(stats), flush=True)
 
 
+def slowlegit(a):
+    ok, seen = 0, {}
+    end = time.monotonic() + a.seconds
+    for _ in range(a.count):
+        if time.monotonic() > end:
+            break
+        b = None
+        try:
+            s = connect(a.src, a.port)
+            time.sleep(a.gap)
+            s.sendall(cookie())
+            b = recv_state(s)
+            if b == PARAM_EXCHANGE:
+                time.sleep(a.gap)
+                s.sendall(framed(params(1)))
+                b = recv_state(s)
+            s.close()
+        except OSError as e:
+            b = type(e).__name__
+        seen[str(b)] = seen.get(str(b), 0) + 1
+        ok += b == CREATE_STREAMS
+    print(json.dumps({'mode': 'slowlegit', 'ok': ok, 'tried': sum(seen.values()),
+                      'states': seen}), flush=True)
+
+
 def recv_state(s):
     b = s.recv(1)
     if not b:
@@ -259,7 +291,7 @@ def results(a):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument('mode', choices=['flood', 'hold', 'results'])
+    ap.add_argument('mode', choices=['flood', 'hold', 'results', 'slowlegit'])
     ap.add_argument('--port', type=int, required=True)
     ap.add_argument('--src', default='127.0.0.2')
     ap.add_argument('--count', type=int, default=1)
@@ -270,10 +302,11 @@ def main():
     ap.add_argument('--no-params', action='store_true',
                     help='hold: fall silent after PARAM_EXCHANGE, sending no parameters')
     ap.add_argument('--entries', type=int, default=1000)
+    ap.add_argument('--gap', type=float, default=0.5, help='slowlegit: seconds between steps')
     a = ap.parse_args()
     a.seconds = min(a.seconds, 120)   # every hostile peer is bounded in time
     a.count = min(a.count, 2000)
-    {'flood': flood, 'hold': hold, 'results': results}[a.mode](a)
+    {'flood': flood, 'hold': hold, 'results': results, 'slowlegit': slowlegit}[a.mode](a)
 
 
 if __name__ == '__main__':

@@ -176,6 +176,10 @@ describe('bin/qoslab exit status for bad command lines', function()
       { 'client 127.0.0.1 --connect-timeout 0',
         '--connect-timeout: expected a number of milliseconds in [1, 3600000], got 0' },
       { 'server -p -1', '-p: -1 is out of range [0, 65535]' },
+      -- the message states the range the flag takes (it said bytes >= 0, and 0 was refused)
+      { 'server --test-buffer -1M', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '-1M'" },
+      { 'server --test-buffer 0', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
+      { 'server -w 0', "-w: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
     } do
       local status, out, err = qoslab(c[1])
       assert.equal(2, status, c[1])
@@ -186,6 +190,14 @@ describe('bin/qoslab exit status for bad command lines', function()
     local o = assert(ct.parse_client { 'h', '-t', '2' })
     assert.equal(2, o.duration_s)
     assert.matches('-t: expected a positive number of seconds', select(2, ct.parse_client { 'h', '-t', '-5' }), 1, true)
+  end)
+
+  it('server --help states the defaults of -w, --idle-timeout and --data-idle', function()
+    local status, out = qoslab('server --help')
+    assert.equal(0, status)
+    assert.matches('default: none, the kernel autotunes', out, 1, true)
+    assert.matches('silent this long (s; default 30)', out, 1, true)
+    assert.matches('so at least 12.8 s', out, 1, true)
   end)
 
   it("errors show the subcommand's usage, not the top-level one", function()
