@@ -1,13 +1,13 @@
--- 003: in reverse mode (case 008 in the guest) only 3 of 7 result intervals
+-- 003: in reverse mode (a 4 s test through netem in the guest) only 3 of 7 result intervals
 -- carried the server's TCP_INFO sender entry and one interval was 2 s long
 -- (3.0-5.0 s) in a 4 s test: the sending server stopped ticking while it
 -- waited for its data to be acknowledged, the tick at the planned end was
 -- skipped although the client went on receiving the tail, and the server's
 -- intervals were placed by end time on a clock that started one control
--- message earlier. Also case 019: the sender's seconds included that wait
+-- message earlier. And the sender's seconds included that wait
 -- ("receiver 3.103 s < sender 3.155 s"). Here a tbf queue and the server's
 -- send buffer make a tail of about a second on a veth pair; the guest runs
--- case 008 itself (spec/netem/traffic_cases_spec.lua). Since regress 017
+-- the netem form in spec/netem/traffic_cases_spec.lua. Since regress 017
 -- the tail after the planned end is bounded (here by the 0.25 s drain) and
 -- held by the last interval.
 local H = require 'integration.traffic_helper'
