@@ -1806,6 +1806,15 @@ static uint64_t received_bytes(ql_test *t, int dir)
 	return b;
 }
 
+static uint64_t received_packets(ql_test *t, int dir)
+{
+	uint64_t n = 0;
+	for (int i = 0; i < t->nstreams; i++)
+		if (!t->st[i].sender && t->st[i].dir == dir)
+			n += atomic_load(&t->st[i].packets);
+	return n;
+}
+
 /* Sleep until `until` (or cond), ticking the grid meanwhile. */
 static int read_peer_interval(ql_test *t);
 static int fail_io(ql_test *t, int rc, const char *what);
@@ -3032,6 +3041,11 @@ static int client_done_cond(ql_test *t, int sender_done_signal)
 		if (t->proto == QL_PROTO_TCP && t->limit_bytes &&
 		    received_bytes(t, QL_DIR_REVERSE) >= t->limit_bytes)
 			rcv_ok = 1;
+		/* a stock iperf3 server sends until told TEST_END, which its
+		 * own client sends once it received the limit */
+		if (t->proto == QL_PROTO_UDP && t->limit_packets && !atomic_load(&t->peer_tags) &&
+		    received_packets(t, QL_DIR_REVERSE) >= t->limit_packets)
+			rcv_ok = 1;
 	}
 	return snd_ok && rcv_ok;
 }
@@ -3211,6 +3225,14 @@ static int client_protocol(ql_test *t)
 			break;
 		}
 		case QL_ST_CREATE_STREAMS:
+			/* No announcement before this: a stock iperf3 server,
+			 * which counts whole datagrams only, so a UDP byte limit
+			 * goes out rounded up to whole datagrams, as iperf3's. */
+			if (t->proto == QL_PROTO_UDP && !atomic_load(&t->peer_tags) &&
+			    t->limit_bytes) {
+				t->limit_bytes = 0;
+				udp_setup(t);
+			}
 			if ((rc = client_create_streams(t)) < 0)
 				return rc;
 			/* Receive from now on: the server sends as soon as it has
@@ -4230,6 +4252,11 @@ static int server_protocol(ql_test *t)
 	if (t->proto == QL_PROTO_UDP && t->peer == QL_PEER_QOSLAB && p->udp_limit_bytes &&
 	    t->limit_packets && !p->num_bytes)
 		t->limit_bytes = p->udp_limit_bytes;
+	/* A stock iperf3 client counts whole datagrams only (a shorter last
+	 * one is never counted, and it waits for it): its limit is rounded
+	 * up to whole datagrams, as iperf3 itself sends. */
+	if (t->proto == QL_PROTO_UDP && t->peer != QL_PEER_QOSLAB)
+		t->limit_bytes = 0;
 	t->limited = t->limit_bytes || t->limit_packets;
 	udp_setup(t);
 	if (!t->limited && !(p->time_s > 0)) {
@@ -4256,7 +4283,14 @@ static int server_protocol(ql_test *t)
 	pthread_mutex_lock(&t->srv->mu);
 	t->state = T_ACCEPTING;
 	pthread_mutex_unlock(&t->srv->mu);
-	rc = ql_io_write_state(t->ctl_fd, QL_ST_CREATE_STREAMS, ql_now_ns() + idle, stop);
+	/* A qoslab client learns before it opens its streams that this
+	 * server is qoslab too (it sends live records and takes an exact UDP
+	 * byte limit); a stock iperf3 server never says so. */
+	rc = 0;
+	if (t->peer == QL_PEER_QOSLAB)
+		rc = ql_io_write_state(t->ctl_fd, QL_ST_QL_LIVE, ql_now_ns() + idle, stop);
+	if (rc == 0)
+		rc = ql_io_write_state(t->ctl_fd, QL_ST_CREATE_STREAMS, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "CREATE_STREAMS");
 	if ((rc = server_collect_streams(t)) < 0)
@@ -4264,8 +4298,6 @@ static int server_protocol(ql_test *t)
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_START, ql_now_ns() + idle, stop);
 	if (rc == 0)
 		rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_RUNNING, ql_now_ns() + idle, stop);
-	if (rc == 0 && t->peer == QL_PEER_QOSLAB)
-		rc = ql_io_write_state(t->ctl_fd, QL_ST_QL_LIVE, ql_now_ns() + idle, stop);
 	if (rc < 0)
 		return fail_io(t, rc, "TEST_START");
 	default_drain(t);
