@@ -82,6 +82,9 @@ static void udp_handshake(int ctl, char *cookie, double time_s, double drain_s, 
 	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
 	CHECK_EQ_INT(ql_io_write_json(ctl, js, dl, NULL), 0);
 	free(js);
+	/* a qoslab server names itself (QL_LIVE) to a qoslab client first */
+	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
+	CHECK_EQ_INT(st, QL_ST_QL_LIVE);
 	CHECK_EQ_INT(ql_io_read_state(ctl, &st, dl, NULL), 0);
 	CHECK_EQ_INT(st, QL_ST_CREATE_STREAMS);
 }
