@@ -53,7 +53,8 @@ ifeq ($(SAN),tsan)
   LDFLAGS += -fsanitize=thread
 endif
 
-CORE_SRC := $(sort $(wildcard csrc/core/*.c))
+CORE_SRC := $(sort $(wildcard csrc/core/*.c csrc/core/engine/*.c))
+CORE_HDR := $(wildcard csrc/core/*.h csrc/core/engine/*.h)
 BIND_SRC := $(sort $(wildcard csrc/bind/*.c))
 CORE_OBJ := $(CORE_SRC:csrc/%.c=$(BUILD)/obj/%.o)
 BIND_OBJ := $(BIND_SRC:csrc/%.c=$(BUILD)/obj/%.o)
@@ -68,11 +69,11 @@ CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 all: $(SO)
 
-$(BUILD)/obj/core/%.o: csrc/core/%.c $(wildcard csrc/core/*.h)
+$(BUILD)/obj/core/%.o: csrc/core/%.c $(CORE_HDR)
 	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/bind/%.o: csrc/bind/%.c $(wildcard csrc/core/*.h csrc/bind/*.h)
+$(BUILD)/obj/bind/%.o: csrc/bind/%.c $(CORE_HDR) $(wildcard csrc/bind/*.h)
 	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) -I$(LUA_INCDIR) $(CFLAGS) -c $< -o $@
 
@@ -81,7 +82,7 @@ $(SO): $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # C unit tests of csrc/core (no Lua): one binary per spec/c/test_*.c.
-$(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_OBJ)
+$(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_HDR) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -Icsrc/core $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS)
 
@@ -143,7 +144,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_SRC     := $(sort $(wildcard spec/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:spec/fuzz/%.c=build/fuzz/%)
 
-build/fuzz/%: spec/fuzz/%.c $(CORE_SRC) $(wildcard csrc/core/*.h)
+build/fuzz/%: spec/fuzz/%.c $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  $(NL_CFLAGS) $(CJSON_CFLAGS) -Icsrc/core -o $@ $< $(CORE_SRC) $(LIBS)

@@ -1,5 +1,5 @@
 /*
- * traffic.c - Lua binding of the traffic engine (csrc/core/engine.h).
+ * traffic.c - Lua binding of the traffic engine (csrc/core/engine/engine.h).
  *
  * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
@@ -24,7 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/engine.h"
+#include "../core/engine/engine.h"
 #include "../core/netns.h"
 #include "../core/sig.h"
 #include "../core/tcpca.h"

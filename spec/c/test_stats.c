@@ -1,4 +1,4 @@
-/* C unit tests of csrc/core/stats.c (cases 001, 002, 005, 010, 032). */
+/* C unit tests of csrc/core/engine/stats.c (cases 001, 002, 005, 010, 032). */
 #include "ctest.h"
 
 #include <errno.h>
@@ -12,7 +12,7 @@
 #include <linux/tcp.h>
 
 #include "err.h"
-#include "stats.h"
+#include "engine/stats.h"
 #include "timer.h"
 
 /* Deterministic PRNG (xorshift64*), so every run checks the same packets. */

@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "ctest.h"
-#include "engine.h"
-#include "engine_int.h"
-#include "proto.h"
+#include "engine/engine.h"
+#include "engine/engine_int.h"
+#include "engine/proto.h"
 #include "timer.h"
 
 static int connect_to(int type, int port)

@@ -29,9 +29,9 @@
 #include <unistd.h>
 
 #include "engine_int.h"
-#include "nl.h"
+#include "../nl.h"
 #include "stats.h"
-#include "timer.h"
+#include "../timer.h"
 
 #ifndef UDP_SEGMENT
 #define UDP_SEGMENT 103

@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "../err.h"
 
 #define QL_COOKIE_SIZE 37
 

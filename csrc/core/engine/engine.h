@@ -56,7 +56,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "../err.h"
 #include "proto.h"
 
 enum { QL_PROTO_TCP = 0, QL_PROTO_UDP = 1 };

@@ -1,5 +1,5 @@
 /*
- * engine_int.h - declarations shared by engine.c and engine_json.c only.
+ * engine_int.h - declarations shared by engine.c and results_json.c only.
  */
 #ifndef QL_ENGINE_INT_H
 #define QL_ENGINE_INT_H
