@@ -12,8 +12,8 @@
 #include <unistd.h>
 
 #include "engine/engine.h"
-#include "engine/engine_int.h"
 #include "engine/proto.h"
+#include "engine/results_json.h"
 #include "timer.h"
 
 TEST(cookie_shape)

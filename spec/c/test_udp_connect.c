@@ -21,8 +21,8 @@
 
 #include "ctest.h"
 #include "engine/engine.h"
-#include "engine/engine_int.h"
 #include "engine/proto.h"
+#include "engine/results_json.h"
 #include "timer.h"
 
 static int connect_to(int type, int port)

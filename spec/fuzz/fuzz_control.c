@@ -10,6 +10,7 @@
 
 #include "engine/engine.h"
 #include "engine/proto.h"
+#include "engine/results_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

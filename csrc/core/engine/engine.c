@@ -28,7 +28,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "engine_int.h"
+#include "results_json.h"
 #include "../nl.h"
 #include "stats.h"
 #include "../timer.h"

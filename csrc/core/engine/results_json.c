@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
-#include "engine_int.h"
+#include "proto.h"
+#include "record.h"
+#include "results_json.h"
 
 #define MAX_PEER_STREAMS 1024
 #define MAX_PEER_INTERVALS 100000
