@@ -142,4 +142,12 @@ int64_t ql_grid_tick_ns(int64_t start_ns, int64_t omit_ns, int64_t period_ns,
 void ql_bufinfo_fill(ql_bufinfo *b, int64_t requested, int64_t granted,
 		     int64_t max_bytes, const char *sysctl);
 
+/* Record arithmetic of the engine (record.c). */
+void entry_finish(ql_entry *x);
+void entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
+	       int r, int *ncnt, int *nret, int *njit);
+void interval_sums(ql_interval *iv);
+void fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
+const char *side_label(int side);
+
 #endif
