@@ -182,7 +182,7 @@ install: $(SO)
 	install -d $(INST_LIBDIR)/qoslab $(INST_LUADIR)/qoslab $(INST_BINDIR)
 	install -m 755 $(SO) $(INST_LIBDIR)/qoslab/core.so
 	for f in $(LUA_MOD:lua/%=%); do install -D -m 644 lua/$$f $(INST_LUADIR)/$$f || exit 1; done
-	install -m 755 spec/support/vm/run-in-vm.sh $(INST_LUADIR)/qoslab/run-in-vm.sh
+	install -D -m 755 lua/qoslab/vm/run-in-vm.sh $(INST_LUADIR)/qoslab/vm/run-in-vm.sh
 	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
 
 clean:
