@@ -177,11 +177,13 @@ check-fresh:
 INST_LIBDIR ?= /usr/local/lib/lua/5.4
 INST_LUADIR ?= /usr/local/share/lua/5.4
 INST_BINDIR ?= /usr/local/bin
+# Every Lua module, sub-folders (qoslab/cli/...) included.
+LUA_MOD := $(sort $(wildcard lua/qoslab/*.lua lua/qoslab/*/*.lua))
 install: $(SO)
 	install -d $(INST_LIBDIR)/qoslab $(INST_LUADIR)/qoslab $(INST_BINDIR)
 	install -m 755 $(SO) $(INST_LIBDIR)/qoslab/core.so
-	install -m 644 lua/qoslab/*.lua $(INST_LUADIR)/qoslab/
-	install -m 755 spec/support/vm/run-in-vm.sh $(INST_LUADIR)/qoslab/run-in-vm.sh
+	for f in $(LUA_MOD:lua/%=%); do install -D -m 644 lua/$$f $(INST_LUADIR)/$$f || exit 1; done
+	install -D -m 755 lua/qoslab/vm/run-in-vm.sh $(INST_LUADIR)/qoslab/vm/run-in-vm.sh
 	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
 
 clean:

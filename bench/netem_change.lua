@@ -15,7 +15,7 @@
 --
 -- Where the kernel has no sch_netem (this project's development machines),
 -- the script runs itself inside the VM guest with the project's harness
--- (spec/support/vm/run-in-vm.sh, or the script named by $QOSLAB_VM_RUN) and
+-- (lua/qoslab/vm/run-in-vm.sh, or the script named by $QOSLAB_VM_RUN) and
 -- prints what the guest printed; without a harness it says so and skips.
 -- Needs root.
 local qoslab = require 'qoslab'
@@ -35,7 +35,7 @@ local ok, err = pcall(function()
   local r, msg, code = netem.apply('qlb0', { delay_ms = delays[1] }, o)
   if not r and code == 'ENOTSUP' then
     netns.delete(ns)
-    local vm = os.getenv('QOSLAB_VM_RUN') or 'spec/support/vm/run-in-vm.sh'
+    local vm = os.getenv('QOSLAB_VM_RUN') or 'lua/qoslab/vm/run-in-vm.sh'
     local f = io.open(vm, 'r')
     if not f then
       print('netem_change: skipped: ' .. msg .. '; no VM harness at ' .. vm ..

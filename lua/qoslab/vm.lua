@@ -9,8 +9,8 @@
 -- results. `run` streams output as the guest writes it; a program that
 -- buffers its stdout (C stdio on a non-terminal) shows it late unless run
 -- under `stdbuf -oL` (`run_script` does that). The work is done by
--- `run-in-vm.sh` (in the checkout: `spec/support/vm/run-in-vm.sh`;
--- installed: beside this file; or `$QOSLAB_VM_SCRIPT`), whose header lists
+-- `run-in-vm.sh` (`qoslab/vm/run-in-vm.sh` beside this file, in the checkout
+-- and installed alike; or `$QOSLAB_VM_SCRIPT`), whose header lists
 -- the `QOSLAB_VM_*` knobs.
 -- Under TCG emulation a boot costs about 3 s and code runs 10-35x slower;
 -- netem rates up to about 1 Gbit/s are reproduced
@@ -59,15 +59,14 @@ local function self_pid()
   return tonumber(s:match('^(%d+)')) or 0
 end
 
--- The harness script: $QOSLAB_VM_SCRIPT, installed beside this file, or the
--- checkout's. Returns path or nil.
+-- The harness script: $QOSLAB_VM_SCRIPT, else vm/run-in-vm.sh beside this
+-- file (the checkout's lua/qoslab/vm/, or where make install put it).
+-- Returns path or nil.
 local function harness()
   local env = os.getenv('QOSLAB_VM_SCRIPT')
   if env and env ~= '' then return is_file(env) and env or nil end
-  local d = here()
-  for _, p in ipairs { d .. '/run-in-vm.sh', d .. '/../../spec/support/vm/run-in-vm.sh' } do
-    if is_file(p) then return p end
-  end
+  local p = here() .. '/vm/run-in-vm.sh'
+  if is_file(p) then return p end
   return nil
 end
 

@@ -50,7 +50,7 @@ describe('the rockspec', function()
     local declared = { argparse = 'argparse', cjson = 'lua-cjson', dkjson = 'dkjson', lfs = 'luafilesystem' }
     local deps = {}
     for _, d in ipairs(spec.dependencies) do deps[d:match('^(%S+)')] = true end
-    local out = sh("grep -ho \"require[ (]*'[%w._]*'\" lua/qoslab/*.lua bin/qoslab | sort -u")
+    local out = sh("grep -rho \"require[ (]*'[%w._]*'\" lua/qoslab bin/qoslab | sort -u")
     for mod in out:gmatch("'([%w._]+)'") do
       local top = mod:match('^[^.]+')
       if top ~= 'qoslab' then
@@ -145,7 +145,7 @@ describe('the rockspec', function()
     local lp, lc = tree .. '/share/lua/5.4/', tree .. '/lib/lua/5.4/'
     assert.equal(table.concat({
       'argparse=' .. lp .. 'argparse.lua', 'dkjson=' .. lp .. 'dkjson.lua',
-      'qoslab.plan=' .. lp .. 'qoslab/plan.lua', 'qoslab.cli=' .. lp .. 'qoslab/cli.lua',
+      'qoslab.plan=' .. lp .. 'qoslab/plan.lua', 'qoslab.cli=' .. lp .. 'qoslab/cli/init.lua',
       'cjson=' .. lc .. 'cjson.so', 'lfs=' .. lc .. 'lfs.so', 'qoslab.core=' .. lc .. 'qoslab/core.so',
       version .. ' ok 6 delay_ms=50,loss_pct=1', '' }, '\n'), out)
     -- The restriction is real: without the tree, Debian's argparse is not found.

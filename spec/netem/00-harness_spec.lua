@@ -1,6 +1,6 @@
 -- The guest that `make check-netem` boots really has netem and the other
 -- qdiscs, classifiers, actions and links qoslab uses. Runs inside the guest
--- (spec/support/vm/run-in-vm.sh); on a host without sch_netem it fails at the
+-- (lua/qoslab/vm/run-in-vm.sh); on a host without sch_netem it fails at the
 -- first `tc ... netem`, which is the point.
 local cjson = require 'cjson'
 

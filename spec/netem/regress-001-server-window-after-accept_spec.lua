@@ -8,7 +8,7 @@
 -- changes. There the old code still reached rcv_ssthresh 7.5 MB (measured
 -- with ss -ti), so the host hid the bug. The check needs netem and runs in
 -- the guest:
---   spec/support/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/regress-001-server-window-after-accept_spec.lua'
+--   lua/qoslab/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/regress-001-server-window-after-accept_spec.lua'
 local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
 local H = require 'integration.traffic_helper'

@@ -1,7 +1,7 @@
 -- The traffic cases that need sch_netem (../shared/cases 001, 002, 005, 007,
 -- 008, 010, 015, 016, 019, 021; 013 is in traffic_window_spec.lua), on two
 -- namespaces joined by a veth pair with netem set by `tc`. Runs in the guest:
---   spec/support/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_cases_spec.lua'
+--   lua/qoslab/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_cases_spec.lua'
 -- Most durations are cut to 2-5 s (the guest is 10-35x slower); each check
 -- keeps the strictness its case defines, and each block names what went
 -- wrong in iperf3. Namespaces (and with them the qdiscs) are removed after

@@ -3,7 +3,7 @@
 -- 4 MiB window over 600 ms RTT carries about 4 MiB per RTT in BOTH
 -- directions. iperf3 (#143, #333) set it after accept, or not at all, and a
 -- reverse test crawled at the default window / RTT. Runs in the guest:
---   spec/support/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_window_spec.lua'
+--   lua/qoslab/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_window_spec.lua'
 -- The case's 90 ms RTT asks for 373 Mbit/s, more than the emulated guest's
 -- CPU carries through netem; at 300 ms (112 Mbit/s) the guest was close to
 -- its limit, and one reverse run fell to 54.7 Mbit/s on a loaded host. At

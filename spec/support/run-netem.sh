@@ -1,7 +1,7 @@
 #!/bin/sh
 # run-netem.sh - `make check-netem`: run the specs that need a kernel with
 # sch_netem (spec/netem, or the dirs in $QOSLAB_NETEM_DIRS) in ONE qemu
-# guest booted by spec/support/vm/run-in-vm.sh, streaming its output here. The guest's busted
+# guest booted by lua/qoslab/vm/run-in-vm.sh, streaming its output here. The guest's busted
 # writes its counts into a read-write share; they become
 # $QOSLAB_BUILD/counts/netem.txt ("passed failed skipped"; the directory can
 # be moved with QOSLAB_COUNTS_DIR).
@@ -17,7 +17,7 @@
 set -u
 cd "$(dirname "$0")/../.."
 build=${QOSLAB_BUILD:-build}
-vm=spec/support/vm/run-in-vm.sh
+vm=lua/qoslab/vm/run-in-vm.sh
 cdir=${QOSLAB_COUNTS_DIR:-$build/counts}
 mkdir -p "$cdir"
 counts=$cdir/netem.txt

@@ -13,7 +13,7 @@ local netns = require 'qoslab.netns'
 local link = require 'qoslab.link'
 local shape = require 'qoslab.shape'
 local testbed = require 'qoslab.testbed'
-local cli_traffic = require 'qoslab.cli_traffic'
+local cli_traffic = require 'qoslab.cli.traffic'
 
 local NUL = 'expected a string without NUL bytes, got string "'
 local NS = "expected a namespace name (1..200 bytes, no '/', not . or ..), got"

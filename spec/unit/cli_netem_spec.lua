@@ -21,7 +21,7 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
 
   local function netem(argv)
     local argparse = require 'argparse'
-    local cp = require 'qoslab.cli_netem'
+    local cp = require 'qoslab.cli.netem'
     local parser = argparse('qoslab')
     cp.commands.netem.describe(parser:command('netem'))
     local ok, a = parser:pparse({ 'netem', table.unpack(argv) })

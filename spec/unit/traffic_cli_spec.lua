@@ -1,7 +1,7 @@
 -- `qoslab server` / `qoslab client` flag parsing: iperf3's flags and unit
 -- suffixes, mapping onto qoslab.traffic options, and clear errors with exit
 -- status 2 for bad command lines.
-local ct = require 'qoslab.cli_traffic'
+local ct = require 'qoslab.cli.traffic'
 
 -- Run bin/qoslab with arguments; returns exit status, stdout, stderr.
 local function qoslab(args)
@@ -16,7 +16,7 @@ local function qoslab(args)
   return status, out, err
 end
 
-describe('qoslab.cli_traffic unit suffixes', function()
+describe('qoslab.cli.traffic unit suffixes', function()
   it('rates are 1000-based in either case, like iperf3 (-b 2K = 2000)', function()
     assert.equal(2000, ct.parse_rate('2K'))
     assert.equal(2000, ct.parse_rate('2k'))

@@ -7,7 +7,7 @@
 -- as iperf3's own parser does (checked with `iperf3 -J`: `-b 2K` gives
 -- 2000 bit/s, `-l 1k` 1024 bytes). Unlike iperf3, an unknown suffix or a
 -- malformed number is an error (exit status 2), not silently truncated.
--- @module qoslab.cli_traffic
+-- @module qoslab.cli.traffic
 local cli = require 'qoslab.cli'
 
 -- An interval record with only the entries measured by `side`.

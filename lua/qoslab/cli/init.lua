@@ -60,9 +60,10 @@ function M.loadfile(path)
 end
 
 -- A message's leading position when it points into qoslab's own Lua files
--- ("./lua/qoslab/netem.lua:253: "): of no use to the reader of a plan.
+-- ("./lua/qoslab/netem.lua:253: ", "./lua/qoslab/cli/plan.lua:9: "): of no
+-- use to the reader of a plan.
 local function strip_internal(msg)
-  return (msg:gsub('^[^\n:]-qoslab/[%w_]+%.lua:%d+: ', ''))
+  return (msg:gsub('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: ', ''))
 end
 
 --- xpcall handler for a user script: the message alone, positioned at the
@@ -191,7 +192,7 @@ function M.main(argv)
   -- (nil when main is called with a plain list, as specs do).
   M.started_as = M.self_command(argv)
   -- Concerns that add subcommands.
-  for _, mod in ipairs { 'qoslab.cli_netem', 'qoslab.cli_traffic', 'qoslab.cli_plan' } do
+  for _, mod in ipairs { 'qoslab.cli.netem', 'qoslab.cli.traffic', 'qoslab.cli.plan' } do
     local ok, err = pcall(require, mod)
     if not ok and not tostring(err):find("module '" .. mod .. "' not found", 1, true) then
       error(err, 0)

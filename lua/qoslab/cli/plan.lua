@@ -1,4 +1,4 @@
---- Subcommands `run`, `demo` and `cleanup` of bin/qoslab (`netem` is in qoslab.cli_netem).
+--- Subcommands `run`, `demo` and `cleanup` of bin/qoslab (`netem` is in qoslab.cli.netem).
 --
 -- `qoslab run PLAN.lua [--out DIR] [--resume] [--guest|--host] [--quick] [-- ARGS...]`
 -- runs a plan file. The file is a Lua chunk; it sees:
@@ -15,7 +15,7 @@
 -- results land in the host's DIR point by point. SIGINT/SIGTERM end the run
 -- through a Lua error, so to-be-closed testbeds and netem scopes are removed;
 -- the exit status is then 130/143.
--- @module qoslab.cli_plan
+-- @module qoslab.cli.plan
 local cli = require 'qoslab.cli'
 local plan = require 'qoslab.plan'
 local fs = require 'qoslab.fs'

@@ -9,7 +9,7 @@
 -- `limit auto` sizes the queue as `qoslab.netem` documents. Put `--` before
 -- options with negative numbers (rate overheads). Exit status: 0 done,
 -- 1 a failure of the world (message and code on stderr), 2 bad input.
--- @module qoslab.cli_netem
+-- @module qoslab.cli.netem
 local cli = require 'qoslab.cli'
 
 local M = { commands = {} }

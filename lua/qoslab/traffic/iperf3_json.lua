@@ -1,0 +1,232 @@
+--- A traffic result in iperf3's `-J` JSON schema (iperf3 3.12's layout):
+-- a pure function over a result table (see qoslab.traffic).
+-- @module qoslab.traffic.iperf3_json
+local measuring_side = require('qoslab.traffic.summary').measuring_side
+
+local M = {}
+
+-- ---------------------------------------------------------- iperf3 JSON --
+
+local function local_entry(res, dir, role)
+  return measuring_side(dir, role) == res.local_role
+end
+
+-- iperf3's "sender" flag: is the local end the sender of that direction.
+local function local_sends(res, dir)
+  return (dir == 'forward') == (res.local_role == 'client')
+end
+
+local function data_dir(res) return res.reverse and 'reverse' or 'forward' end
+
+local function interval_json(res, iv)
+  local out = { streams = {} }
+  local udp = res.proto == 'udp'
+  local sums = {}
+  local secs = iv.seconds or ((iv.end_s or 0) - (iv.start_s or 0))
+  for _, s in ipairs(iv.streams or {}) do
+    local dir = s.direction or data_dir(res)
+    if local_entry(res, dir, s.role) then
+      local e = { socket = s.id, start = iv.start_s, ['end'] = iv.end_s, seconds = secs,
+        bytes = s.bytes, bits_per_second = s.bits_per_second, omitted = iv.omitted == true,
+        sender = local_sends(res, dir) }
+      if s.role == 'sender' and not udp then
+        e.retransmits = s.retransmits
+        e.snd_cwnd = s.snd_cwnd_bytes
+        e.snd_wnd = s.snd_wnd_bytes
+        e.rtt = s.rtt_us
+        e.rttvar = s.rttvar_us
+        e.pmtu = s.pmtu_bytes
+      elseif udp then
+        e.packets = s.packets
+        if s.role == 'receiver' then
+          e.packets = (s.packets or 0) + (s.lost_packets or 0)
+          if s.unique_packets then e.packets = s.unique_packets + (s.lost_packets or 0) end
+          e.jitter_ms = s.jitter_ms or 0.0
+          e.lost_packets = s.lost_packets or 0
+          e.lost_percent = e.packets > 0 and 100.0 * e.lost_packets / e.packets or 0.0
+        end
+      end
+      out.streams[#out.streams + 1] = e
+      local key = res.bidir and dir or 'all'
+      local sum = sums[key]
+      if not sum then
+        sum = { start = iv.start_s, ['end'] = iv.end_s, seconds = secs, bytes = 0,
+          omitted = iv.omitted == true, sender = e.sender, _jit = 0, _nj = 0 }
+        sums[key] = sum
+      end
+      sum.bytes = sum.bytes + (s.bytes or 0)
+      if e.retransmits then sum.retransmits = (sum.retransmits or 0) + e.retransmits end
+      if e.packets then sum.packets = (sum.packets or 0) + e.packets end
+      if e.lost_packets then sum.lost_packets = (sum.lost_packets or 0) + e.lost_packets end
+      if e.jitter_ms then sum._jit = sum._jit + e.jitter_ms; sum._nj = sum._nj + 1 end
+    end
+  end
+  for key, sum in pairs(sums) do
+    sum.bits_per_second = secs > 0 and sum.bytes * 8 / secs or 0.0
+    if sum._nj > 0 then sum.jitter_ms = sum._jit / sum._nj end
+    if sum.lost_packets then
+      sum.lost_percent = (sum.packets or 0) > 0 and 100.0 * sum.lost_packets / sum.packets or 0.0
+    end
+    sum._jit, sum._nj = nil, nil
+    if key == 'reverse' then out.sum_bidir_reverse = sum else out.sum = sum end
+  end
+  if not out.sum then
+    out.sum = { start = iv.start_s, ['end'] = iv.end_s, seconds = secs, bytes = 0,
+      bits_per_second = 0.0, omitted = iv.omitted == true, sender = local_sends(res, data_dir(res)) }
+  end
+  return out
+end
+
+local function total_json(x, sender_flag, tcp_sender)
+  local e = { start = 0, ['end'] = x.seconds, seconds = x.seconds, bytes = x.bytes,
+    bits_per_second = x.bits_per_second, sender = sender_flag }
+  if tcp_sender then e.retransmits = x.retransmits end
+  return e
+end
+
+local function udp_total(sent, recv, flag, view)
+  local packets = sent.packets or ((recv.unique_packets or 0) + (recv.lost_packets or 0))
+  local src = view == 'sender' and sent or recv
+  return { start = 0, ['end'] = src.seconds, seconds = src.seconds, bytes = src.bytes,
+    bits_per_second = src.bits_per_second,
+    jitter_ms = view == 'sender' and 0.0 or (recv.jitter_ms or 0.0),
+    lost_packets = view == 'sender' and 0 or (recv.lost_packets or 0),
+    packets = packets,
+    lost_percent = view == 'sender' and 0.0 or (recv.lost_pct or 0.0),
+    -- iperf3 3.12 marks UDP's sum_sent as the sender's and sum_received
+    -- as the receiver's, whichever end prints them
+    sender = view == 'sender' }
+end
+
+--- Convert a result to iperf3's `-J` JSON schema (as printed by iperf3 3.12).
+--
+-- `start` (version, system_info, timestamp, connecting_to, test_start,
+-- sock_bufsize, sndbuf_actual, rcvbuf_actual, target_bitrate), `intervals`
+-- (the local end's measurements: `streams`, `sum`, and with bidir
+-- `sum_bidir_reverse`; omitted intervals included with `omitted = true` as
+-- iperf3 does), `end` (`streams` with `sender`/`receiver` for TCP or `udp`
+-- for UDP, `sum_sent`, `sum_received`, for bidir `sum_sent_bidir_reverse`
+-- and `sum_received_bidir_reverse`, for UDP `sum`, and
+-- `cpu_utilization_percent` with host_* from the local end and remote_*
+-- from the peer). `socket` holds qoslab's stream id. Keys qoslab did not
+-- measure (e.g. `snd_wnd`, `pmtu`) are left out rather than set to 0;
+-- `sender` is true where the local end sent that direction's data.
+-- @tparam table res a result table
+-- @treturn table a plain table; encode with cjson / dkjson
+-- @usage print(require('cjson').encode(traffic.to_iperf3_json(res)))
+function M.to_iperf3_json(res)
+  local o = res.options or {}
+  local udp = res.proto == 'udp'
+  local st1 = res.streams and res.streams[1] or {}
+  local lsnd = local_sends(res, data_dir(res))
+  local mybuf = lsnd and st1.sender or st1.receiver or {}
+  local sndbuf = (lsnd and mybuf.sndbuf) or {}
+  local rcvbuf = (not lsnd and mybuf.rcvbuf) or {}
+  local blksize = o.length_bytes
+  if not blksize then
+    if udp and res.sent and (res.sent.packets or 0) > 0 then
+      blksize = res.sent.bytes // res.sent.packets
+    else
+      blksize = udp and 1460 or 131072
+    end
+  end
+  local target = o.bitrate_bps or (udp and 1000000 or 0)
+  local start_time = res.start_time_unix_s or 0
+  local start = {
+    connected = {},
+    version = 'qoslab ' .. tostring(require('qoslab.core')._VERSION),
+    system_info = M._uname(),
+    timestamp = { time = os.date('!%a, %d %b %Y %H:%M:%S GMT', math.floor(start_time)),
+      timesecs = math.floor(start_time) },
+    connecting_to = { host = res.host, port = res.port },
+    target_bitrate = math.tointeger(target) or target,
+    sock_bufsize = o.window_bytes or 0,
+    sndbuf_actual = sndbuf.granted_bytes or 0,
+    rcvbuf_actual = rcvbuf.granted_bytes or 0,
+    test_start = {
+      protocol = udp and 'UDP' or 'TCP', num_streams = res.parallel,
+      blksize = blksize, omit = o.omit_s or res.omit_s or 0,
+      duration = o.duration_s or ((o.bytes or o.packets) and 0 or 10),
+      bytes = o.bytes or 0, blocks = o.packets or 0,
+      reverse = res.reverse and 1 or 0, tos = o.tos or 0,
+      target_bitrate = math.tointeger(target) or target,
+    },
+  }
+  if o.title then start.title = o.title end
+  for _, s in ipairs(res.streams or {}) do
+    start.connected[#start.connected + 1] = { socket = s.id, remote_host = res.host,
+      remote_port = res.port }
+  end
+  local intervals = {}
+  for _, iv in ipairs(res.intervals or {}) do intervals[#intervals + 1] = interval_json(res, iv) end
+
+  local e = { streams = {} }
+  for _, s in ipairs(res.streams or {}) do
+    local dir = s.direction or data_dir(res)
+    local flag = local_sends(res, dir)
+    local snd, rcv = s.sender or {}, s.receiver or {}
+    if udp then
+      local lview = flag and snd or rcv
+      e.streams[#e.streams + 1] = { udp = { socket = s.id, start = 0, ['end'] = lview.seconds,
+        seconds = lview.seconds, bytes = lview.bytes, bits_per_second = lview.bits_per_second,
+        jitter_ms = rcv.jitter_ms or 0.0, lost_packets = rcv.lost_packets or 0,
+        packets = snd.packets or ((rcv.unique_packets or 0) + (rcv.lost_packets or 0)),
+        lost_percent = rcv.lost_pct or 0.0, out_of_order = rcv.out_of_order_packets or 0,
+        sender = flag } }
+    else
+      local se = total_json(snd, flag, true)
+      se.socket = s.id
+      se.max_snd_cwnd = snd.max_snd_cwnd_bytes
+      se.max_rtt, se.min_rtt, se.mean_rtt = snd.max_rtt_us, snd.min_rtt_us, snd.mean_rtt_us
+      local re = total_json(rcv, flag, false)
+      re.socket = s.id
+      e.streams[#e.streams + 1] = { sender = se, receiver = re }
+    end
+  end
+  local function sums(sent, recv, dir, suffix)
+    if not sent or not recv then return end
+    local flag = local_sends(res, dir)
+    if udp then
+      e['sum_sent' .. suffix] = udp_total(sent, recv, flag, 'sender')
+      e['sum_received' .. suffix] = udp_total(sent, recv, flag, 'receiver')
+    else
+      e['sum_sent' .. suffix] = total_json(sent, flag, true)
+      e['sum_received' .. suffix] = total_json(recv, flag, false)
+    end
+  end
+  sums(res.sent, res.received, data_dir(res), '')
+  if res.bidir then sums(res.reverse_sent, res.reverse_received, 'reverse', '_bidir_reverse') end
+  if udp and res.sent and res.received then
+    -- iperf3's UDP "sum": the local end's bytes with the receiver's loss and jitter.
+    local s = udp_total(res.sent, res.received, lsnd, 'receiver')
+    local lview = lsnd and res.sent or res.received
+    s.bytes, s.bits_per_second = lview.bytes, lview.bits_per_second
+    s.seconds, s['end'] = lview.seconds, lview.seconds
+    s.sender = lsnd
+    e.sum = s
+  end
+  local mine = res.cpu and res.cpu[res.local_role]
+  local peer = res.cpu and res.cpu[res.local_role == 'client' and 'server' or 'client']
+  if mine or peer then
+    local c = {}
+    if mine then c.host_total, c.host_user, c.host_system = mine.total_pct, mine.user_pct, mine.system_pct end
+    if peer then c.remote_total, c.remote_user, c.remote_system = peer.total_pct, peer.user_pct, peer.system_pct end
+    e.cpu_utilization_percent = c
+  end
+  if not udp and o.congestion then
+    e.sender_tcp_congestion = o.congestion
+    e.receiver_tcp_congestion = o.congestion
+  end
+  return { start = start, intervals = intervals, ['end'] = e }
+end
+
+local uname_cache
+-- `uname -a` for iperf3's start.system_info (internal; cached).
+function M._uname()
+  if not uname_cache then
+    uname_cache = require('qoslab.fs').uname_a()
+  end
+  return uname_cache
+end
+
+return M

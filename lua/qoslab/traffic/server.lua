@@ -1,0 +1,124 @@
+--- The handle of a running traffic server (`qoslab.server` returns one).
+-- @classmod qoslab.traffic.server
+local check = require 'qoslab.check'
+local as_result = require('qoslab.traffic.result').as_result
+
+local Server = { __name = 'qoslab.Server' }
+Server.__index = Server
+
+--- The listening port (useful with `port = 0`).
+-- @treturn integer
+function Server:port() return self._ud:port() end
+
+--- Results of the last tests this server finished, oldest first (server
+-- view: `local_role = "server"`). Only the last `keep_results` (default
+-- 100) are kept; older ones are freed so a long-running server stays
+-- bounded in memory.
+-- @treturn table list of result tables; each also has `server_test` (the
+--   test's number, as in `started`'s "test N") and `peer_port` (the client's
+--   control connection port), to match it with its start line
+-- @treturn integer number of tests finished since the start: the last
+--   result listed is test number `total`, the first `total - #list + 1`
+function Server:results()
+  local list, total = self._ud:results()
+  for _, r in ipairs(list) do as_result(r) end
+  return list, total
+end
+
+--- Number of tests finished since the start (kept or already freed).
+-- @treturn integer
+function Server:finished() return self._ud:finished() end
+
+--- Number of tests running now.
+-- @treturn integer
+function Server:tests_running() return self._ud:tests_running() end
+
+--- Number of control connections the server refused (bad cookie,
+-- malformed or oversized messages, silent clients).
+-- @treturn integer
+function Server:rejected() return self._ud:rejected() end
+
+--- What went wrong so far, for a server's log.
+-- @treturn integer control connections rejected (bad cookie, malformed or
+--   oversized message, silence, a client that left before its test ran, a
+--   test refused by a limit, an unidentified connection closed to make room)
+-- @treturn integer tests that started and did not finish (client gone,
+--   connection reset, ended by the data-idle watchdog or max_duration_s, ...)
+-- @treturn string|nil the last of either, naming the peer, e.g. "test failed
+--   from 10.0.0.2 port 41234: peer closed the control connection during the
+--   test", "closed an unidentified connection, from 10.0.0.9 port 5555 (no
+--   cookie for 0.3 s; its address held 8 unidentified, 0 of them data
+--   connections its tests expect): max_unidentified_per_address (8) reached"
+-- @treturn table the problem log: the last 256 problems (each rejection,
+--   eviction, refusal and failed test) numbered above `since_seq`, oldest
+--   first, each `{ seq = n (1, 2, ... since the start), test = the server's
+--   test number (0 when the connection never became a test), time_unix_s,
+--   host, port (the peer's), reason = the line as above }`; `total` = problems
+--   since the start, `dropped` = problems above `since_seq` no longer kept
+--   (more than 256 since then)
+-- @tparam[opt=0] integer since_seq list only the problems numbered above it
+--   (a log polls with the last `seq` it printed)
+-- @usage local _, _, _, log = srv:problems(seen)
+--   for _, p in ipairs(log) do print(p.reason); seen = p.seq end
+function Server:problems(since_seq)
+  if since_seq ~= nil and (math.type(since_seq) ~= 'integer' or since_seq < 0) then
+    error('since_seq: expected an integer >= 0, got ' .. tostring(since_seq), 2)
+  end
+  return self._ud:problems(since_seq)
+end
+
+--- The limits in effect (see `server`; defaults filled in).
+-- @treturn table `max_tests`, `max_tests_per_address`, `max_streams_per_address`,
+--   `max_unidentified`, `max_unidentified_per_address`, `data_idle_s` (0 = the
+--   automatic rule), `max_duration_s`, `test_buffer_bytes`, `idle_timeout_s`
+--   (0 = 10 s for the cookie, 30 s for the parameters)
+-- @usage print(srv:limits().max_tests_per_address) --> 2
+function Server:limits() return self._ud:limits() end
+
+--- Tests started so far (parameters accepted), for a server's log.
+-- @treturn integer tests started since the server started
+-- @treturn string|nil the last one: peer address, protocol, streams,
+--   direction, length and client kind, e.g. "test 3 from 10.0.0.2 port 41234: UDP,
+--   4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab client"
+function Server:started() return self._ud:started() end
+
+--- True once a `one_off` server has served its test, or after `stop()`.
+-- @treturn boolean
+function Server:done() return self._ud:done() end
+
+--- Wait until at least n tests have finished since the start.
+-- @tparam[opt=1] integer n number of finished tests to wait for
+-- @tparam[opt=30] number timeout_s give up after this many seconds
+-- @treturn table|nil the results list (the kept ones, as `results()`), or
+--   nil, message, "ETIMEDOUT" / "EINTR"
+-- @treturn integer tests finished since the start
+function Server:wait_results(n, timeout_s)
+  n = check.integer('qoslab.Server:wait_results', 'n', n, 1, 1 << 30, 1)
+  timeout_s = check.number('qoslab.Server:wait_results', 'timeout_s', timeout_s, 0, 86400, 30)
+  local timer = require 'qoslab.timer'
+  local deadline = timer.now() + timeout_s
+  while true do
+    local done = self:finished()
+    if done >= n then return self:results() end
+    if timer.now() >= deadline then
+      return nil, string.format('%d of %d tests finished within %g s', done, n, timeout_s),
+        'ETIMEDOUT'
+    end
+    local ok, msg, code = timer.sleep(0.05)
+    if not ok then return nil, msg, code end
+  end
+end
+
+--- Stop accepting and end running tests (idempotent).
+function Server:stop()
+  if self._ud then self._ud:stop() end
+  return true
+end
+Server.close = Server.stop
+Server.__close = Server.stop
+Server.__gc = Server.stop
+function Server.__tostring(s)
+  return tostring(s._ud)
+end
+
+return Server

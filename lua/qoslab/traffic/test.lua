@@ -1,0 +1,210 @@
+--- The test object of `qoslab.client`: pending until started or read, then
+-- a live handle or the result table (see qoslab.traffic for the rules).
+-- @module qoslab.traffic.test
+local check = require 'qoslab.check'
+local summary = require 'qoslab.traffic.summary'
+local result = require 'qoslab.traffic.result'
+local as_result = result.as_result
+
+local M = {}
+
+local core_mod
+local function core()
+  if not core_mod then core_mod = require 'qoslab.core' end
+  return core_mod
+end
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+-- ------------------------------------------------------------- client ----
+
+-- Private state of Test objects, so their raw table stays empty until it
+-- becomes the result. mode: "pending" | "running" | "done".
+local priv = setmetatable({}, { __mode = 'k' })
+
+local Test = { __name = 'qoslab.Test' }
+local methods = {}
+
+-- A pending test that fails while being read cannot return nil, msg, code:
+-- raise with the code in the message instead.
+local function raise_failure(ctx, msg, code)
+  error(string.format('%s: %s (%s)', ctx, tostring(msg), tostring(code or 'EFAIL')), 4)
+end
+
+-- Start the C test; returns true or nil, msg, code.
+local function begin(p)
+  local ud, msg, code = core().traffic_client(copy(p.opts))
+  if not ud then
+    p.mode = 'done'
+    p.failure = { msg, code }
+    return nil, msg, code
+  end
+  p.ud = ud
+  p.mode = 'running'
+  return true
+end
+
+local function finish(p)
+  if p.result or p.failure then return end
+  local res, msg, code = p.ud:wait()
+  if res then
+    p.result = as_result(res, p.opts)
+  else
+    p.failure = { msg, code }
+  end
+  p.mode = 'done'
+end
+
+-- Run a pending test and turn the object into its result table.
+local function materialize(self)
+  local p = priv[self]
+  if p.mode == 'pending' then
+    local ok, msg, code = begin(p)
+    if not ok then raise_failure('qoslab.client', msg, code) end
+  end
+  finish(p)
+  if p.failure then raise_failure('qoslab.client', p.failure[1], p.failure[2]) end
+  priv[self] = nil
+  for k, v in pairs(p.result) do rawset(self, k, v) end
+  setmetatable(self, result.Result)
+end
+
+Test.__index = function(self, k)
+  local p = priv[self]
+  if p.mode == 'pending' then
+    if k == 'start' then return methods.start end
+    materialize(self)
+    return rawget(self, k)
+  end
+  local m = methods[k]
+  if m then return m end
+  error(string.format("qoslab.Test: field '%s' of a started test: call :wait() for the result",
+    tostring(k)), 2)
+end
+Test.__pairs = function(self)
+  if priv[self] and priv[self].mode == 'pending' then materialize(self) end
+  return next, self, nil
+end
+Test.__len = function(self)
+  if priv[self] and priv[self].mode == 'pending' then materialize(self) end
+  return rawlen(self)
+end
+Test.__tostring = function(self)
+  local p = priv[self]
+  if p.mode == 'pending' then
+    materialize(self)
+    return summary.summary(self)
+  end
+  local o = p.opts
+  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto or 'tcp',
+    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host,
+    o.port or 5201)
+end
+-- A handle going out of scope stops its test (the C object also stops on GC).
+Test.__close = function(self)
+  local p = priv[self]
+  if p and p.mode == 'running' and p.ud then p.ud:stop() end
+end
+
+--- Start a pending test (from `client{...}`) and return it as a live handle.
+-- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
+-- `:stop()`; it is to-be-closed (closing stops the test).
+-- @treturn qoslab.Test the same object, now running; or nil, message, CODE
+--   (ECONNREFUSED, ENOENT for a missing namespace, ENOTSUP or EPERM for a
+--   congestion control this kernel or user cannot use, ...)
+-- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
+function methods.start(self)
+  local p = priv[self]
+  if not p or p.mode ~= 'pending' then
+    error('qoslab.Test:start: the test was already started', 2)
+  end
+  local ok, msg, code = begin(p)
+  if not ok then return nil, msg, code end
+  return self
+end
+
+--- Next live interval report.
+-- Against a qoslab server a record holds both ends' entries of its grid
+-- slot, as `res.intervals[k]` will: it waits for the server's entries (at
+-- most 300 ms + 2 x the control RTT after its end) and has `peer_missing =
+-- true` when they did not come in time (they are then only in the final
+-- result). Against iperf3 (nothing live) it holds this end's entries and
+-- comes at once; `peer_missing` is absent.
+-- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
+-- @treturn table|false|nil an interval table (shape as in `res.intervals`,
+--   plus `peer_missing`), false when the test is over, nil on timeout
+function methods.next_interval(self, timeout_s)
+  local p = priv[self]
+  timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
+  if p.mode ~= 'running' then return false end
+  return p.ud:next_interval(timeout_s)
+end
+
+--- Iterate over interval reports as they happen; ends when the test ends.
+-- @treturn function iterator yielding interval tables
+-- @usage for iv in h:intervals() do print(iv.end_s, iv.sum.receiver.bits_per_second) end
+function methods.intervals(self)
+  local p = priv[self]
+  return function()
+    while p.mode == 'running' do
+      local iv = p.ud:next_interval(0.5)
+      if iv then return iv end
+      if iv == false then return nil end
+    end
+    return nil
+  end
+end
+
+--- Wait for the end of the test.
+-- @treturn table the result table (same table on every call), or nil,
+--   message, CODE when the test failed
+function methods.wait(self)
+  local p = priv[self]
+  finish(p)
+  if p.failure then return nil, p.failure[1], p.failure[2] end
+  return p.result
+end
+
+--- End the test early; `wait()` still returns a result for the time run.
+function methods.stop(self)
+  local p = priv[self]
+  if p.mode == 'running' then p.ud:stop() end
+  return true
+end
+
+--- Close: stop if running (same as leaving a `<close>` scope).
+methods.close = Test.__close
+
+--- A pending test of checked options `opts` (the caller's copy).
+-- @tparam table opts
+-- @treturn qoslab.Test
+function M.pending(opts)
+  local t = setmetatable({}, Test)
+  priv[t] = { opts = opts, mode = 'pending' }
+  return t
+end
+
+--- Run a test of checked options `opts` now.
+-- @tparam table opts
+-- @treturn table the result table, or nil, message, CODE
+function M.run(opts)
+  local p = { opts = opts, mode = 'pending' }
+  local ok, msg, code = begin(p)
+  if not ok then return nil, msg, code end
+  finish(p)
+  if p.failure then return nil, p.failure[1], p.failure[2] end
+  return p.result
+end
+
+--- Start a test of checked options `opts` now.
+-- @tparam table opts
+-- @treturn qoslab.Test running handle, or nil, message, CODE
+function M.start(opts)
+  return methods.start(M.pending(opts))
+end
+
+return M
