@@ -11,6 +11,7 @@
  *   link_addr_add / link_addr_del(ifname, cidr[, {netns=}])
  *   link_offloads(ifname[, {tso=, gso=, gro=}[, {netns=}]]) -> {tso=, gso=, gro=}
  *   link_info(ifname[, {netns=}]) -> table
+ *   shape_check(ifname, spec[, {netns=}]) (raises or true) /
  *   shape_apply(ifname, spec[, {netns=}]) / shape_get / shape_clear /
  *   shape_reset_child / qdisc_stats
  */
@@ -279,21 +280,15 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_shape *s)
 	if (qlb_opt_integer(L, idx, ctx, "spec", "limit_bytes", 1, UINT32_MAX, &v))
 		s->limit_bytes = (uint32_t)v;
 	double ms;
-	if (qlb_opt_number(L, idx, ctx, "spec", "latency_ms", 0.001, 4000000.0, &ms)) {
-		if (s->limit_bytes)
-			luaL_error(L, "%s: spec.latency_ms: give either latency_ms or limit_bytes, not both", ctx);
+	if (qlb_opt_number(L, idx, ctx, "spec", "latency_ms", 0.001, 4000000.0, &ms))
 		s->latency_us = (uint32_t)llround(ms * 1000.0);
-	}
 	if (qlb_opt_integer(L, idx, ctx, "spec", "ceil_bps", 8, MAX_RATE_BPS, &v))
 		s->ceil_bytes_per_s = (uint64_t)v / 8;
 	if (qlb_opt_integer(L, idx, ctx, "spec", "cburst_bytes", 1, UINT32_MAX, &v))
 		s->cburst_bytes = (uint32_t)v;
-	if (s->kind == QL_SHAPE_TBF && (s->ceil_bytes_per_s || s->cburst_bytes))
-		luaL_error(L, "%s: spec.%s: only for kind \"htb\"", ctx,
-			   s->ceil_bytes_per_s ? "ceil_bps" : "cburst_bytes");
-	if (s->kind == QL_SHAPE_HTB && (s->limit_bytes || s->latency_us))
-		luaL_error(L, "%s: spec.%s: only for kind \"tbf\"", ctx,
-			   s->limit_bytes ? "limit_bytes" : "latency_ms");
+	ql_err e;
+	if (ql_shape_validate(s, &e) < 0)
+		fail(L, ctx, &e);
 }
 
 static void push_spec(lua_State *L, const ql_shape *s)
@@ -331,6 +326,18 @@ static int l_shape_apply(lua_State *L)
 	push_spec(L, &applied);
 	lua_setfield(L, -2, "spec");
 	return 1;
+}
+
+/* shape_check(ifname, spec[, opts]) -> true: every rule shape_apply checks
+ * before it needs the device, raised as shape_apply raises them. */
+static int l_shape_check(lua_State *L)
+{
+	const char *ctx = "qoslab.shape.apply";
+	arg_string(L, 1, ctx, "ifname");
+	ql_shape s;
+	read_spec(L, 2, ctx, &s);
+	opt_netns(L, 3, ctx, NULL);
+	return ok(L);
 }
 
 static int l_shape_get(lua_State *L)
@@ -420,6 +427,7 @@ void qlb_open_link(lua_State *L)
 		{ "link_addr_del", l_addr_del },
 		{ "link_offloads", l_offloads },
 		{ "link_info", l_link_info },
+		{ "shape_check", l_shape_check },
 		{ "shape_apply", l_shape_apply },
 		{ "shape_get", l_shape_get },
 		{ "shape_clear", l_shape_clear },

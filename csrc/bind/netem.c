@@ -430,9 +430,10 @@ static int l_normalize(lua_State *L)
 /* The device argument of the qoslab.netem functions. */
 static void check_ifname(lua_State *L, int idx, const char *ctx)
 {
-	size_t len;
-	const char *s = lua_tolstring(L, idx, &len);
-	if (lua_type(L, idx) != LUA_TSTRING || len == 0 || len > 15 || strlen(s) != len)
+	size_t len = 0;
+	/* the type first: lua_tolstring would turn a number into a string */
+	const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, &len) : NULL;
+	if (!s || len == 0 || len > 15 || strlen(s) != len)
 		qlb_field_error(L, ctx, "ifname", "a device name of 1..15 characters (no NUL)", idx);
 }
 

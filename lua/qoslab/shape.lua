@@ -22,6 +22,7 @@
 -- `latency_ms = 20`.
 -- @module qoslab.shape
 local core = require 'qoslab.core'
+local check = require 'qoslab.check'
 local netns = require 'qoslab.netns'
 
 local M = {}
@@ -43,9 +44,13 @@ local M = {}
 --   kernel's reason)
 -- @raise on unknown keys, wrong types, out-of-range values, latency_ms with
 --   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
---   htb, burst_bytes below the MTU
+--   htb, burst_bytes below the MTU: "qoslab.shape.apply: spec.<field>: ...",
+--   positioned at the caller's line (except the MTU rule, which needs the
+--   device and is raised by the kernel step)
 -- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})
 function M.apply(ifname, spec, opts)
+  -- The binding's one check, raised at the caller's line.
+  check.call(2, core.shape_check, ifname, spec, opts)
   local r, msg, code = core.shape_apply(ifname, spec, opts)
   if not r then return nil, msg, code end
   local ns = opts and opts.netns
