@@ -27,6 +27,21 @@ int ql_netns_check_name(const char *field, const char *name, ql_err *e)
 	return 0;
 }
 
+int ql_netns_check_prefix(const char *field, const char *prefix, ql_err *e)
+{
+	size_t n = prefix ? strlen(prefix) : 0;
+	int bad = n == 0 || n > QL_NETNS_PREFIX_MAX;
+	for (size_t i = 0; !bad && i < n; i++) {
+		char c = prefix[i];
+		bad = !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.');
+	}
+	if (bad)
+		return ql_err_usage(e, "%s: expected " QL_NETNS_PREFIX_EXPECTED ", got string \"%s\"",
+				    field, prefix ? prefix : "");
+	return 0;
+}
+
 static int perm_fail(ql_err *e, int err, const char *what)
 {
 	return ql_err_set(e, err, NULL, "%s: %s%s", what, strerror(err),

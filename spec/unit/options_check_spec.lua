@@ -116,3 +116,33 @@ describe('shape options: one check in C, raised at the caller', function()
     assert.is_true(core.shape_check('no-such-dev0', { kind = 'htb', rate_bps = 1e6, ceil_bps = 2e6 }))
   end)
 end)
+
+describe('testbed options: one check in C, raised at the caller', function()
+  local testbed = require 'qoslab.testbed'
+
+  it('an unknown key, a wrong type, out of range, cross-field', function()
+    expect('qoslab.testbed: opts.speed: unknown key', testbed.testbed, { speed = 1 })
+    expect('qoslab.testbed: opts.ipv6: expected a boolean, got 1', testbed.testbed, { ipv6 = 1 })
+    expect('qoslab.testbed: opts.mtu_bytes: expected an integer in [68, 65535], got 65536', testbed.testbed,
+      { mtu_bytes = 65536 })
+    expect('qoslab.testbed: opts.prefix: expected a string of 1..64 letters, digits, "-", "_" or ".", got string "a b"',
+      testbed.testbed, { prefix = 'a b' })
+    expect('qoslab.testbed: opts.burst_bytes: only with opts.rate_bps', testbed.testbed, { burst_bytes = 1 })
+    expect('qoslab.testbed: opts.impair.reorder_pct: reordering needs spec.delay_ms > 0', testbed.testbed,
+      { impair = { reorder_pct = 1 } })
+  end)
+
+  it('core.testbed_check fills the defaults', function()
+    assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab' }, core.testbed_check(nil))
+    assert.same({ rate_bps = 1000000, shape = 'htb', burst_bytes = 3000, offloads = true, mtu_bytes = 9000,
+                  ipv6 = true, prefix = 'x' },
+      core.testbed_check { rate_bps = 1e6, shape = 'htb', burst_bytes = 3000, offloads = true,
+                           mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {} })
+  end)
+
+  it('netns.unique_name takes the same prefix rule', function()
+    local netns = require 'qoslab.netns'
+    expect('qoslab.netns.unique_name: prefix: expected a string of 1..64 letters', netns.unique_name, 'a/b')
+    assert.matches('^p%-%d+%-%d+$', netns.unique_name('p'))
+  end)
+end)
