@@ -15,6 +15,7 @@
 -- @module qoslab.plan
 local cjson = require 'cjson'
 local check = require 'qoslab.check'
+local core = require 'qoslab.core'
 local fs = require 'qoslab.fs'
 
 local M = {}
@@ -850,7 +851,9 @@ function M.sweep(opts)
       else
         local perr = run_point(i, point, entry)
         if perr then
-          if on_error == 'raise' or tostring(perr):find('interrupted by SIG', 1, true) then
+          -- A stop request (SIGINT/SIGTERM/SIGHUP) ends the sweep whatever the
+          -- point made of it: decided on the signal state, not on the text.
+          if on_error == 'raise' or core.signal_pending() then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')
