@@ -45,7 +45,7 @@
 -- Percent values read back as the shortest decimal that encodes to the same
 -- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
 --
--- **The limit rule** (cases 020, 021): netem holds every packet for the whole
+-- **The limit rule**: netem holds every packet for the whole
 -- delay, and drops at the tail once `limit_packets` are queued. Needed:
 -- `ceil(rate_Bps × (delay_ms + jitter_ms)/1000 / 1514 × 1.5)` packets, where
 -- rate_Bps is `rate_bps/8`, else the device's link speed (ethtool, as
@@ -73,8 +73,12 @@
 -- Failures return `nil, message, CODE`: `ENODEV` (no such device),
 -- `ENOENT` (no such namespace, or no such parent class), `EPERM` (needs
 -- CAP_NET_ADMIN), `ENOTSUP` (kernel without sch_netem: the message says
--- "modprobe sch_netem" or `qoslab run FILE --guest`). Bad arguments raise
--- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`.
+-- "modprobe sch_netem" or `qoslab run FILE --guest`), the message written
+-- once by the C core. Bad arguments raise
+-- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`, positioned
+-- at the caller's line: every rule (keys, types, ranges, the cross-field
+-- rules of the spec and of opts) is checked once, by the binding's
+-- `core.netem_check`, before anything touches the kernel.
 --
 -- Everything created is recorded with `qoslab.state` so `qoslab cleanup`
 -- can remove it after a crash.
@@ -120,10 +124,13 @@ end
 
 --- Check a spec as `apply` would, without touching the kernel: returns the
 -- canonical spec (`limit_packets = "auto"` is kept as "auto").
--- @tparam table spec see the module doc
+-- @tparam table spec see the module doc (units in the key names)
 -- @tparam[opt] string ctx prefix of error messages (default "qoslab.netem.check")
--- @treturn table canonical spec
--- @raise "<ctx>: spec.<field>: expected ..., got ..." like `apply`
+-- @treturn table canonical spec: keys at their default left out,
+--   `limit_packets` always present, percentages as the shortest decimal of
+--   their 32-bit fraction
+-- @raise "<ctx>: spec.<field>: expected ..., got ..." (or the cross-field
+--   rule broken) at the caller's line, the same message `apply` raises
 -- @usage netem.check{delay_ms = 50, loss_pct = 1}
 function M.check(spec, ctx)
   local canon = checked(ctx or 'qoslab.netem.check', 'spec', nil, spec)
@@ -307,7 +314,7 @@ end
 
 --- Change some settings of the current netem and keep the rest (get, merge,
 -- apply). A key set to `false` is removed (turned off). Without a netem
--- there, the changes alone are applied. Case 031: `apply{limit_packets =
+-- there, the changes alone are applied: `apply{limit_packets =
 -- 50000}` then `update{delay_ms = 20}` keeps the limit at 50000.
 -- @tparam string ifname device name
 -- @tparam table changes spec keys to set (nested tables replace as a whole)
@@ -498,7 +505,8 @@ local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-
 -- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
 -- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
 -- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
--- rejected, see case 026); percentages may omit the `%`; rates take tc's
+-- rejected, so `delay 50` is never read in a unit nobody meant); percentages
+-- may omit the `%`; rates take tc's
 -- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
 -- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
 -- @treturn table spec

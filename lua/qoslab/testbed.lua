@@ -101,7 +101,11 @@ end
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
--- @raise on unknown keys, wrong types or values out of range
+-- @raise on unknown keys, wrong types, values out of range or burst_bytes
+--   without rate_bps (`"qoslab.testbed: opts.<field>: ..."`; an impairment's
+--   field as `opts.impair.<field>`), at the caller's line, before anything is
+--   made; the rules are the binding's (`core.testbed_check`, and
+--   `core.netem_check` for the impairments)
 -- @usage local tb <close> = assert(testbed{rate_bps = 1e9, impair = {delay_ms = 50}})
 function M.testbed(opts)
   opts = opts or {}
