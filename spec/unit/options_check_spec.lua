@@ -146,3 +146,18 @@ describe('testbed options: one check in C, raised at the caller', function()
     assert.matches('^p%-%d+%-%d+$', netns.unique_name('p'))
   end)
 end)
+
+describe('shape: every function raises at the caller', function()
+  it('get, clear, reset_child, stats and the MTU rule of apply', function()
+    expect('qoslab.shape.get: opts.kind: unknown key', shape.get, 'lo', { kind = 'tbf' })
+    expect('qoslab.shape.clear: ifname: expected an interface name', shape.clear, '')
+    expect('qoslab.shape.reset_child: opts: expected a table, got 1', shape.reset_child, 'lo', 1)
+    expect('qoslab.shape.stats: ifname: expected a string, got nil', shape.stats)
+  end)
+
+  it('keeps the values the binding returns', function()
+    -- nothing shaped on lo: get answers nil alone, as the binding does
+    local n = select('#', shape.get('lo'))
+    assert.equal(select('#', core.shape_get('lo')), n)
+  end)
+end)
