@@ -1,7 +1,10 @@
 /*
  * netem.c - Lua binding of csrc/core/netem.h and csrc/core/ifb.h. The public
  * API and its documentation are in lua/qoslab/netem.lua; these functions
- * only convert (spec table <-> ql_netem_spec, with type and range checks).
+ * convert (spec table <-> ql_netem_spec) and hold the one check of every
+ * qoslab.netem argument: keys and types here, ranges and cross-field rules
+ * in the core (ql_netem_validate, ql_netem_where_check). netem_check runs
+ * them all without the kernel, for the Lua layer to raise at its caller.
  *
  * core.netem_check(ctx, mode, ifname, spec, opts)
  *     -> canonical spec|false, opts with defaults   (raises; see l_check)
