@@ -111,9 +111,9 @@ function M.testbed(opts)
   opts = opts or {}
   -- Every rule of these options is the binding's (core.testbed_check);
   -- raised at the caller's line.
-  local o = check.call(2, core.testbed_check, opts)
-  local rate, kind, burst = o.rate_bps, o.shape, o.burst_bytes
-  local offloads, mtu, ipv6, prefix = o.offloads, o.mtu_bytes, o.ipv6, o.prefix
+  local tbo = check.call(2, core.testbed_check, opts)
+  local rate, kind, burst = tbo.rate_bps, tbo.shape, tbo.burst_bytes
+  local offloads, mtu, ipv6, prefix = tbo.offloads, tbo.mtu_bytes, tbo.ipv6, tbo.prefix
   if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
   if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
   local base = netns.unique_name(prefix)

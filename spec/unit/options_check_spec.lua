@@ -46,7 +46,8 @@ describe('netem options: one check in C, raised at the caller', function()
       netem.apply, 'lo', { loss_pct = 101 })
     expect('qoslab.netem.check: spec.jitter_ms: expected a finite number in [0, 2147.483647], got nan',
       netem.check, { jitter_ms = 0 / 0 })
-    expect('qoslab.netem.apply: spec.limit_packets: expected an integer in [1, 4294967295] or "auto", got string "lots"',
+    expect('qoslab.netem.apply: spec.limit_packets: expected an integer in [1, 4294967295] or "auto", '
+      .. 'got string "lots"',
       netem.apply, 'lo', { limit_packets = 'lots' })
     expect('qoslab.netem.format: spec.limit_packets: "auto" must be resolved', netem.format,
       { limit_packets = 'auto' })
@@ -61,7 +62,8 @@ describe('netem options: one check in C, raised at the caller', function()
     expect('qoslab.netem.apply: spec.reorder_pct: reordering needs spec.delay_ms > 0',
       netem.apply, 'lo', { reorder_pct = 5 })
     expect('qoslab.netem.check: spec.ecn: ECN marking needs a loss', netem.check, { ecn = true })
-    expect('qoslab.netem.apply: opts.parent: expected "root" with direction = "ingress" (netem sits on the ifb root), got string "1:1"',
+    expect('qoslab.netem.apply: opts.parent: expected "root" with direction = "ingress" '
+      .. '(netem sits on the ifb root), got string "1:1"',
       netem.apply, 'lo', {}, { direction = 'ingress', parent = '1:1' })
     expect('qoslab.netem.get: opts.ingress_src: expected nil unless direction = "ingress", got string "10.0.0.1"',
       netem.get, 'lo', { ingress_src = '10.0.0.1' })
