@@ -537,6 +537,13 @@ local function keep_message(e)
   return e
 end
 
+-- A stop request (SIGINT/SIGTERM/SIGHUP) seen by qoslab's signal handler;
+-- without qoslab.core (pure-Lua use) there is none.
+local function stop_pending()
+  local ok, core = pcall(require, 'qoslab.core')
+  return ok and type(core) == 'table' and core.signal_pending ~= nil and core.signal_pending() ~= nil
+end
+
 local function now_s()
   local ok, core = pcall(require, 'qoslab.core')
   if ok and type(core) == 'table' and core.now then return core.now() end
@@ -850,7 +857,9 @@ function M.sweep(opts)
       else
         local perr = run_point(i, point, entry)
         if perr then
-          if on_error == 'raise' or tostring(perr):find('interrupted by SIG', 1, true) then
+          -- A stop request (SIGINT/SIGTERM/SIGHUP) ends the sweep whatever the
+          -- point made of it: decided on the signal state, not on the text.
+          if on_error == 'raise' or stop_pending() then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')
