@@ -21,9 +21,8 @@ local M = {}
 
 local CTX = 'qoslab.plan.sweep'
 
----------------------------------------------------------------------------
--- Statistics
----------------------------------------------------------------------------
+--- Statistics.
+-- @section statistics
 
 -- Two-sided 95 % quantiles t(0.975, df) for df = 1..30 (standard tables).
 local T975 = {
@@ -84,9 +83,8 @@ function M.stats(values)
   return s
 end
 
----------------------------------------------------------------------------
--- Points and keys
----------------------------------------------------------------------------
+--- Points and keys.
+-- @section points_and_keys
 
 local function fmt_value(v)
   if math.type(v) == 'integer' then return tostring(v) end
@@ -218,9 +216,8 @@ local function row_key(point, order)
   return key_of(r)
 end
 
----------------------------------------------------------------------------
--- Results file
----------------------------------------------------------------------------
+--- Results file.
+-- @section results_file
 
 local json = cjson.new()
 
@@ -413,9 +410,8 @@ local function append_line(path, line, fsync)
   if fsync then fs.fsync(path) end
 end
 
----------------------------------------------------------------------------
--- Defaults from the command line (qoslab run --out DIR --resume --guest)
----------------------------------------------------------------------------
+--- Defaults from the command line (qoslab run --out DIR --resume --guest).
+-- @section defaults
 
 local defaults = {}
 
@@ -440,9 +436,8 @@ end
 --- The current defaults (a copy).
 function M.get_defaults() return copy(defaults) end
 
----------------------------------------------------------------------------
--- Progress
----------------------------------------------------------------------------
+--- Progress.
+-- @section progress
 
 local function fmt_duration(s)
   if s ~= nil and type(s) ~= 'number' then
@@ -515,9 +510,8 @@ local function default_progress(info)
   io.stderr:flush()
 end
 
----------------------------------------------------------------------------
--- The sweep
----------------------------------------------------------------------------
+--- The sweep.
+-- @section the_sweep
 
 local function default_metric(res)
   if type(res) == 'number' then return res end

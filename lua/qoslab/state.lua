@@ -28,7 +28,7 @@ local M = {}
 
 local STATE_MAX_BYTES = 16 * 1024 * 1024
 
-local me ---@type table|nil {pid=, start=, boot=}
+local me -- nil, or {pid =, start =, boot =} once known
 local live = {}   -- id -> entry, for this process
 local nlive = 0
 local next_id = 1
