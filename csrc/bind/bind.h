@@ -49,7 +49,8 @@ int qlb_field_error(lua_State *L, const char *ctx, const char *field,
 		    const char *expected, int idx);
 
 /* Raise "<ctx>: <fmt...>". */
-int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...);
+int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Require a table at idx (raises "<ctx>: <name>: expected a table, got x"). */
 void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name);
