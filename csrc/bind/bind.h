@@ -1,9 +1,9 @@
 /*
  * bind.h - the one shared header of the Lua binding layer (csrc/bind).
  *
- * Conventions (see STYLE.md):
+ * Conventions:
  *  - A caller's mistake raises a Lua error naming the function and the field:
- *      "qoslab.netem.apply: spec.loss_pct: expected a number in [0, 100], got 150"
+ *      "qoslab.netem.apply: spec.loss_pct: expected a finite number in [0, 100], got 150"
  *  - A failure of the world returns nil, message, CODE (qlb_fail).
  *  - Option tables: qlb_check_keys rejects unknown keys; the qlb_opt_* readers
  *    return 1 and store the value when the key is present, 0 when it is nil,

@@ -13,8 +13,7 @@
 -- and installed alike; or `$QOSLAB_VM_SCRIPT`), whose header lists
 -- the `QOSLAB_VM_*` knobs.
 -- Under TCG emulation a boot costs about 3 s and code runs 10-35x slower;
--- netem rates up to about 1 Gbit/s are reproduced
--- (../shared/notes/netem-vm/REPORT.md). Inside the guest `QOSLAB_IN_VM=1`.
+-- netem rates up to about 1 Gbit/s are reproduced. Inside the guest `QOSLAB_IN_VM=1`.
 --
 -- Needs root, qemu-system-x86, busybox-static, and the first time an apt that
 -- can fetch `linux-image-amd64`'s kernel (`make deps` sets all of it up).
