@@ -417,7 +417,11 @@ local defaults = {}
 
 --- Defaults that `sweep` uses when a plan leaves `out`, `resume` or `backend`
 -- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
--- @tparam table d `{out = DIR, resume = bool, backend = "host"|"guest", progress = ...}`
+-- @tparam table d `{out = DIR, resume = bool, quick = bool, backend =
+--   "host"|"guest", progress = bool|function}`; it replaces the defaults
+--   set before
+-- @raise on an unknown key or a value of the wrong type
+-- @usage plan.set_defaults{out = '/tmp/r', resume = true}
 function M.set_defaults(d)
   local ctx = 'qoslab.plan.set_defaults'
   check.table(ctx, 'd', d)
@@ -434,6 +438,7 @@ function M.set_defaults(d)
 end
 
 --- The current defaults (a copy).
+-- @treturn table as given to `set_defaults` (`{}` before any call)
 function M.get_defaults() return copy(defaults) end
 
 --- Progress.

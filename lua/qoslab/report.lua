@@ -81,6 +81,8 @@ function M.format_table(t)
 end
 
 --- Print a table (format_table to stdout).
+-- @tparam table t as for `format_table`
+-- @usage report.print_table{columns = {'a', 'b'}, rows = {{1, 2}}}
 function M.print_table(t) io.write(M.format_table(t)) end
 
 --- A number with `digits` significant digits, but never an exponent for
