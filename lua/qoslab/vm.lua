@@ -277,7 +277,7 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `available`, or ENOENT for a missing
 --   `rw_dir`/`cwd`
--- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input;
+-- @raise `"qoslab.vm.run: opts.<field>: expected ..., got ..."` on bad input;
 --   "interrupted by SIGINT" / "interrupted by SIGTERM" when such a signal
 --   reached this process while qoslab's handlers are installed
 --   (`qoslab run`): the signal is passed on to the harness, which stops the
@@ -316,7 +316,7 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `run`, or ENOENT if the script or qoslab is
 --   missing
--- @raise "qoslab.vm.run_script: opts.<field>: expected ..., got ..." on bad
+-- @raise `"qoslab.vm.run_script: opts.<field>: expected ..., got ..."` on bad
 --   input
 -- @usage local st = vm.run_script{script = 'plan.lua', args = {'--out', dir}, rw_dir = dir}
 function M.run_script(opts)
