@@ -1,4 +1,5 @@
-/* C unit tests of csrc/core/engine/stats.c (cases 001, 002, 005, 010, 032). */
+/* C unit tests of csrc/core/engine/stats.c: reordering and duplicates in the
+ * UDP books, RFC 3550 jitter, TCP_INFO units, CPU shares. */
 #include "ctest.h"
 
 #include <errno.h>
