@@ -8,6 +8,7 @@
 #   make check-fresh  the two commands' first step on a bare Debian 12 root
 #                   (debootstrap; cache in /var/tmp; see spec/support/check-fresh.sh)
 #   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
+#   make doc        the reference (LDoc: config.ld, manual/) in doc/index.html
 #
 # This Makefile is the one source list: the rockspec calls it (build.type
 # "make") with LUA_INCDIR/INST_* set by LuaRocks.
@@ -65,7 +66,7 @@ CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
         check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
-        check-fresh
+        check-fresh doc
 
 all: $(SO)
 
@@ -172,6 +173,17 @@ bench: deps
 check-fresh:
 	@QOSLAB_BUILD=$(BUILD) bash spec/support/check-fresh.sh
 
+# ----------------------------------------------------------------- doc ----
+# The reference from the modules' LDoc blocks and manual/*.md. Its packages
+# are not in DEB_PKGS: no required command needs them. --fatalwarnings: a
+# malformed tag fails the build.
+DOC_PKGS := lua-ldoc lua-discount
+doc:
+	@sh spec/support/deps.sh $(DOC_PKGS) >/dev/null
+	@rm -rf doc
+	@ldoc --fatalwarnings -q .
+	@echo "doc: doc/index.html"
+
 # ------------------------------------------------------------- install ----
 # LuaRocks passes INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 INST_LIBDIR ?= /usr/local/lib/lua/5.4
@@ -187,4 +199,4 @@ install: $(SO)
 	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan doc

@@ -9,7 +9,7 @@
  *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
  *     :close()
- * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> Lua error "interrupted"
+ * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> Lua error "interrupted by SIGINT" (...)
  * core.signal_pending()           -> "SIGINT" | "SIGTERM" | "SIGHUP" | nil
  * core.signal_reset()
  */

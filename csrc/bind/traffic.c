@@ -16,7 +16,10 @@
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
  *
- * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
+ * The option keys are those of qoslab.traffic's client{} and server{} (its
+ * LDoc blocks; l_client and l_server read them into ql_client_opts and
+ * ql_server_opts). The result table is built by push_result: plain tables,
+ * counters as integers, rates as floats (described in manual/results.md).
  * Worker threads never see the lua_State: these functions copy snapshots.
  */
 #include <errno.h>

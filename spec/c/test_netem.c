@@ -1,8 +1,9 @@
 /*
  * C unit tests of csrc/core/netem.c without a kernel: build the RTM_NEWQDISC
  * message, then decode it with the same decoder that reads kernel replies.
- * Cases 025 (percent scaling), 026 (time units), 028 (RATE64) and the
- * Gilbert-Elliott complement.
+ * Percent scaling (rint(p * UINT32_MAX)), time units (ns and psched
+ * ticks), rates above 2^32 bytes/s (RATE64) and the Gilbert-Elliott
+ * complement.
  */
 #include "ctest.h"
 
