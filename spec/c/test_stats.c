@@ -12,6 +12,7 @@
 #include <linux/tcp.h>
 
 #include "err.h"
+#include "engine/pace.h"
 #include "engine/stats.h"
 #include "timer.h"
 

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "pace.h"
 #include "test.h"
 #include "../timer.h"
 
