@@ -215,7 +215,7 @@ void live_release(ql_test *t, int64_t now)
 	}
 }
 
-static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
+void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
 {
 	ql_interval iv;
 	memset(&iv, 0, sizeof iv);
