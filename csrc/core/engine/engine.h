@@ -35,12 +35,13 @@
  *    close the books with the sender's final datagram count, so
  *    lost + unique == sent holds exactly.
  *
- * UDP pacing: an absolute schedule (stats.h ql_pacer). A sender that fell
- * behind by up to one report interval (at most 100 ms of datagrams, at
- * least 8) catches up, so every interval reports the target rate; after a
- * longer stall the schedule is re-based at "now" and the missed slots are
- * dropped, so a long stall never becomes a long burst. TCP bitrate_bps
- * pacing uses the same absolute schedule with a 10 ms slack.
+ * Pacing: one pacer (pace.h ql_pacer), an absolute schedule, for both
+ * protocols. A UDP sender that fell behind by up to one report interval (at
+ * most 100 ms of datagrams, at least 8) catches up, so every interval
+ * reports the target rate; after a longer stall the schedule is re-based at
+ * "now" and the missed slots are dropped, so a long stall never becomes a
+ * long burst. TCP bitrate_bps pacing is the same schedule over the stream's
+ * write blocks with a 10 ms slack (at least one block).
  *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket

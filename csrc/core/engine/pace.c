@@ -2,6 +2,7 @@
 #include "pace.h"
 
 #include <errno.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "../timer.h"
@@ -29,6 +30,29 @@ int ql_pacer_init(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
 		p->max_burst = per < QL_PACER_BURST_MIN ? QL_PACER_BURST_MIN :
 			       per > QL_PACER_BURST_MAX ? QL_PACER_BURST_MAX :
 			       (uint64_t)per;
+	}
+	return 0;
+}
+
+int ql_pacer_init_blocks(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
+			 uint64_t block_bytes, int64_t slack_ns, ql_err *e)
+{
+	memset(p, 0, sizeof *p);
+	if (block_bytes < 1 || block_bytes > QL_PACER_BLOCK_MAX_BYTES)
+		return ql_err_usage(e, "block_bytes: expected 1..%llu, got %llu",
+				    (unsigned long long)QL_PACER_BLOCK_MAX_BYTES,
+				    (unsigned long long)block_bytes);
+	if (slack_ns < 0)
+		return ql_err_usage(e, "slack_ns: expected >= 0, got %lld", (long long)slack_ns);
+	p->origin_ns = start_ns;
+	p->rate_bps = rate_bps;
+	p->bits = block_bytes * 8;
+	if (rate_bps == 0) {
+		p->max_burst = QL_PACER_BURST_UNLIMITED;
+	} else {
+		/* whole blocks of slack_ns at the target rate, at least one */
+		u128 per = (u128)rate_bps * (uint64_t)slack_ns / ((u128)p->bits * QL_NS_PER_S);
+		p->max_burst = per < 1 ? 1 : per > UINT32_MAX ? UINT32_MAX : (uint64_t)per;
 	}
 	return 0;
 }

@@ -1,6 +1,7 @@
 /*
- * pace.h - the engine's one pacer: an absolute send schedule that re-bases
- * after a stall instead of bursting (Lua-free, no threads).
+ * pace.h - the engine's one pacer, for UDP datagrams and TCP writes alike: an
+ * absolute send schedule that re-bases after a stall instead of bursting.
+ * Lua-free, no threads; stands on err.h only.
  */
 #ifndef QL_PACE_H
 #define QL_PACE_H
@@ -51,6 +52,26 @@ typedef struct ql_pacer {
  */
 int ql_pacer_init(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
 		  uint32_t length_bytes, uint32_t max_burst, ql_err *e);
+
+/*
+ * The same schedule over blocks of block_bytes (a TCP sender's writes):
+ * block k is due at origin + floor(k * block_bytes * 8 * 1e9 / rate_bps) ns,
+ * and the stall slack is a time: max_burst = the whole blocks of slack_ns at
+ * the target rate, at least 1 (at most 2^32 - 1). A sender behind by up to
+ * slack_ns catches up; after a longer stall it sends max_burst blocks at
+ * once and the schedule re-bases, so it never bursts more than slack_ns of
+ * data (or one block, when a block is longer). rate_bps == 0: unlimited, as
+ * above.
+ * @param block_bytes  bytes per block, 1..QL_PACER_BLOCK_MAX_BYTES
+ * @param slack_ns     the catch-up slack in ns, >= 0
+ * @return 0 or -EINVAL (usage error naming block_bytes or slack_ns).
+ * Usage: ql_pacer_init_blocks(&p, ql_now_ns(), rate, len, QL_PACER_TCP_SLACK_NS, &e);
+ */
+#define QL_PACER_BLOCK_MAX_BYTES  ((uint64_t)1 << 32)
+/* The TCP sender's slack: 10 ms of data. */
+#define QL_PACER_TCP_SLACK_NS     10000000LL
+int ql_pacer_init_blocks(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
+			 uint64_t block_bytes, int64_t slack_ns, ql_err *e);
 
 /*
  * How many datagrams are due at now_ns (0..max_burst); the caller sends

@@ -14,8 +14,8 @@
  *   - TCP_INFO (linux/tcp.h) to a sample in explicit units, with per-field
  *     presence flags (a missing value is never reported as 0).
  *   - CPU utilisation of the process and of the busiest thread.
- *   - bits_per_second with a zero-duration guard, and an absolute UDP pacing
- *     schedule that re-bases after a stall instead of bursting.
+ *   - bits_per_second with a zero-duration guard.
+ * (The send schedule is pace.h's.)
  *
  * Times are int64 nanoseconds. Intervals, deadlines and pacing use
  * CLOCK_MONOTONIC; jitter transit times use whatever clock pair the caller
