@@ -92,7 +92,7 @@ typedef struct ql_client_opts {
 	uint64_t fq_rate_bps;
 	const char *bind_address, *bind_device, *netns;
 	double connect_timeout_s;    /* 0 = 10 s */
-	int udp_batch;               /* 1..1024, 0 = 64 */
+	int udp_batch;               /* datagrams per sendmmsg, 1..1024, 0 = 32 */
 	int udp_gso;
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;

@@ -15,7 +15,7 @@ enum { QL_ROLE_SENDER = 0, QL_ROLE_RECEIVER = 1 };
 enum { QL_SIDE_CLIENT = 0, QL_SIDE_SERVER = 1 };
 enum { QL_PEER_IPERF3 = 0, QL_PEER_QOSLAB = 1 };
 
-/* Socket buffer request and read-back (cases 011, 013). */
+/* Socket buffer request and read-back. */
 typedef struct ql_bufinfo {
 	int present;
 	int64_t requested_bytes;   /* 0 = not requested (kernel default) */

@@ -71,7 +71,7 @@ static void local_totals(ql_test *t, ql_entry *out)
 		 * started its clock first; in reverse it started one control
 		 * message later, which the last byte's trip over the same
 		 * path (behind the queued data) outlasts. So receiver seconds
-		 * >= sender seconds (case 019). */
+		 * >= sender seconds. */
 		int64_t last = s->sender ? s->last_tx_ns : atomic_load(&s->last_rx_ns);
 		/* A timed test measures until its planned end (or its earlier
 		 * stop) even when the last datagram of a slow flow went out
@@ -313,7 +313,7 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
  * sender waiting for its acknowledgements). Matching slots, not end times:
  * the peer's clock started earlier or later by a control message's trip,
  * and an end near a tick would land one interval off, leaving one local
- * interval without the peer's entries and another with two (case 008).
+ * interval without the peer's entries and another with two.
  * Peer entries keep their own seconds and bits_per_second, and every peer
  * entry lands exactly once, so each side's Σ intervals == its totals.
  */

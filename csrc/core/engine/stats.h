@@ -63,7 +63,7 @@ uint64_t ql_seq_extend32(uint64_t reference, uint32_t seq32);
  *   D = transit_i - transit_(i-1)
  *   J += (|D| - J) / 16
  * The first sample only records transit (J stays 0): a clock offset between
- * hosts or a constant one-way delay therefore never enters J (case 005).
+ * hosts or a constant one-way delay therefore never enters J.
  * Samples are taken in arrival order as RFC 3550 prescribes, reordered
  * datagrams included; ql_udp_rx feeds only unique datagrams (a duplicate's
  * transit carries no new information, a late one was already ruled lost).
@@ -102,11 +102,11 @@ double ql_jitter_ms(const ql_jitter *j);
  *                towards unique_packets / unique_bytes (goodput).
  *   duplicate    a datagram whose sequence number was already received
  *                (known exactly while it is inside the window). Never
- *                unique, never out-of-order, never changes loss (case 002).
+ *                unique, never out-of-order, never changes loss.
  *   out-of-order a unique datagram whose sequence number is below highest
  *                at its arrival (RFC 4737 section 3.3 "reordered": it
  *                arrived after a datagram with a higher number). It is a
- *                subset of unique and never implies loss (case 001).
+ *                subset of unique and never implies loss.
  *   ruled lost   a sequence number that had not arrived when it was passed
  *                by the loss ruling point R. R only moves forward; it
  *                advances (a) so that it is always > highest - window, i.e.
@@ -411,7 +411,7 @@ typedef struct ql_tcp_sample {
 	uint32_t snd_mss_bytes;
 	uint32_t snd_cwnd_segments;
 	uint32_t snd_ssthresh_segments;
-	uint64_t snd_cwnd_bytes;     /* segments x MSS in 64 bits (case 010) */
+	uint64_t snd_cwnd_bytes;     /* segments x MSS in 64 bits (no 32-bit wrap) */
 	uint32_t total_retrans;      /* kernel's 32-bit cumulative count */
 	uint32_t unacked_segments;
 	uint32_t lost_segments;
@@ -495,7 +495,7 @@ double ql_tcp_summary_mean_rtt_us(const ql_tcp_summary *sum);
 /* ------------------------------------------------------------------ CPU -- */
 
 /* CPU-limited when the busiest thread used at least this share of a core
- * (case 032; advisory). */
+ * (advisory: the result may measure the host, not the network). */
 #define QL_CPU_LIMITED_PCT 90.0
 
 /* A point in time for process CPU accounting. */
