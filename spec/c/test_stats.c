@@ -1,4 +1,5 @@
-/* C unit tests of csrc/core/engine/stats.c (cases 001, 002, 005, 010, 032). */
+/* C unit tests of csrc/core/engine/stats.c: the UDP books (reordering,
+ * duplicates, loss), jitter, TCP_INFO, CPU shares and pacing. */
 #include "ctest.h"
 
 #include <errno.h>
@@ -38,7 +39,7 @@ static int books_consistent(const ql_udp_rx *rx)
 	       c->unique_packets + c->lost_packets <= rx->highest - rx->first_seq + 1;
 }
 
-/* ------------------------------------------------------------ case 001 -- */
+/* ---------------------------------------------------------- reordering -- */
 
 /* netem "reorder 25% 50%" with gap 1 sends some datagrams immediately while
  * the others wait the delay; the effect on the receiver is that a share of
@@ -107,7 +108,7 @@ TEST(udp_out_of_order_counts_rfc4737)
 	ql_udp_rx_free(&rx);
 }
 
-/* ------------------------------------------------------------ case 002 -- */
+/* ---------------------------------------------------------- duplicates -- */
 
 TEST(udp_duplicates_are_not_unique)
 {
@@ -505,7 +506,7 @@ TEST(udp_huge_forward_jump)
 	ql_udp_rx_free(&rx);
 }
 
-/* --------------------------------------------------- jitter, case 005 -- */
+/* -------------------------------------------------------------- jitter -- */
 
 TEST(jitter_constant_transit_is_zero)
 {
@@ -589,7 +590,7 @@ TEST(jitter_garbage_timestamps_stay_finite)
 	CHECK(j.jitter_ns >= 0.0);
 }
 
-/* ---------------------------------------------------- TCP_INFO, case 010 -- */
+/* ------------------------------------------------------------ TCP_INFO -- */
 
 TEST(tcp_cwnd_bytes_large_window)
 {
@@ -768,7 +769,7 @@ TEST(tcp_sample_from_real_socket)
 	CHECK_STR(e.code, "EBADF");
 }
 
-/* --------------------------------------------------------- CPU, case 032 -- */
+/* ----------------------------------------------------------------- CPU -- */
 
 TEST(cpu_usage_percentages)
 {

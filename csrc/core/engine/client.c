@@ -326,8 +326,8 @@ static int client_protocol(ql_test *t)
 			/* Receive from now on: the server sends as soon as it has
 			 * written TEST_RUNNING, and if that message is delayed (a
 			 * lossy path retransmits it) the data must not overflow an
-			 * unread socket (in a guest VM a reverse test lost 271 of
-			 * 2000 datagrams to the receive buffer so). */
+			 * unread socket (a reverse test in a guest VM lost 271 of
+			 * 2000 datagrams to the receive buffer that way). */
 			if ((rc = start_workers(t, 1, &t->err)) < 0)
 				return rc;
 			break;
