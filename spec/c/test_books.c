@@ -61,7 +61,7 @@ TEST(interval_sums_add_the_streams)
 	iv.entries = e;
 	iv.nentries = 4;
 	iv.seconds = 1.0;
-	interval_sums(&iv);
+	ql_interval_sums(&iv);
 
 	const ql_entry *s = &iv.sum[QL_DIR_FORWARD][QL_ROLE_SENDER];
 	CHECK(iv.sum_present[QL_DIR_FORWARD][QL_ROLE_SENDER]);
@@ -82,7 +82,7 @@ TEST(interval_sums_add_the_streams)
 	/* every stream with a retransmit count: the sum has one */
 	e[1].valid |= QL_E_RETRANS;
 	e[1].retransmits = 5;
-	interval_sums(&iv);
+	ql_interval_sums(&iv);
 	CHECK(s->valid & QL_E_RETRANS);
 	CHECK_EQ_U64(s->retransmits, 7);
 }
@@ -117,8 +117,8 @@ TEST(fold_peer_accumulates_one_entry_per_stream_and_side)
 	b.entries = pb;
 	b.nentries = 1;
 	b.seconds = 0.25;
-	fold_peer(&iv, 4, &a, QL_SIDE_CLIENT);
-	fold_peer(&iv, 4, &b, QL_SIDE_CLIENT);
+	ql_interval_fold_peer(&iv, 4, &a, QL_SIDE_CLIENT);
+	ql_interval_fold_peer(&iv, 4, &b, QL_SIDE_CLIENT);
 	CHECK_EQ_INT(iv.nentries, 3);
 	const ql_entry *x = &local[1];
 	CHECK_EQ_INT(x->id, 1);
@@ -132,7 +132,7 @@ TEST(fold_peer_accumulates_one_entry_per_stream_and_side)
 	CHECK_EQ_U64(local[0].bytes, 800);     /* the local entry is untouched */
 	/* no room: a peer entry beyond cap is not written */
 	iv.nentries = 1;
-	fold_peer(&iv, 1, &a, QL_SIDE_CLIENT);
+	ql_interval_fold_peer(&iv, 1, &a, QL_SIDE_CLIENT);
 	CHECK_EQ_INT(iv.nentries, 1);
 }
 
@@ -290,7 +290,7 @@ static int peer_results(ql_test *t)
 				       (uint64_t)(NSENT - WARM) * LEN, 3.0);
 		pr->entries[i].valid = QL_E_PACKETS | QL_E_WRITES;
 		pr->entries[i].packets = NSENT - WARM;
-		entry_finish(&pr->entries[i]);
+		ql_entry_finish(&pr->entries[i]);
 	}
 	static const uint64_t per[5] = { WARM, 100, 100, 99, 1 };
 	for (int k = 0; k < 5; k++) {
@@ -309,7 +309,7 @@ static int peer_results(ql_test *t)
 			x->valid = QL_E_PACKETS;
 			x->packets = per[k];
 		}
-		interval_sums(iv);
+		ql_interval_sums(iv);
 		pr->nintervals++;
 	}
 	return 0;
