@@ -1,4 +1,7 @@
-/* pace.c - see pace.h. */
+/*
+ * pace.c - the engine's one pacer (pace.h), for UDP datagrams and TCP
+ * writes. Stands on pace.h and the core's timer.h only.
+ */
 #include "pace.h"
 
 #include <errno.h>

@@ -1,4 +1,7 @@
-/* stats.c - see stats.h. */
+/*
+ * stats.c - the measurement arithmetic of stats.h (UDP books, jitter,
+ * TCP_INFO, CPU). Stands on stats.h and the core's timer.h only.
+ */
 #include "stats.h"
 
 #include <errno.h>

@@ -1,5 +1,6 @@
 /*
  * stats.h - measurement arithmetic of the traffic engine (Lua-free).
+ * Stands on err.h only.
  *
  * Everything here is O(1) per datagram and allocation-free on the hot path
  * (ql_udp_rx_init allocates the bitmap once). Nothing is thread-safe: each
