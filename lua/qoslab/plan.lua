@@ -537,6 +537,14 @@ local function keep_message(e)
   return e
 end
 
+-- The signal of an interruption error (qoslab.core raises one on SIGINT,
+-- SIGTERM or SIGHUP; code "EINTR"), nil for any other error.
+local function interrupted_by(e)
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.interrupted_by then return core.interrupted_by(e) end
+  return nil
+end
+
 local function now_s()
   local ok, core = pcall(require, 'qoslab.core')
   if ok and type(core) == 'table' and core.now then return core.now() end
@@ -850,7 +858,7 @@ function M.sweep(opts)
       else
         local perr = run_point(i, point, entry)
         if perr then
-          if on_error == 'raise' or tostring(perr):find('interrupted by SIG', 1, true) then
+          if on_error == 'raise' or interrupted_by(perr) then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')
