@@ -190,7 +190,7 @@ function H.close_to(a, b, tol, what)
       tol * 100))
 end
 
--- A result shaped like TRAFFIC-CONTRACT.md with consistent numbers:
+-- A result shaped like the engine's (qoslab.traffic) with consistent numbers:
 -- 3 one-second intervals, per stream k and interval i the sender writes
 -- 1000 * k + 10 * i bytes and the receiver gets all but 3 bytes of them.
 function H.fixture(o)
