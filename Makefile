@@ -2,7 +2,9 @@
 #
 #   make            build build/qoslab/core.so
 #   make deps       install what the project needs (apt-get, idempotent; root)
-#   make test       deps + build + every test suite + one summary line
+#   make test       deps + build + every test suite (lint included) + one
+#                   summary line
+#   make lint       luacheck on lua/, bin/qoslab, examples/ and spec/
 #   make demo       deps + build + the demo experiment (QUICK=1: its short
 #                   form; DEMO_ARGS='--out DIR ...': more bin/qoslab demo options)
 #   make check-fresh  the two commands' first step on a bare Debian 12 root
@@ -65,7 +67,7 @@ CTEST_SRC := $(sort $(wildcard spec/c/test_*.c))
 CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
-        check-netem check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
+        check-netem lint check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
         check-fresh doc
 
 all: $(SO)
@@ -102,7 +104,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev libnl-3-dev libnl-route-3-dev libcjson-dev \
             pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse lua-filesystem \
             luarocks iproute2 ethtool iputils-ping iperf3 iperf gnuplot-nox \
             qemu-system-x86 busybox-static clang libclang-rt-14-dev xz-utils \
-            util-linux procps python3
+            util-linux procps python3 lua-check
 deps:
 	@sh spec/support/deps.sh $(DEB_PKGS)
 
@@ -120,6 +122,10 @@ check-integration: $(SO)
 
 check-netem: $(SO)
 	@QOSLAB_BUILD=$(BUILD) sh spec/support/run-netem.sh
+
+# luacheck (.luacheckrc) on lua/, bin/qoslab, examples/ and spec/.
+lint:
+	@QOSLAB_BUILD=$(BUILD) sh spec/support/run-lint.sh
 
 check: check-c check-unit check-integration
 

@@ -54,7 +54,8 @@ for _, e in ipairs(summary.points) do
 end
 report.print_table { title = string.format('TCP clients sharing a %g Mbit/s link, %d ms one-way delay, %d KiB window',
     link_bps / 1e6, delay_ms, window_bytes // 1024),
-  columns = { 'clients', 'sum Mbit/s', 'per client Mbit/s', 'min Mbit/s', 'max Mbit/s', 'min(N x single, link) Mbit/s' },
+  columns = { 'clients', 'sum Mbit/s', 'per client Mbit/s', 'min Mbit/s', 'max Mbit/s',
+              'min(N x single, link) Mbit/s' },
   rows = rows }
 report.write_csv(out .. '/parallel.csv', summary)
 report.write_json(out .. '/parallel.json', summary)

@@ -4,5 +4,7 @@
 -- `bin/qoslab run` carries the script into the qemu guest (qoslab.vm).
 local tb <close> = assert(require('qoslab').testbed { rate_bps = 100000000, impair = { delay_ms = 100 } })
 local c = tb:get().client
-print(string.format('%s -> %s: %s %d bit/s, netem delay %g ms', tb.client_addr, tb.server_addr, c.shape.kind, c.shape.rate_bps, c.impair.delay_ms))
-print(io.popen('ip netns exec ' .. tb.client_netns .. ' ping -n -q -c 5 -i 0.2 ' .. tb.server_addr):read('a'):match('rtt [^\n]*'))
+print(string.format('%s -> %s: %s %d bit/s, netem delay %g ms', tb.client_addr, tb.server_addr,
+  c.shape.kind, c.shape.rate_bps, c.impair.delay_ms))
+local ping = io.popen('ip netns exec ' .. tb.client_netns .. ' ping -n -q -c 5 -i 0.2 ' .. tb.server_addr)
+print(ping:read('a'):match('rtt [^\n]*'))

@@ -9,9 +9,16 @@
  *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
  *     :close()
- * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> Lua error "interrupted by SIGINT" (...)
+ * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> an interruption error
  * core.signal_pending()           -> "SIGINT" | "SIGTERM" | "SIGHUP" | nil
  * core.signal_reset()
+ * core.interruption([signal])     -> a new interruption error object
+ * core.interrupted_by(err)        -> "SIGINT" | ... | "signal" | nil
+ *
+ * An interruption error is a table { code = "EINTR", signal = "SIGINT" |
+ * "SIGTERM" | "SIGHUP" (absent when unknown), message = "[where: ]interrupted
+ * by SIGINT" } with the metatable qoslab.Interrupted (tostring: the message),
+ * so the layers above decide on its code and signal, never on its text.
  */
 #include <errno.h>
 #include <math.h>
@@ -22,6 +29,7 @@
 #include "bind.h"
 
 #define PERIODIC "qoslab.Periodic"
+#define INTERRUPTED "qoslab.Interrupted"
 
 static int64_t seconds_to_ns(lua_State *L, int idx, const char *ctx,
 			     const char *field, double min_s)
@@ -165,11 +173,30 @@ static const char *sig_name(int signo)
 	return signo == SIGTERM ? "SIGTERM" : signo == SIGHUP ? "SIGHUP" : "SIGINT";
 }
 
+/* Push an interruption error: where (a position or "") + "interrupted by
+ * <signal>"; signal NULL when not known ("interrupted by signal"). */
+static void push_interruption(lua_State *L, const char *where, const char *signal)
+{
+	lua_createtable(L, 0, 3);
+	lua_pushliteral(L, "EINTR");
+	lua_setfield(L, -2, "code");
+	if (signal) {
+		lua_pushstring(L, signal);
+		lua_setfield(L, -2, "signal");
+	}
+	lua_pushfstring(L, "%sinterrupted by %s", where, signal ? signal : "signal");
+	lua_setfield(L, -2, "message");
+	luaL_setmetatable(L, INTERRUPTED);
+}
+
 static void sig_luahook(lua_State *L, lua_Debug *ar)
 {
 	(void)ar;
 	lua_sethook(L, NULL, 0, 0);
-	luaL_error(L, "interrupted by %s", sig_name(ql_sig_signo));
+	/* The position luaL_error would give, then the error object. */
+	luaL_where(L, 1);
+	push_interruption(L, lua_tostring(L, -1), sig_name(ql_sig_signo));
+	lua_error(L);
 }
 
 static void sig_hook(int signo)
@@ -211,6 +238,50 @@ static int l_signal_reset(lua_State *L)
 	return 0;
 }
 
+/* core.interruption([signal]): the error object for `signal` (one of the
+ * three names), else for the pending signal, else for an unknown one. */
+static int l_interruption(lua_State *L)
+{
+	static const char *const names[] = { "SIGINT", "SIGTERM", "SIGHUP", NULL };
+	const char *signal = NULL;
+	if (!lua_isnoneornil(L, 1))
+		signal = names[luaL_checkoption(L, 1, NULL, names)];
+	else if (ql_sig_stop)
+		signal = sig_name(ql_sig_signo);
+	push_interruption(L, "", signal);
+	return 1;
+}
+
+/* core.interrupted_by(err): the signal an interruption error names ("signal"
+ * when it names none), nil for any other value. */
+static int l_interrupted_by(lua_State *L)
+{
+	if (!lua_getmetatable(L, 1)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	luaL_getmetatable(L, INTERRUPTED);
+	if (!lua_rawequal(L, -1, -2)) {
+		lua_pushnil(L);
+		return 1;
+	}
+	if (lua_getfield(L, 1, "signal") != LUA_TSTRING) {
+		lua_pop(L, 1);
+		lua_pushliteral(L, "signal");
+	}
+	return 1;
+}
+
+static int interrupted_tostring(lua_State *L)
+{
+	lua_getfield(L, 1, "message");
+	if (!lua_isstring(L, -1)) {
+		lua_pop(L, 1);
+		lua_pushliteral(L, "interrupted");
+	}
+	return 1;
+}
+
 void qlb_open_timer(lua_State *L)
 {
 	static const luaL_Reg methods[] = {
@@ -219,6 +290,10 @@ void qlb_open_timer(lua_State *L)
 		{ "close", p_gc },      { NULL, NULL },
 	};
 	qlb_newclass(L, PERIODIC, methods, p_gc, p_tostring);
+	luaL_newmetatable(L, INTERRUPTED);
+	lua_pushcfunction(L, interrupted_tostring);
+	lua_setfield(L, -2, "__tostring");
+	lua_pop(L, 1);
 	static const luaL_Reg fns[] = {
 		{ "now", l_now },
 		{ "now_ns", l_now_ns },
@@ -228,6 +303,8 @@ void qlb_open_timer(lua_State *L)
 		{ "signals_install", l_signals_install },
 		{ "signal_pending", l_signal_pending },
 		{ "signal_reset", l_signal_reset },
+		{ "interruption", l_interruption },
+		{ "interrupted_by", l_interrupted_by },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);

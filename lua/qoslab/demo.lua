@@ -284,7 +284,8 @@ function M.main(o)
     title = 'TCP throughput vs one-way delay (loss 0, 1 Gbit/s, one stream, default window)',
     extra = (function()
       local cols = M.explain_columns()
-      cols[#cols + 1] = { header = 'reference Mbit/s', value = function(e) return M.reference_mbps[e.params.delay_ms] end }
+      cols[#cols + 1] = { header = 'reference Mbit/s',
+                          value = function(e) return M.reference_mbps[e.params.delay_ms] end }
       return cols
     end)(),
   }))

@@ -179,15 +179,15 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
   local _, o = checked('qoslab.netem.needed_limit', 'table', ifname, spec, opts)
-  local netns, parent = o.netns, o.parent
+  local ns, parent = o.netns, o.parent
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
   if (not rate_bps or rate_bps <= 0) and parent ~= 'root' then
-    local sh = core.shape_get(ifname, { netns = netns })
+    local sh = core.shape_get(ifname, { netns = ns })
     if sh then rate_bps, source = sh.ceil_bps or sh.rate_bps, 'shaper rate' end
   end
   if not rate_bps or rate_bps <= 0 then
-    local mbps = core.link_speed_mbps(ifname, netns)
+    local mbps = core.link_speed_mbps(ifname, ns)
     if mbps then rate_bps, source = mbps * 1e6, 'link speed'
     else rate_bps, source = 1e9, 'default 1 Gbit/s' end
   end
@@ -523,11 +523,6 @@ function M.parse(text)
   local function fail(what, expected, got)
     error(string.format('%s: %s: expected %s, got %s', ctx, what, expected,
       got == nil and 'end of text' or string.format('%q', got)), 0)
-  end
-  local function num(tok, what)
-    local v = tonumber(tok)
-    if not v or v ~= v or v == math.huge or v == -math.huge then fail(what, 'a number', tok) end
-    return v
   end
   local function int(tok, what, min)
     local v = math.tointeger(tonumber(tok))

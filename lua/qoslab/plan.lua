@@ -543,6 +543,14 @@ local function stop_pending()
   return ok and type(core) == 'table' and core.signal_pending ~= nil and core.signal_pending() ~= nil
 end
 
+-- The signal of an interruption error (qoslab.core raises one on SIGINT,
+-- SIGTERM or SIGHUP; code "EINTR"), nil for any other error.
+local function interrupted_by(e)
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.interrupted_by then return core.interrupted_by(e) end
+  return nil
+end
+
 local function now_s()
   local ok, core = pcall(require, 'qoslab.core')
   if ok and type(core) == 'table' and core.now then return core.now() end
@@ -857,8 +865,9 @@ function M.sweep(opts)
         local perr = run_point(i, point, entry)
         if perr then
           -- A stop request (SIGINT/SIGTERM/SIGHUP) ends the sweep whatever the
-          -- point made of it: decided on the signal state, not on the text.
-          if on_error == 'raise' or stop_pending() then
+          -- point made of it: decided on the error's code or the pending
+          -- signal, never on the text.
+          if on_error == 'raise' or interrupted_by(perr) or stop_pending() then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')

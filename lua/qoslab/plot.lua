@@ -407,7 +407,6 @@ function M.heatmap(opts)
       gq(stopfile))
   end
   plots[#plots + 1] = string.format('%s using 1:2:4 with labels notitle', gq(datfile))
-  local contour_files = {}
   pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
   if #stops > 0 then
     pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. ' (grey: skipped by the stop rule)') .. " font ',14'"
@@ -418,7 +417,6 @@ function M.heatmap(opts)
   end
   for k, level in ipairs(opts.contours or {}) do
     local cf = string.format('%s.contour%d.dat', base, k)
-    contour_files[k] = cf
     if not crossed(level, lo, hi) then goto next_level end
     pre[#pre + 1] = table.concat({
       'set table ' .. gq(cf), 'unset surface', 'set contour base', 'set cntrparam linear',

@@ -28,7 +28,7 @@
 -- calls `traffic.run(opts)`, which runs the test before returning and
 -- returns the result or `nil, message, CODE` (plans and sweeps should).
 --
--- The result table is described in TRAFFIC-CONTRACT.md: `res.sent`,
+-- The result table (a plain table): `res.sent`,
 -- `res.received` (the test's data direction, with `side` naming which end
 -- measured), `res.reverse_sent` / `res.reverse_received` with `bidir`,
 -- `res.streams[i].sender|receiver` (with `sndbuf` / `rcvbuf` requested,
@@ -228,7 +228,7 @@ M.Result = require('qoslab.traffic.result').Result
 --   sets them, like every socket option, before connect. A qoslab server
 --   sets them on each accepted data socket before the test starts, and it
 --   lifts TCP_WINDOW_CLAMP to the granted receive buffer, because the
---   handshake had fixed the clamp from the default buffer (case 013). Its
+--   handshake had fixed the clamp from the default buffer. Its
 --   listener carries no buffer option, so the SYN-ACK window scale covers
 --   net.core.rmem_max,
 --   `bitrate_bps` (integer bits/s per stream, 0-2^50; UDP default 1e6, TCP
@@ -258,7 +258,7 @@ end
 
 --- Run a test now and return its result (the eager form of `client`).
 -- @tparam table opts as for `client`
--- @treturn table the result table (TRAFFIC-CONTRACT.md), or nil, message,
+-- @treturn table the result table (see the module text), or nil, message,
 --   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EINTR on
 --   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ENOTSUP or
 --   EPERM for an unusable congestion control, ...)

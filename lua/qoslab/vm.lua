@@ -198,6 +198,17 @@ local function signal_pending()
   return nil
 end
 
+-- The interruption error qoslab.core raises on a signal (code "EINTR"), for
+-- `signal`; and the signal such an error names (nil for other errors).
+local function interruption(signal)
+  return require('qoslab.core').interruption(signal)
+end
+local function interrupted_by(e)
+  local ok, core = pcall(require, 'qoslab.core')
+  if ok and type(core) == 'table' and core.interrupted_by then return core.interrupted_by(e) end
+  return nil
+end
+
 local function send(sig, pid)
   fs.kill(pid, sig)  -- best effort: the harness may have ended already
 end
@@ -230,7 +241,7 @@ local function boot(args, cmd)
       elseif errno == 4 then
         -- EINTR: a signal arrived (qoslab's handler is installed).
         local sig = signal_pending()
-        if sig then error('interrupted by ' .. sig, 0) end
+        if sig then error(interruption(sig), 0) end
       else
         return
       end
@@ -239,8 +250,8 @@ local function boot(args, cmd)
   while true do
     local done, e = pcall(pump)
     if done then break end
-    local sig = tostring(e):match('interrupted by (SIG%u+)')
-    if not sig then
+    local sig = interrupted_by(e)
+    if not sig or sig == 'signal' then
       send('TERM', pid)
       pcall(p.close, p)
       error(e, 0)
@@ -251,7 +262,7 @@ local function boot(args, cmd)
     send(sig == 'SIGHUP' and 'TERM' or sig:sub(4), pid)
   end
   local _, how, n = p:close()
-  if interrupted then error('interrupted by ' .. interrupted, 0) end
+  if interrupted then error(interruption(interrupted), 0) end
   if how == 'signal' then return 128 + n end
   return n
 end
@@ -277,8 +288,9 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `available`, or ENOENT for a missing
 --   `rw_dir`/`cwd`
--- @raise `"qoslab.vm.run: opts.<field>: expected ..., got ..."` on bad input;
---   "interrupted by SIGINT" / "interrupted by SIGTERM" when such a signal
+-- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input;
+--   the interruption error of qoslab.core (code "EINTR", `signal` "SIGINT" /
+--   "SIGTERM", tostring "interrupted by SIGINT") when such a signal
 --   reached this process while qoslab's handlers are installed
 --   (`qoslab run`): the signal is passed on to the harness, which stops the
 --   guest, and the error is raised once it has

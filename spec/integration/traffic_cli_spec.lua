@@ -100,7 +100,7 @@ import socket
 for _ in range(5):
     c = socket.socket(); c.bind(("127.0.0.2", 0)); c.connect(("127.0.0.1", %d)); c.close()']],
       port))
-    local deadline, n, L = H.now() + 5, 0, {}
+    local deadline, n, L = H.now() + 5
     repeat
       H.sleep(0.1)
       L = lines(H.read(sout) or '')
@@ -240,7 +240,7 @@ local ok = pcall(timer.sleep, 30)
 io.write(string.format('slept %%.2f %%s\n', timer.now() - t0, tostring(ok)))
 ]], os.getenv('QOSLAB_BUILD') or 'build'))
     f:close()
-    ok, log = H.sh(string.format('lua5.4 %s & p=$!; sleep 1; kill -INT $p; wait $p', H.q(script)))
+    log = select(2, H.sh(string.format('lua5.4 %s & p=$!; sleep 1; kill -INT $p; wait $p', H.q(script))))
     local slept = tonumber(log:match('slept ([%d.]+) false'))
     assert(slept and slept < 2, log)
   end)

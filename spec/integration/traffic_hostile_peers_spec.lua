@@ -59,7 +59,7 @@ end
 -- The server logs a refusal after the refused client was told: wait (at most
 -- 3 s) until its last problem matches.
 local function last_problem(srv, pattern)
-  local t_end, last = H.now() + 3, nil
+  local t_end, last = H.now() + 3
   repeat
     last = select(3, srv:problems())
     if last and last:match(pattern) then return last end
@@ -166,7 +166,7 @@ describe('a server under hostile peers', function()
   -- the address holding the most unidentified connections.
   it('keeps a slow client handshake through a flood from 40 addresses over the global cap',
     function()
-    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local _, port = srv_of { bind_address = '127.0.0.1' }
     local srcs = {}
     for i = 1, 40 do srcs[i] = '127.0.5.' .. i end
     local fl = track(peer('flood', port, '--src ' .. table.concat(srcs, ',') .. ' --count 8', 14))
@@ -439,7 +439,7 @@ assert c.recv(1) == struct.pack("b", -2)']], port))
   -- timed test's records are now counted at admission, and a limited test
   -- (no known end) is ended when its records reach the budget.
   it('counts interval records in test_buffer_bytes', function()
-    local srv, port = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = 8 << 20 }
+    local _, port = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = 8 << 20 }
     -- 32 streams x 128 KiB read buffers = 4 MiB fits; 300 s at 0.1 s
     -- intervals is 3002 records of 1056 + 32 x 248 = 8992 B = 26993984 B more
     local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,

@@ -450,6 +450,7 @@ describe('qoslab.traffic on loopback', function()
         assert.error_matches(function() return t.sent end, '%(ECONNREFUSED%)')
         res, msg, code = traffic.run { host = '127.0.0.1', port = PORT, netns = 'qoslab-no-such-ns-' .. H.pid }
         assert.is_nil(res)
+        assert.is_string(msg)
         assert.is_string(code)
       end)
   end)

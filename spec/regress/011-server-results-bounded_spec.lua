@@ -111,8 +111,9 @@ describe('regress 011: a long-running server holds a bounded number of results',
       -- the other specs' heap (a 16 MiB string in one of them raised malloc's
       -- mmap threshold and this reading by 5 MiB).
       local build = os.getenv('QOSLAB_BUILD') or 'build'
-      local cmd = string.format([[lua5.4 -e "package.path='./lua/?.lua;./lua/?/init.lua;'..package.path package.cpath='./%s/?.so;'..package.cpath" '%s' --child 2>&1]],
-        build, debug.getinfo(1, 'S').short_src)
+      local cmd = string.format('lua5.4 -e "%s" \'%s\' --child 2>&1',
+        "package.path='./lua/?.lua;./lua/?/init.lua;'..package.path package.cpath='./" .. build
+          .. "/?.so;'..package.cpath", debug.getinfo(1, 'S').short_src)
       local p = assert(io.popen(cmd))
       local out = p:read('a')
       local ok = p:close()

@@ -74,8 +74,8 @@ describe('regress 013 CPU shares', function()
       end
       if missing > 0 then
         assert(said, d[2] .. ': ' .. missing .. ' slots short without a warning')
-        local n, of = w_counts(res, d[2])
-        assert.equal(missing, n)
+        local dropped, of = w_counts(res, d[2])
+        assert.equal(missing, dropped)
         assert.equal(64 * slots, of)
       else
         assert(not said, d[2] .. ': a warning of dropped slots with none missing')

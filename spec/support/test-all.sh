@@ -18,6 +18,7 @@ step() { # name command...
     fi
 }
 step build make -s all
+step lint make -s lint
 step c make -s check-c
 step unit make -s check-unit
 step integration make -s check-integration

@@ -15,7 +15,7 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
       return { warnings = { 'limit 1000 packets is below rate x delay' }, spec = spec }
     end,
     get = function(dev) if dev == 'empty' then return nil end return { delay_ms = 50, loss_pct = 1 } end,
-    stats = function(dev) return { packets = 10, bytes = 15140, drops = 1, overlimits = 0, requeues = 0, backlog_packets = 0, backlog_bytes = 0 } end,
+    stats = function() return { packets = 10, bytes = 15140, drops = 1, overlimits = 0, requeues = 0, backlog_packets = 0, backlog_bytes = 0 } end,
     clear = function(dev, o) fake.cleared = { dev = dev, opts = o } return dev ~= 'empty' end,
   }
 
@@ -55,6 +55,7 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     assert.equal(0, rc)
     assert.equal('empty: no netem\n', out)
     rc, out = netem { 'show', 'veth0' }
+    assert.equal(0, rc)
     assert.equal('veth0: netem delay 50ms loss 1%\n', out)
     rc, out = netem { 'clear', 'veth0', '--netns', 'ns1' }
     assert.equal(0, rc)

@@ -325,7 +325,8 @@ mark('finished')
       -- What explains each delay point: the cwnd bound (not a configured
       -- window), retransmits, netem's drops during the run (the fake's counter
       -- goes up by one per read, so 1), and the CPU flag.
-      assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | backlog drops | CPU-limited | reference Mbit/s\n', out, 1, true)
+      assert.matches('delay ms | Mbit/s (± 95 % CI) | max cwnd/RTT Mbit/s | retransmits | netem drops | '
+        .. 'backlog drops | CPU-limited | reference Mbit/s\n', out, 1, true)
       assert.matches('\n%s+1 |%s+%d+ |%s+[%d.]+ |%s+0 |%s+1 |%s+%d+ |%s+no |%s+854\n', out)
       assert.is_nil(out:find('| window/RTT Mbit/s | reference', 1, true))
       assert.is_nil(out:find('measured inside the qemu guest', 1, true))
@@ -354,9 +355,8 @@ mark('finished')
         assert.equal(0, rc, err)
         assert.matches('plot', out, 1, true)
         assert.is_string(slurp(o .. '/results.jsonl'))
-        local csv = 0
         local p = io.popen('ls ' .. q(o) .. ' | grep -c "\\.csv$"')
-        csv = tonumber(p:read('l'))
+        local csv = tonumber(p:read('l'))
         p:close()
         assert.equal(1, csv)
       end)

@@ -112,10 +112,13 @@ describe('qoslab.traffic options', function()
     assert.is_false(ok)
     assert.matches('^spec/unit/traffic_spec.lua:%d+: qoslab.client: opts.parallel', err)
     ok, err = pcall(function() traffic.client { host = 'h', zz = 0 } end)
+    assert.is_false(ok)
     assert.matches('^spec/unit/traffic_spec.lua:%d+: qoslab.client: opts.zz', err)
     ok, err = pcall(function() traffic.client { host = 'h', reverse = true, bidir = true } end)
+    assert.is_false(ok)
     assert.matches('^spec/unit/traffic_spec.lua:%d+: qoslab.client: opts.bidir', err)
     ok, err = pcall(function() traffic.server { port = 'x' } end)
+    assert.is_false(ok)
     assert.matches('^spec/unit/traffic_spec.lua:%d+: qoslab.server: opts.port', err)
   end)
 
@@ -256,7 +259,8 @@ describe('qoslab.traffic summary', function()
     local w = 'SO_RCVBUF clamped to 425984 B by net.core.rmem_max (requested 1048576)'
     local L = lines_of(tostring(fixture { window = 1048576, granted = 425984, clamped = true,
       busiest = 97.0, warnings = { w } }))
-    assert.truthy(find_line(L, '^%[  1%] buffers: SO_SNDBUF requested 1048576 B, granted 425984 B %(clamped by net.core.wmem_max%); SO_RCVBUF requested 1048576 B'))
+    assert.truthy(find_line(L, '^%[  1%] buffers: SO_SNDBUF requested 1048576 B, granted 425984 B '
+      .. '%(clamped by net.core.wmem_max%); SO_RCVBUF requested 1048576 B'))
     assert.truthy(find_line(L, '^CPU%-limited'))
     assert.truthy(find_line(L, '^warning: ' .. w:gsub('%p', '%%%0')))
   end)

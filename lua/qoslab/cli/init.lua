@@ -66,20 +66,39 @@ local function strip_internal(msg)
   return (msg:gsub('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: ', ''))
 end
 
+--- The signal an error stands for when it is the interruption error that
+-- qoslab.core raises on SIGINT, SIGTERM or SIGHUP (code "EINTR").
+-- @param err any error value
+-- @treturn string|nil "SIGINT", "SIGTERM", "SIGHUP" ("signal" when it names
+--   none), or nil for any other error
+function M.interrupted_by(err)
+  local ok, core = pcall(require, 'qoslab.core')
+  if not (ok and type(core) == 'table' and core.interrupted_by) then return nil end
+  return core.interrupted_by(err)
+end
+
 --- xpcall handler for a user script: the message alone, positioned at the
 -- script's own line (the innermost frame in `file`) when it does not name
--- one already; with QOSLAB_DEBUG=1 the whole stack traceback too.
+-- one already; with QOSLAB_DEBUG=1 the whole stack traceback too. An
+-- interruption stays the error object it is (its message treated alike),
+-- so its code still decides the exit status.
 -- @tparam string file the script's path, as loaded
 -- @treturn function handler
 function M.error_handler(file)
   return function(e)
+    if M.interrupted_by(e) then
+      local msg = tostring(e.message)
+      if os.getenv('QOSLAB_DEBUG') == '1' then e.message = debug.traceback(msg, 2)
+      else e.message = strip_internal(msg) end
+      return e
+    end
     if type(e) ~= 'string' then
       local mt = getmetatable(e)
       e = (mt and mt.__tostring) and tostring(e) or ('error object ' .. tostring(e))
     end
     if os.getenv('QOSLAB_DEBUG') == '1' then return debug.traceback(e, 2) end
     e = strip_internal(e)
-    if e:find('interrupted by SIG', 1, true) or e:sub(1, #file + 1) == file .. ':' then return e end
+    if e:sub(1, #file + 1) == file .. ':' then return e end
     for level = 2, 250 do
       local info = debug.getinfo(level, 'Sl')
       if not info then break end
@@ -93,16 +112,17 @@ end
 
 --- Exit status for an interruption by a signal: 130 for SIGINT, 143 for
 -- SIGTERM, 129 for SIGHUP (128 + the signal number, as shells report it),
--- else nil; then the signal's name.
--- @param err an error (its text is searched) or nil
+-- else nil; then the signal's name. Decided by the signal pending in this
+-- process or the one an interruption error names (`interrupted_by`).
+-- @param err an error or nil
 -- @treturn integer|nil
 function M.signal_status(err)
   local ok, core = pcall(require, 'qoslab.core')
   local pending = ok and type(core) == 'table' and core.signal_pending and core.signal_pending()
-  local s = tostring(err or '')
-  if pending == 'SIGTERM' or s:find('interrupted by SIGTERM', 1, true) then return 143, 'SIGTERM' end
-  if pending == 'SIGHUP' or s:find('interrupted by SIGHUP', 1, true) then return 129, 'SIGHUP' end
-  if pending == 'SIGINT' or s:find('interrupted by SIGINT', 1, true) then return 130, 'SIGINT' end
+  local named = M.interrupted_by(err)
+  if pending == 'SIGTERM' or named == 'SIGTERM' then return 143, 'SIGTERM' end
+  if pending == 'SIGHUP' or named == 'SIGHUP' then return 129, 'SIGHUP' end
+  if pending == 'SIGINT' or named == 'SIGINT' then return 130, 'SIGINT' end
   return nil
 end
 

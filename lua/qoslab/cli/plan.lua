@@ -246,7 +246,7 @@ function M.run_in_guest(o)
   end
   local t0 = now_s()
   -- A signal stops the guest (vm.run_script forwards it to the harness) and
-  -- then raises "interrupted by SIG...".
+  -- then raises the interruption error (qoslab.core, code "EINTR").
   local done, r, msg, code = pcall(vm.run_script, { script = o.guest_file or o.file, args = args, rw_dir = out,
                                                      timeout_s = o.timeout_s or 3600,
                                                      command = cli.started_as })

@@ -145,7 +145,8 @@ function M.describe_server(cmd)
     :convert(conv('--max-tests-per-address', int_in(1, 4096)))
   cmd:option('--max-streams-per-address', 'Data streams per peer address (default 128).')
     :convert(conv('--max-streams-per-address', int_in(1, 65536)))
-  cmd:option('--max-unidentified', 'Connections before cookie and parameters, all peers; over it the oldest is closed (default 256).')
+  cmd:option('--max-unidentified',
+    'Connections before cookie and parameters, all peers; over it the oldest is closed (default 256).')
     :convert(conv('--max-unidentified', int_in(1, 65536)))
   cmd:option('--max-unidentified-per-address', 'The same per peer address (default 8).')
     :convert(conv('--max-unidentified-per-address', int_in(1, 65536)))
@@ -379,10 +380,10 @@ local function run_client(a)
         end
       end
       nlive = nlive + 1
-      if core.signal_pending() then error('interrupted by ' .. core.signal_pending()) end
+      if core.signal_pending() then error(core.interruption()) end
     end
   end)
-  if not ok_loop and not tostring(err_loop):find('interrupted by', 1, true) then
+  if not ok_loop and not cli.interrupted_by(err_loop) then
     error(err_loop, 0)
   end
   if not ok_loop or core.signal_pending() then
@@ -507,12 +508,12 @@ local function run_server(a)
       if opts.one_off and srv:done() then poll() return end
       local slept, _, scode = timer.sleep(0.1)
       if not slept and scode == 'EINTR' then
-        error('interrupted by ' .. (require('qoslab.core').signal_pending() or 'signal'))
+        error(require('qoslab.core').interruption())
       end
     end
   end)
   if not ok_loop then
-    if not tostring(err_loop):find('interrupted by', 1, true) then
+    if not cli.interrupted_by(err_loop) then
       srv:stop()
       error(err_loop, 0)
     end

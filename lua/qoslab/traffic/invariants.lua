@@ -105,7 +105,7 @@ function M.invariants(res)
   local acc = {}
   for i, iv in ipairs(res.intervals or {}) do
     local secs = iv.seconds or ((iv.end_s or 0) - (iv.start_s or 0))
-    if not (secs > 0) then bad[#bad + 1] = string.format('interval %d has duration %s', i, secs) end
+    if secs ~= secs or secs <= 0 then bad[#bad + 1] = string.format('interval %d has duration %s', i, secs) end
     if i > 1 and res.intervals[i - 1].end_s and iv.start_s
         and math.abs(iv.start_s - res.intervals[i - 1].end_s) > 1e-6 then
       bad[#bad + 1] = string.format('interval %d starts at %.6f, previous ended at %.6f', i,

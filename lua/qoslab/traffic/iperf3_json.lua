@@ -84,7 +84,7 @@ local function total_json(x, sender_flag, tcp_sender)
   return e
 end
 
-local function udp_total(sent, recv, flag, view)
+local function udp_total(sent, recv, view)
   local packets = sent.packets or ((recv.unique_packets or 0) + (recv.lost_packets or 0))
   local src = view == 'sender' and sent or recv
   return { start = 0, ['end'] = src.seconds, seconds = src.seconds, bytes = src.bytes,
@@ -187,8 +187,8 @@ function M.to_iperf3_json(res)
     if not sent or not recv then return end
     local flag = local_sends(res, dir)
     if udp then
-      e['sum_sent' .. suffix] = udp_total(sent, recv, flag, 'sender')
-      e['sum_received' .. suffix] = udp_total(sent, recv, flag, 'receiver')
+      e['sum_sent' .. suffix] = udp_total(sent, recv, 'sender')
+      e['sum_received' .. suffix] = udp_total(sent, recv, 'receiver')
     else
       e['sum_sent' .. suffix] = total_json(sent, flag, true)
       e['sum_received' .. suffix] = total_json(recv, flag, false)
@@ -198,7 +198,7 @@ function M.to_iperf3_json(res)
   if res.bidir then sums(res.reverse_sent, res.reverse_received, 'reverse', '_bidir_reverse') end
   if udp and res.sent and res.received then
     -- iperf3's UDP "sum": the local end's bytes with the receiver's loss and jitter.
-    local s = udp_total(res.sent, res.received, lsnd, 'receiver')
+    local s = udp_total(res.sent, res.received, 'receiver')
     local lview = lsnd and res.sent or res.received
     s.bytes, s.bits_per_second = lview.bytes, lview.bits_per_second
     s.seconds, s['end'] = lview.seconds, lview.seconds

@@ -3,6 +3,8 @@
 # kernel has sch_netem (Debian bookworm's stock linux-image-amd64), with the
 # host's whole filesystem visible read-only (a copy-on-write tmpfs overlay in
 # guest RAM on top), so the checkout, build/ and /usr are used as they are.
+# Measured under TCG: bench/RESULTS.md ("qdisc change latency (netem,
+# guest)"); the boot, the shares and the knobs are described below.
 #
 #   usage: run-in-vm.sh [OPTIONS] [--] 'command string'
 #          run-in-vm.sh --check      can a guest run here? (nothing booted)
@@ -114,8 +116,8 @@ MODULES="virtio_pci 9pnet_virtio 9p overlay sch_netem sch_tbf sch_htb
 # ------------------------------------------------------------ can we run? ----
 # Accelerator. This project's machines have a /dev/kvm served by kvm_pvm
 # (nested "PVM" without VT-x/SVM) that only runs PVM-enlightened kernels: a
-# stock Debian kernel stalls or dies with "KVM internal error" there
-# (measured when this script was written). So auto = TCG whenever kvm_pvm is loaded or /dev/kvm is not
+# stock Debian kernel stalls or dies with "KVM internal error" there. So
+# auto = TCG whenever kvm_pvm is loaded or /dev/kvm is not
 # writable, real KVM otherwise.
 ACCEL=${QOSLAB_VM_ACCEL:-auto}
 if [ "$ACCEL" = auto ]; then
