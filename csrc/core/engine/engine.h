@@ -1,7 +1,8 @@
 /*
  * engine.h - the traffic engine: an iperf3-compatible client and server for
  * TCP and UDP over IPv4/IPv6, one thread per stream (Lua-free). The public
- * face (client.c, server.c implement it); stands on record.h and proto.h.
+ * face (client.c, server.c and test.c implement it); stands on record.h and
+ * proto.h.
  *
  * Threads. A client test has one control thread (it speaks the control
  * protocol, enters the test's network namespace to create the sockets, and

@@ -37,7 +37,8 @@ struct ql_server {
 	ql_srv_problem *plog;             /* ring of the last QL_SRV_PROBLEMS_KEPT */
 	uint64_t nproblems;
 	uint64_t nstarted;                /* tests whose parameters were accepted */
-	char started[512];                /* the last of them, for logs */
+	char started[640];                /* the last of them, for logs (holds
+	                                     the longest server_note_start writes) */
 	uint64_t accept_seq;
 	int done;
 	/* unidentified connections, oldest first (see ql_server_opts) */
