@@ -10,6 +10,7 @@
 #   make check-fresh  the two commands' first step on a bare Debian 12 root
 #                   (debootstrap; cache in /var/tmp; see spec/support/check-fresh.sh)
 #   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
+#   make doc        the reference (LDoc: config.ld, manual/) in doc/index.html
 #
 # This Makefile is the one source list: the rockspec calls it (build.type
 # "make") with LUA_INCDIR/INST_* set by LuaRocks.
@@ -55,7 +56,8 @@ ifeq ($(SAN),tsan)
   LDFLAGS += -fsanitize=thread
 endif
 
-CORE_SRC := $(sort $(wildcard csrc/core/*.c))
+CORE_SRC := $(sort $(wildcard csrc/core/*.c csrc/core/engine/*.c))
+CORE_HDR := $(wildcard csrc/core/*.h csrc/core/engine/*.h)
 BIND_SRC := $(sort $(wildcard csrc/bind/*.c))
 CORE_OBJ := $(CORE_SRC:csrc/%.c=$(BUILD)/obj/%.o)
 BIND_OBJ := $(BIND_SRC:csrc/%.c=$(BUILD)/obj/%.o)
@@ -66,15 +68,15 @@ CTEST_BIN := $(CTEST_SRC:spec/c/%.c=$(BUILD)/ctest/%)
 
 .PHONY: all deps test demo bench check check-c check-unit check-integration \
         check-netem lint check-asan check-tsan san-lua fuzz fuzz-bin install clean ci \
-        check-fresh
+        check-fresh doc
 
 all: $(SO)
 
-$(BUILD)/obj/core/%.o: csrc/core/%.c $(wildcard csrc/core/*.h)
+$(BUILD)/obj/core/%.o: csrc/core/%.c $(CORE_HDR)
 	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -c $< -o $@
 
-$(BUILD)/obj/bind/%.o: csrc/bind/%.c $(wildcard csrc/core/*.h csrc/bind/*.h)
+$(BUILD)/obj/bind/%.o: csrc/bind/%.c $(CORE_HDR) $(wildcard csrc/bind/*.h)
 	@mkdir -p $(dir $@)$(NEED_NL)
 	$(CC) $(QL_CFLAGS) -I$(LUA_INCDIR) $(CFLAGS) -c $< -o $@
 
@@ -83,7 +85,7 @@ $(SO): $(CORE_OBJ) $(BIND_OBJ)
 	$(CC) -shared $(LDFLAGS) -o $@ $^ $(LIBS)
 
 # C unit tests of csrc/core (no Lua): one binary per spec/c/test_*.c.
-$(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_OBJ)
+$(BUILD)/ctest/%: spec/c/%.c spec/c/ctest.h $(CORE_HDR) $(CORE_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) $(QL_CFLAGS) $(CFLAGS) -Icsrc/core $(LDFLAGS) -o $@ $< $(CORE_OBJ) $(LIBS)
 
@@ -149,7 +151,7 @@ FUZZ_SECONDS ?= 20
 FUZZ_SRC     := $(sort $(wildcard spec/fuzz/fuzz_*.c))
 FUZZ_BIN     := $(FUZZ_SRC:spec/fuzz/%.c=build/fuzz/%)
 
-build/fuzz/%: spec/fuzz/%.c $(CORE_SRC) $(wildcard csrc/core/*.h)
+build/fuzz/%: spec/fuzz/%.c $(CORE_SRC) $(CORE_HDR)
 	@mkdir -p $(dir $@)
 	$(FUZZ_CC) -std=gnu11 -D_GNU_SOURCE -g -O1 -fsanitize=fuzzer,address,undefined \
 	  $(NL_CFLAGS) $(CJSON_CFLAGS) -Icsrc/core -o $@ $< $(CORE_SRC) $(LIBS)
@@ -177,6 +179,17 @@ bench: deps
 check-fresh:
 	@QOSLAB_BUILD=$(BUILD) bash spec/support/check-fresh.sh
 
+# ----------------------------------------------------------------- doc ----
+# The reference from the modules' LDoc blocks and manual/*.md. Its packages
+# are not in DEB_PKGS: no required command needs them. --fatalwarnings: a
+# malformed tag fails the build.
+DOC_PKGS := lua-ldoc lua-discount
+doc:
+	@sh spec/support/deps.sh $(DOC_PKGS) >/dev/null
+	@rm -rf doc
+	@ldoc --fatalwarnings -q .
+	@echo "doc: doc/index.html"
+
 # ------------------------------------------------------------- install ----
 # LuaRocks passes INST_LIBDIR / INST_LUADIR / INST_BINDIR.
 INST_LIBDIR ?= /usr/local/lib/lua/5.4
@@ -192,4 +205,4 @@ install: $(SO)
 	install -m 755 bin/qoslab $(INST_BINDIR)/qoslab
 
 clean:
-	rm -rf build build-asan build-tsan
+	rm -rf build build-asan build-tsan doc

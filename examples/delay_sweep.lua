@@ -8,7 +8,8 @@
 -- TCP retransmits, netem's own drop counter and the CPU receive-backlog drops
 -- (/proc/net/softnet_stat) during the run, whether a CPU was
 -- the bottleneck (always check this in the qemu guest, whose CPU is
--- emulated), and the published reference values (DESIGN.md §1).
+-- emulated), and the published reference values (one TCP stream over
+-- 1 Gbit/s Ethernet with netem on the sender, iperf as traffic).
 --
 -- Run:   bin/qoslab run examples/delay_sweep.lua [--out DIR] [--resume] [--quick]
 -- Needs: root (namespaces) and kernel netem (else qoslab runs it in the qemu guest).

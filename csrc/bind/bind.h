@@ -1,9 +1,9 @@
 /*
  * bind.h - the one shared header of the Lua binding layer (csrc/bind).
  *
- * Conventions (see STYLE.md):
+ * Conventions:
  *  - A caller's mistake raises a Lua error naming the function and the field:
- *      "qoslab.netem.apply: spec.loss_pct: expected a number in [0, 100], got 150"
+ *      "qoslab.netem.apply: spec.loss_pct: expected a finite number in [0, 100], got 150"
  *  - A failure of the world returns nil, message, CODE (qlb_fail).
  *  - Option tables: qlb_check_keys rejects unknown keys; the qlb_opt_* readers
  *    return 1 and store the value when the key is present, 0 when it is nil,
@@ -49,7 +49,8 @@ int qlb_field_error(lua_State *L, const char *ctx, const char *field,
 		    const char *expected, int idx);
 
 /* Raise "<ctx>: <fmt...>". */
-int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...);
+int qlb_error(lua_State *L, const char *ctx, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 
 /* Require a table at idx (raises "<ctx>: <name>: expected a table, got x"). */
 void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name);

@@ -2,6 +2,26 @@
  * core.c - luaopen_qoslab_core: the one exported symbol of qoslab/core.so.
  * Each concern registers its functions into the module table.
  */
+
+/***
+ * The C binding under the Lua modules: `require "qoslab.core"`.
+ *
+ * Not an API of its own: scripts use the Lua modules, which check their
+ * arguments, keep the records `qoslab cleanup` needs and document every
+ * function. Each C function reaches scripts through one of them, documented
+ * there: `now`, `now_ns`, `sleep`, `sleep_until`, `periodic` as
+ * `qoslab.timer`; `netns_*` as `qoslab.netns`; `link_*` as `qoslab.link`;
+ * `shape_*`, `qdisc_stats` as `qoslab.shape`; `netem_*`, `ifb_*` as
+ * `qoslab.netem`; `traffic_client`, `traffic_server` (the `qoslab.Test` and
+ * `qoslab.Server` userdata) as `qoslab.traffic`; `fsync`, `realpath`,
+ * `uname`, `kill`, `spawn` as `qoslab.fs`. The rest serve the Lua layers
+ * and the `qoslab` command (`read_regular_file`; `signals_install`,
+ * `signal_pending`, `signal_reset` turn SIGINT, SIGTERM and SIGHUP into a
+ * clean stop). Their names and arguments may change with the Lua modules.
+ *
+ * `_VERSION` is the rockspec's version (`scm-1`), also `qoslab._VERSION`.
+ * @module qoslab.core
+ */
 #include "bind.h"
 
 #ifndef QOSLAB_VERSION

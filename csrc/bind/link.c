@@ -11,6 +11,9 @@
  *   link_addr_add / link_addr_del(ifname, cidr[, {netns=}])
  *   link_offloads(ifname[, {tso=, gso=, gro=}[, {netns=}]]) -> {tso=, gso=, gro=}
  *   link_info(ifname[, {netns=}]) -> table
+ *   netns_check_prefix(ctx, field, prefix) -> true (raises on a bad prefix)
+ *   testbed_check(opts) -> opts with defaults (raises; qoslab.testbed's rules)
+ *   shape_check(ifname, spec[, {netns=}]) (raises or true) /
  *   shape_apply(ifname, spec[, {netns=}]) / shape_get / shape_clear /
  *   shape_reset_child / qdisc_stats
  */
@@ -175,6 +178,9 @@ static int l_link_delete(lua_State *L)
 	return ok(L);
 }
 
+#define MTU_MIN 68     /* IPv4's minimum (RFC 791) */
+#define MTU_MAX 65535
+
 static int l_link_set(lua_State *L)
 {
 	static const char *const keys[] = { "up", "mtu_bytes", "netns", NULL };
@@ -185,7 +191,7 @@ static int l_link_set(lua_State *L)
 	int up = -1;
 	lua_Integer mtu = 0;
 	qlb_opt_boolean(L, 2, ctx, "opts", "up", &up);
-	qlb_opt_integer(L, 2, ctx, "opts", "mtu_bytes", 68, 65535, &mtu);
+	qlb_opt_integer(L, 2, ctx, "opts", "mtu_bytes", MTU_MIN, MTU_MAX, &mtu);
 	ql_err e;
 	if (ql_link_set(ifname, ns, up, (uint32_t)mtu, &e) < 0)
 		return fail(L, ctx, &e);
@@ -279,21 +285,15 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_shape *s)
 	if (qlb_opt_integer(L, idx, ctx, "spec", "limit_bytes", 1, UINT32_MAX, &v))
 		s->limit_bytes = (uint32_t)v;
 	double ms;
-	if (qlb_opt_number(L, idx, ctx, "spec", "latency_ms", 0.001, 4000000.0, &ms)) {
-		if (s->limit_bytes)
-			luaL_error(L, "%s: spec.latency_ms: give either latency_ms or limit_bytes, not both", ctx);
+	if (qlb_opt_number(L, idx, ctx, "spec", "latency_ms", 0.001, 4000000.0, &ms))
 		s->latency_us = (uint32_t)llround(ms * 1000.0);
-	}
 	if (qlb_opt_integer(L, idx, ctx, "spec", "ceil_bps", 8, MAX_RATE_BPS, &v))
 		s->ceil_bytes_per_s = (uint64_t)v / 8;
 	if (qlb_opt_integer(L, idx, ctx, "spec", "cburst_bytes", 1, UINT32_MAX, &v))
 		s->cburst_bytes = (uint32_t)v;
-	if (s->kind == QL_SHAPE_TBF && (s->ceil_bytes_per_s || s->cburst_bytes))
-		luaL_error(L, "%s: spec.%s: only for kind \"htb\"", ctx,
-			   s->ceil_bytes_per_s ? "ceil_bps" : "cburst_bytes");
-	if (s->kind == QL_SHAPE_HTB && (s->limit_bytes || s->latency_us))
-		luaL_error(L, "%s: spec.%s: only for kind \"tbf\"", ctx,
-			   s->limit_bytes ? "limit_bytes" : "latency_ms");
+	ql_err e;
+	if (ql_shape_validate(s, &e) < 0)
+		fail(L, ctx, &e);
 }
 
 static void push_spec(lua_State *L, const ql_shape *s)
@@ -330,6 +330,101 @@ static int l_shape_apply(lua_State *L)
 	qlb_set_string(L, "netem_parent", buf);
 	push_spec(L, &applied);
 	lua_setfield(L, -2, "spec");
+	return 1;
+}
+
+/* shape_check(ifname, spec[, opts]) -> true: every rule shape_apply checks
+ * before it needs the device, raised as shape_apply raises them. */
+static int l_shape_check(lua_State *L)
+{
+	const char *ctx = "qoslab.shape.apply";
+	arg_string(L, 1, ctx, "ifname");
+	ql_shape s;
+	read_spec(L, 2, ctx, &s);
+	opt_netns(L, 3, ctx, NULL);
+	return ok(L);
+}
+
+/* The prefix at idx: a string (else "expected a string") that the core's
+ * rule takes; a NUL inside fails that rule too, shown as \0. */
+static const char *check_prefix(lua_State *L, int idx, const char *ctx, const char *field)
+{
+	if (lua_type(L, idx) != LUA_TSTRING)
+		qlb_field_error(L, ctx, field, "a string", idx);
+	size_t len;
+	const char *prefix = lua_tolstring(L, idx, &len);
+	if (strlen(prefix) != len || ql_netns_check_prefix(field, prefix, NULL) < 0)
+		qlb_field_error(L, ctx, field, QL_NETNS_PREFIX_EXPECTED, idx);
+	return prefix;
+}
+
+/* netns_check_prefix(ctx, field, prefix) -> true: a prefix for generated
+ * namespace names (nil is not one). */
+static int l_netns_check_prefix(lua_State *L)
+{
+	const char *ctx = luaL_checkstring(L, 1);
+	const char *field = luaL_checkstring(L, 2);
+	check_prefix(L, 3, ctx, field);
+	return ok(L);
+}
+
+/*
+ * testbed_check(opts) -> opts with defaults: the rules of qoslab.testbed's
+ * own options, with the ranges of the calls they are handed to (shape,
+ * link.set); impair and reverse_impair are only required to be tables here
+ * (qoslab.netem checks what is in them). Returns {rate_bps =, shape =
+ * "tbf", burst_bytes =, offloads = false, mtu_bytes =, ipv6 = false, prefix
+ * = "qoslab"}.
+ */
+static int l_testbed_check(lua_State *L)
+{
+	static const char *const keys[] = { "rate_bps", "impair", "reverse_impair", "shape",
+					    "offloads", "mtu_bytes", "ipv6", "prefix",
+					    "burst_bytes", NULL };
+	static const char *const kinds[] = { "tbf", "htb", NULL };
+	const char *ctx = "qoslab.testbed";
+	lua_settop(L, 1);
+	if (lua_isnil(L, 1)) {
+		lua_newtable(L);
+		lua_replace(L, 1);
+	}
+	qlb_check_table(L, 1, ctx, "opts");
+	qlb_check_keys(L, 1, ctx, "opts", keys);
+	lua_Integer rate = 0, burst = 0, mtu = 0;
+	int has_rate = qlb_opt_integer(L, 1, ctx, "opts", "rate_bps", 8, MAX_RATE_BPS, &rate);
+	int kind = 0, offloads = 0, ipv6 = 0;
+	qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
+	int has_burst = qlb_opt_integer(L, 1, ctx, "opts", "burst_bytes", 1, UINT32_MAX, &burst);
+	qlb_opt_boolean(L, 1, ctx, "opts", "offloads", &offloads);
+	int has_mtu = qlb_opt_integer(L, 1, ctx, "opts", "mtu_bytes", MTU_MIN, MTU_MAX, &mtu);
+	qlb_opt_boolean(L, 1, ctx, "opts", "ipv6", &ipv6);
+	const char *prefix = "qoslab";
+	if (lua_getfield(L, 1, "prefix") != LUA_TNIL) {
+		prefix = check_prefix(L, -1, ctx, "opts.prefix");
+		lua_pop(L, 1);  /* the table still holds the string */
+	} else {
+		lua_pop(L, 1);
+	}
+	static const char *const impairs[] = { "impair", "reverse_impair", NULL };
+	for (const char *const *k = impairs; *k; k++) {
+		int t = lua_getfield(L, 1, *k);
+		if (t != LUA_TNIL && t != LUA_TTABLE)
+			qlb_field_error(L, ctx, lua_pushfstring(L, "opts.%s", *k), "a table", -2);
+		lua_pop(L, 1);
+	}
+	if (has_burst && !has_rate)
+		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
+	lua_createtable(L, 0, 7);
+	if (has_rate)
+		qlb_set_integer(L, "rate_bps", rate);
+	qlb_set_string(L, "shape", kinds[kind]);
+	if (has_burst)
+		qlb_set_integer(L, "burst_bytes", burst);
+	qlb_set_boolean(L, "offloads", offloads);
+	if (has_mtu)
+		qlb_set_integer(L, "mtu_bytes", mtu);
+	qlb_set_boolean(L, "ipv6", ipv6);
+	qlb_set_string(L, "prefix", prefix);
 	return 1;
 }
 
@@ -420,6 +515,9 @@ void qlb_open_link(lua_State *L)
 		{ "link_addr_del", l_addr_del },
 		{ "link_offloads", l_offloads },
 		{ "link_info", l_link_info },
+		{ "shape_check", l_shape_check },
+		{ "netns_check_prefix", l_netns_check_prefix },
+		{ "testbed_check", l_testbed_check },
 		{ "shape_apply", l_shape_apply },
 		{ "shape_get", l_shape_get },
 		{ "shape_clear", l_shape_clear },

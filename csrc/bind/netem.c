@@ -1,8 +1,13 @@
 /*
  * netem.c - Lua binding of csrc/core/netem.h and csrc/core/ifb.h. The public
  * API and its documentation are in lua/qoslab/netem.lua; these functions
- * only convert (spec table <-> ql_netem_spec, with type and range checks).
+ * convert (spec table <-> ql_netem_spec) and hold the one check of every
+ * qoslab.netem argument: keys and types here, ranges and cross-field rules
+ * in the core (ql_netem_validate, ql_netem_where_check). netem_check runs
+ * them all without the kernel, for the Lua layer to raise at its caller.
  *
+ * core.netem_check(ctx, mode, ifname, spec, opts)
+ *     -> canonical spec|false, opts with defaults   (raises; see l_check)
  * core.netem_normalize(spec[, ctx])            -> canonical spec table
  * core.netem_apply(ifname, spec, netns, parent, handle[, ctx])
  *     -> true, was_netem, other_kind|nil, spec read back|false
@@ -160,7 +165,8 @@ static size_t read_dist(lua_State *L, int idx, const char *ctx, const char *fiel
 
 /* Read spec at idx into s. Buffers for tables are left on the stack (the
  * caller keeps them until the spec has been used). */
-static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s)
+static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
+		      int *auto_limit)
 {
 	idx = lua_absindex(L, idx);
 	qlb_check_table(L, idx, ctx, "spec");
@@ -192,10 +198,21 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s)
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_cell_overhead_bytes", INT32_MIN, INT32_MAX, &iv))
 		s->cell_overhead_bytes = (int32_t)iv;
 	qlb_opt_boolean(L, idx, ctx, "spec", "ecn", &s->ecn);
-	if (lua_getfield(L, idx, "limit_packets") == LUA_TSTRING)
-		luaL_error(L, "%s: spec.limit_packets: \"auto\" must be resolved by qoslab.netem, got string", ctx);
+	int is_auto = 0;
+	if (lua_getfield(L, idx, "limit_packets") == LUA_TSTRING) {
+		size_t len;
+		const char *lim = lua_tolstring(L, -1, &len);
+		is_auto = len == 4 && strcmp(lim, "auto") == 0;
+		if (auto_limit && !is_auto)
+			qlb_field_error(L, ctx, "spec.limit_packets",
+					"an integer in [1, 4294967295] or \"auto\"", -1);
+		if (!auto_limit && is_auto)
+			luaL_error(L, "%s: spec.limit_packets: \"auto\" must be resolved by qoslab.netem, got string", ctx);
+	}
 	lua_pop(L, 1);
-	if (qlb_opt_integer(L, idx, ctx, "spec", "limit_packets", 1, UINT32_MAX, &iv))
+	if (auto_limit)
+		*auto_limit = is_auto;
+	if (!is_auto && qlb_opt_integer(L, idx, ctx, "spec", "limit_packets", 1, UINT32_MAX, &iv))
 		s->limit_packets = (uint32_t)iv;
 	if (qlb_opt_integer(L, idx, ctx, "spec", "seed", LUA_MININTEGER, LUA_MAXINTEGER, &iv)) {
 		s->has_seed = 1;
@@ -380,26 +397,125 @@ static void copy_dist(lua_State *L, int idx)
 	}
 }
 
-static int l_normalize(lua_State *L)
+/* Check the spec at idx and push its canonical table (with auto_limit,
+ * limit_packets = "auto" is kept as given). Leaves buffers below it. */
+static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_auto)
 {
-	const char *ctx = luaL_optstring(L, 2, CTX_APPLY);
-	lua_settop(L, 2);
+	idx = lua_absindex(L, idx);
 	ql_netem_spec s;
-	read_spec(L, 1, ctx, &s);
+	int auto_limit = 0;
+	read_spec(L, idx, ctx, &s, allow_auto ? &auto_limit : NULL);
 	int dist_idx = 0, slot_dist_idx = 0;
 	if (s.dist) {
-		lua_getfield(L, 1, "distribution");
+		lua_getfield(L, idx, "distribution");
 		copy_dist(L, -1);
 		dist_idx = lua_gettop(L);
 	}
 	if (s.slot_dist) {
-		lua_getfield(L, 1, "slot");
+		lua_getfield(L, idx, "slot");
 		lua_getfield(L, -1, "distribution");
 		copy_dist(L, -1);
 		slot_dist_idx = lua_gettop(L);
 	}
 	push_spec(L, &s, dist_idx, slot_dist_idx);
+	if (auto_limit)
+		qlb_set_string(L, "limit_packets", "auto");
+}
+
+static int l_normalize(lua_State *L)
+{
+	const char *ctx = luaL_optstring(L, 2, CTX_APPLY);
+	lua_settop(L, 2);
+	push_canonical(L, 1, ctx, 0);
 	return 1;
+}
+
+/* The device argument of the qoslab.netem functions. */
+static void check_ifname(lua_State *L, int idx, const char *ctx)
+{
+	size_t len = 0;
+	/* the type first: lua_tolstring would turn a number into a string */
+	const char *s = lua_type(L, idx) == LUA_TSTRING ? lua_tolstring(L, idx, &len) : NULL;
+	if (!s || len == 0 || len > 15 || strlen(s) != len)
+		qlb_field_error(L, ctx, "ifname", "a device name of 1..15 characters (no NUL)", idx);
+}
+
+static const char *const opt_keys[] = {
+	"netns", "parent", "handle", "direction", "ingress_src", "quiet", NULL,
+};
+static const char *const directions[] = { "egress", "ingress", NULL };
+
+/* Check the opts table at idx (nil = {}) and push it with its defaults:
+ * {netns =, parent = "root", handle =, direction = "egress", ingress_src =,
+ * quiet = false}. with_handle = 0 where a handle means nothing. */
+static void push_opts(lua_State *L, int idx, const char *ctx, int with_handle)
+{
+	idx = lua_absindex(L, idx);
+	if (lua_isnoneornil(L, idx)) {
+		lua_newtable(L);
+		idx = lua_gettop(L);
+	}
+	qlb_check_table(L, idx, ctx, "opts");
+	qlb_check_keys(L, idx, ctx, "opts", opt_keys);
+	ql_netem_where w = { 0 };
+	const char *netns = NULL;
+	int dir = 0, quiet = 0;
+	ql_err e;
+	if (qlb_opt_string(L, idx, ctx, "opts", "netns", &netns, NULL) &&
+	    ql_netns_check_name("opts.netns", netns, &e) < 0)
+		usage_fail(L, ctx, &e);
+	qlb_opt_string(L, idx, ctx, "opts", "parent", &w.parent, NULL);
+	qlb_opt_string(L, idx, ctx, "opts", "handle", &w.handle, NULL);
+	qlb_opt_enum(L, idx, ctx, "opts", "direction", directions, &dir);
+	w.ingress = dir == 1;
+	qlb_opt_string(L, idx, ctx, "opts", "ingress_src", &w.ingress_src, NULL);
+	qlb_opt_boolean(L, idx, ctx, "opts", "quiet", &quiet);
+	uint32_t parent, handle;
+	if (ql_netem_where_check(&w, with_handle, &parent, &handle, &e) < 0)
+		usage_fail(L, ctx, &e);
+	lua_createtable(L, 0, 6);
+	if (netns)
+		qlb_set_string(L, "netns", netns);
+	qlb_set_string(L, "parent", w.parent ? w.parent : "root");
+	if (w.handle)
+		qlb_set_string(L, "handle", w.handle);
+	qlb_set_string(L, "direction", directions[dir]);
+	if (w.ingress_src)
+		qlb_set_string(L, "ingress_src", w.ingress_src);
+	qlb_set_boolean(L, "quiet", quiet);
+}
+
+enum { CHECK_SPEC, CHECK_APPLY, CHECK_TABLE, CHECK_UPDATE, CHECK_TARGET };
+
+/*
+ * check(ctx, mode, ifname, spec, opts) -> canonical spec | false, opts | nil
+ * Every rule of the qoslab.netem arguments, without touching the kernel.
+ * mode: "spec" (spec alone; limit_packets "auto" kept), "apply" (ifname,
+ * spec, opts with handle), "table" (ifname, a spec table not checked
+ * further, opts with handle), "update" (as "table", the table named
+ * "changes"), "target" (ifname, opts without handle).
+ */
+static int l_check(lua_State *L)
+{
+	static const char *const modes[] = { "spec", "apply", "table", "update", "target", NULL };
+	const char *ctx = qlb_check_string(L, 1, "qoslab.netem", "ctx", NULL);
+	int mode = luaL_checkoption(L, 2, NULL, modes);
+	lua_settop(L, 5);
+	if (mode != CHECK_SPEC)
+		check_ifname(L, 3, ctx);
+	if (mode != CHECK_TARGET)
+		qlb_check_table(L, 4, ctx, mode == CHECK_UPDATE ? "changes" : "spec");
+	if (mode == CHECK_SPEC)
+		lua_pushnil(L);
+	else
+		push_opts(L, 5, ctx, mode != CHECK_TARGET);
+	int opts_idx = lua_gettop(L);
+	if (mode == CHECK_SPEC || mode == CHECK_APPLY)
+		push_canonical(L, 4, ctx, 1);
+	else
+		lua_pushboolean(L, 0);
+	lua_pushvalue(L, opts_idx);
+	return 2;
 }
 
 /* ifname, netns, parent, handle at first .. first+3. */
@@ -407,17 +523,12 @@ static void read_target(lua_State *L, int first, const char *ctx, ql_qdisc_targe
 {
 	t->ifname = qlb_check_string(L, first, ctx, "ifname", NULL);
 	t->netns = opt_netns(L, first + 1, ctx);
-	const char *parent = qlb_opt_arg_string(L, first + 2, ctx, "opts.parent", NULL);
-	if (!parent)
-		parent = "root";
-	if (ql_tc_handle_parse(parent, &t->parent) < 0 || (t->parent != TC_H_ROOT && !TC_H_MIN(t->parent)))
-		luaL_error(L, "%s: opts.parent: expected \"root\" or \"MAJ:MIN\" (hex, as tc), got \"%s\"", ctx, parent);
-	t->handle = 0;
-	if (!lua_isnoneornil(L, first + 3)) {
-		const char *h = qlb_check_string(L, first + 3, ctx, "opts.handle", NULL);
-		if (ql_tc_handle_parse(h, &t->handle) < 0 || t->handle == TC_H_ROOT || TC_H_MIN(t->handle) || !t->handle)
-			luaL_error(L, "%s: opts.handle: expected \"MAJ:\" (hex, as tc), got \"%s\"", ctx, h);
-	}
+	ql_netem_where w = { 0 };
+	w.parent = qlb_opt_arg_string(L, first + 2, ctx, "opts.parent", NULL);
+	w.handle = qlb_opt_arg_string(L, first + 3, ctx, "opts.handle", NULL);
+	ql_err e;
+	if (ql_netem_where_check(&w, 1, &t->parent, &t->handle, &e) < 0)
+		usage_fail(L, ctx, &e);
 }
 
 /* apply(ifname, spec, netns, parent, handle[, ctx]) */
@@ -433,7 +544,7 @@ static int l_apply(lua_State *L)
 	ql_qdisc_target t;
 	read_target(L, 7, ctx, &t);
 	ql_netem_spec s;
-	read_spec(L, 2, ctx, &s);
+	read_spec(L, 2, ctx, &s, NULL);
 	ql_err e;
 	int before, after_found;
 	char kind[32];
@@ -510,7 +621,7 @@ static int l_raw(lua_State *L)
 {
 	ql_netem_spec s;
 	lua_settop(L, 1);
-	read_spec(L, 1, CTX_APPLY, &s);
+	read_spec(L, 1, CTX_APPLY, &s, NULL);
 	lua_createtable(L, 0, 12);
 	qlb_set_integer(L, "loss", s.loss_frac32);
 	qlb_set_integer(L, "duplicate", s.duplicate_frac32);
@@ -596,6 +707,7 @@ static int l_link_exists(lua_State *L)
 void qlb_open_netem(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
+		{ "netem_check", l_check },
 		{ "netem_normalize", l_normalize },
 		{ "netem_apply", l_apply },
 		{ "netem_get", l_get },

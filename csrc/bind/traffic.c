@@ -1,5 +1,5 @@
 /*
- * traffic.c - Lua binding of the traffic engine (csrc/core/engine.h).
+ * traffic.c - Lua binding of the traffic engine (csrc/core/engine/engine.h).
  *
  * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
@@ -16,7 +16,10 @@
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
  *
- * Option keys and the result table are specified in TRAFFIC-CONTRACT.md.
+ * The option keys are those of qoslab.traffic's client{} and server{} (its
+ * LDoc blocks; l_client and l_server read them into ql_client_opts and
+ * ql_server_opts). The result table is built by push_result: plain tables,
+ * counters as integers, rates as floats (described in manual/results.md).
  * Worker threads never see the lua_State: these functions copy snapshots.
  */
 #include <errno.h>
@@ -24,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/engine.h"
+#include "../core/engine/engine.h"
 #include "../core/netns.h"
 #include "../core/sig.h"
 #include "../core/tcpca.h"

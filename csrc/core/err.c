@@ -17,6 +17,9 @@ void ql_err_clear(ql_err *e)
 }
 
 static void vfill(ql_err *e, int errnum, int usage, const char *code,
+		  const char *fmt, va_list ap) __attribute__((format(printf, 5, 0)));
+
+static void vfill(ql_err *e, int errnum, int usage, const char *code,
 		  const char *fmt, va_list ap)
 {
 	e->errnum = errnum;

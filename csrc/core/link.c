@@ -393,9 +393,12 @@ static const char *const offload_names[3] = { "tso", "gso", "gro" };
 static int feature_groups(const char *ifname, const char *netns, int **groups,
 			  uint32_t *count, ql_err *e)
 {
-	struct {
+	/* The header and room for one entry of its flexible data[]: the size
+	 * of the one string set asked for. A union, not a struct with the
+	 * header first (a flexible array not at the end is a GNU extension). */
+	union {
 		struct ethtool_sset_info hdr;
-		uint32_t len;
+		unsigned char room[sizeof(struct ethtool_sset_info) + sizeof(uint32_t)];
 	} si;
 	memset(&si, 0, sizeof si);
 	si.hdr.cmd = ETHTOOL_GSSET_INFO;
@@ -403,9 +406,9 @@ static int feature_groups(const char *ifname, const char *netns, int **groups,
 	int rc = ethtool(ifname, netns, &si, e);
 	if (rc < 0)
 		return rc;
-	if (!(si.hdr.sset_mask & (1ull << ETH_SS_FEATURES)) || si.len == 0 || si.len > 4096)
+	if (!(si.hdr.sset_mask & (1ull << ETH_SS_FEATURES)) || si.hdr.data[0] == 0 || si.hdr.data[0] > 4096)
 		return ql_err_set(e, EOPNOTSUPP, "ENOTSUP", "device \"%s\" reports no ethtool features", ifname);
-	uint32_t n = si.len;
+	uint32_t n = si.hdr.data[0];
 	struct ethtool_gstrings *gs = calloc(1, sizeof *gs + (size_t)n * ETH_GSTRING_LEN);
 	int *g = calloc(n, sizeof *g);
 	if (!gs || !g) {

@@ -129,6 +129,41 @@ int ql_netem_validate(const ql_netem_spec *s, ql_err *e)
 	return 0;
 }
 
+/* hex+ ":" hex* with the minor part required (class) or forbidden (handle). */
+static int strict_handle(const char *s, int want_minor)
+{
+	size_t maj = strspn(s, "0123456789abcdefABCDEF");
+	if (maj == 0 || s[maj] != ':')
+		return 0;
+	size_t min = strspn(s + maj + 1, "0123456789abcdefABCDEF");
+	if (s[maj + 1 + min] != '\0')
+		return 0;
+	return want_minor ? min > 0 : min == 0;
+}
+
+int ql_netem_where_check(const ql_netem_where *w, int with_handle,
+			 uint32_t *parent, uint32_t *handle, ql_err *e)
+{
+	const char *p = w->parent ? w->parent : "root";
+	*parent = TC_H_ROOT;
+	*handle = 0;
+	if (strcmp(p, "root") != 0 &&
+	    (!strict_handle(p, 1) || ql_tc_handle_parse(p, parent) < 0 || !TC_H_MIN(*parent)))
+		return ql_err_usage(e, "opts.parent: expected \"root\" or \"MAJ:MIN\" (hex, as tc), got string \"%s\"", p);
+	if (w->handle) {
+		if (!strict_handle(w->handle, 0) || ql_tc_handle_parse(w->handle, handle) < 0 ||
+		    *handle == 0)
+			return ql_err_usage(e, "opts.handle: expected \"MAJ:\" (hex, as tc), got string \"%s\"", w->handle);
+		if (!with_handle)
+			return ql_err_usage(e, "opts.handle: expected nil (only apply takes a handle), got string \"%s\"", w->handle);
+	}
+	if (w->ingress && *parent != TC_H_ROOT)
+		return ql_err_usage(e, "opts.parent: expected \"root\" with direction = \"ingress\" (netem sits on the ifb root), got string \"%s\"", p);
+	if (w->ingress_src && !w->ingress)
+		return ql_err_usage(e, "opts.ingress_src: expected nil unless direction = \"ingress\", got string \"%s\"", w->ingress_src);
+	return 0;
+}
+
 void ql_netem_uniform_table(int16_t *out, size_t n)
 {
 	/* Midpoints of n equal cells over [-SCALE, SCALE]. */
@@ -511,15 +546,15 @@ static int kernel_advice(int rc, const ql_qdisc_target *t, ql_err *e)
 {
 	if (rc == -ENOENT && strstr(e->msg, "kind is unknown"))
 		return ql_err_set(e, EOPNOTSUPP, "ENOTSUP",
-				  "kernel has no sch_netem: load it with modprobe sch_netem (or run the script with bin/qoslab run FILE --guest: a qemu guest with real netem)");
-	if (rc == -ENOENT && t->parent != TC_H_ROOT) {
-		/* Copy first: the message is formatted into the same record. */
-		char kernel[QL_ERR_MSG_MAX];
-		snprintf(kernel, sizeof kernel, "%s", e->msg);
+				  "kernel has no sch_netem: load it with modprobe sch_netem, or run the script with "
+				  "`qoslab run FILE --guest` (a qemu guest with real netem)");
+	if (rc == -ENOENT && t->parent != TC_H_ROOT)
 		return ql_err_set(e, ENOENT, "ENOENT",
-				  "%s (is there a class %x:%x on \"%s\"? opts.parent must name an existing class)",
-				  kernel, TC_H_MAJ(t->parent) >> 16, TC_H_MIN(t->parent), t->ifname);
-	}
+				  "no class %x:%x on %s%s%s: opts.parent must name an existing class "
+				  "(e.g. a testbed shaper's netem_parent; see `tc class show dev %s`)",
+				  TC_H_MAJ(t->parent) >> 16, TC_H_MIN(t->parent), t->ifname,
+				  t->netns && *t->netns ? " in netns " : "",
+				  t->netns && *t->netns ? t->netns : "", t->ifname);
 	return rc;
 }
 

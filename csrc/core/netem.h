@@ -106,6 +106,25 @@ uint32_t ql_netem_ns_to_ticks(int64_t ns);
 /* Zero spec with the kernel's neutral values (limit 1000, 4-state/GE unset). */
 void ql_netem_spec_init(ql_netem_spec *s);
 
+/*
+ * Where a netem goes, as a caller names it (the Lua API's opts). parent is
+ * "root" or a class "MAJ:MIN", handle NULL or "MAJ:" (hex digits only, as
+ * tc prints them); ingress puts the netem on the device's ifb, which only
+ * has a root, and only there may ingress_src (NULL = none) pick a source.
+ * with_handle = 0 where a handle means nothing (get, stats, clear).
+ */
+typedef struct ql_netem_where {
+	const char *parent;        /* NULL = "root" */
+	const char *handle;        /* NULL = the kernel chooses */
+	int ingress;               /* 0 = egress */
+	const char *ingress_src;   /* "ADDR" or "ADDR/PREFIX", or NULL */
+} ql_netem_where;
+
+/* Parse and check w: the tc handles go to *parent and *handle (handle 0
+ * when none). A violation is ql_err_usage naming the opts field. */
+int ql_netem_where_check(const ql_netem_where *w, int with_handle,
+			 uint32_t *parent, uint32_t *handle, ql_err *e);
+
 /* Cross-field and range rules; a violation is ql_err_usage naming the spec
  * field in the Lua API's terms ("spec.reorder_pct: ..."). */
 int ql_netem_validate(const ql_netem_spec *s, ql_err *e);

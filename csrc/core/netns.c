@@ -22,8 +22,23 @@ int ql_netns_check_name(const char *field, const char *name, ql_err *e)
 {
 	if (!name || !*name || strchr(name, '/') || strlen(name) > QL_NETNS_NAME_MAX ||
 	    strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return ql_err_usage(e, "%s: expected a namespace name (1..%d bytes, no '/', not . or ..), got \"%s\"",
+		return ql_err_usage(e, "%s: expected a namespace name (1..%d bytes, no '/', not . or ..), got string \"%s\"",
 				    field, QL_NETNS_NAME_MAX, name ? name : "(null)");
+	return 0;
+}
+
+int ql_netns_check_prefix(const char *field, const char *prefix, ql_err *e)
+{
+	size_t n = prefix ? strlen(prefix) : 0;
+	int bad = n == 0 || n > QL_NETNS_PREFIX_MAX;
+	for (size_t i = 0; !bad && i < n; i++) {
+		char c = prefix[i];
+		bad = !((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
+			(c >= '0' && c <= '9') || c == '-' || c == '_' || c == '.');
+	}
+	if (bad)
+		return ql_err_usage(e, "%s: expected " QL_NETNS_PREFIX_EXPECTED ", got string \"%s\"",
+				    field, prefix ? prefix : "");
 	return 0;
 }
 

@@ -22,6 +22,13 @@
  * not "." or "..". Returns 0 or -EINVAL (usage error naming field). */
 int ql_netns_check_name(const char *field, const char *name, ql_err *e);
 
+#define QL_NETNS_PREFIX_MAX 64
+#define QL_NETNS_PREFIX_EXPECTED "a string of 1..64 letters, digits, \"-\", \"_\" or \".\""
+
+/* Check a prefix for generated namespace names: 1..QL_NETNS_PREFIX_MAX
+ * letters, digits, '-', '_' or '.'. Returns 0 or -EINVAL naming field. */
+int ql_netns_check_prefix(const char *field, const char *prefix, ql_err *e);
+
 /* Create /run/netns/<name>. -EEXIST if it exists, -EPERM without
  * CAP_SYS_ADMIN. Nothing is left behind on failure. */
 int ql_netns_add(const char *name, ql_err *e);

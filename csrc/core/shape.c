@@ -263,22 +263,34 @@ static int send_tc(struct nl_sock *sk, struct nl_msg *msg, const char *what, ql_
 	return rc;
 }
 
+int ql_shape_validate(const ql_shape *s, ql_err *e)
+{
+	if (s->kind != QL_SHAPE_TBF && s->kind != QL_SHAPE_HTB)
+		return ql_err_usage(e, "spec.kind: expected \"tbf\" or \"htb\"");
+	if (s->rate_bytes_per_s == 0)
+		return ql_err_usage(e, "spec.rate_bps: expected at least 8 (one byte per second)");
+	if (s->latency_us && s->limit_bytes)
+		return ql_err_usage(e, "spec.latency_ms: give either latency_ms or limit_bytes, not both");
+	if (s->kind == QL_SHAPE_TBF && (s->ceil_bytes_per_s || s->cburst_bytes))
+		return ql_err_usage(e, "spec.%s: only for kind \"htb\"",
+				    s->ceil_bytes_per_s ? "ceil_bps" : "cburst_bytes");
+	if (s->kind == QL_SHAPE_HTB && (s->limit_bytes || s->latency_us))
+		return ql_err_usage(e, "spec.%s: only for kind \"tbf\"",
+				    s->limit_bytes ? "limit_bytes" : "latency_ms");
+	if (s->kind == QL_SHAPE_HTB && s->ceil_bytes_per_s && s->ceil_bytes_per_s < s->rate_bytes_per_s)
+		return ql_err_usage(e, "spec.ceil_bps: expected at least spec.rate_bps");
+	return 0;
+}
+
 int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *in,
 		   ql_shape_result *r, ql_shape *applied, ql_err *e)
 {
 	ql_shape s = *in;
-	if (s.kind != QL_SHAPE_TBF && s.kind != QL_SHAPE_HTB)
-		return ql_err_usage(e, "spec.kind: expected \"tbf\" or \"htb\"");
-	if (s.rate_bytes_per_s == 0)
-		return ql_err_usage(e, "spec.rate_bps: expected at least 8 (one byte per second)");
-	if (s.kind == QL_SHAPE_TBF && (s.ceil_bytes_per_s || s.cburst_bytes))
-		return ql_err_usage(e, "spec.ceil_bps: only for kind \"htb\"");
-	if (s.kind == QL_SHAPE_HTB && (s.limit_bytes || s.latency_us))
-		return ql_err_usage(e, "spec.limit_bytes/latency_ms: only for kind \"tbf\"");
-	if (s.kind == QL_SHAPE_HTB && s.ceil_bytes_per_s && s.ceil_bytes_per_s < s.rate_bytes_per_s)
-		return ql_err_usage(e, "spec.ceil_bps: expected at least spec.rate_bps");
+	int rc = ql_shape_validate(&s, e);
+	if (rc < 0)
+		return rc;
 	struct nl_sock *sk;
-	int ifindex, rc;
+	int ifindex;
 	uint32_t mtu;
 	if ((rc = open_dev(ifname, netns, &sk, &ifindex, &mtu, e)) < 0)
 		return rc;

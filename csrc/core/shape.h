@@ -42,7 +42,14 @@ typedef struct ql_shape_result {
 	uint32_t netem_parent;      /* 0x10001 (tbf) or 0x10010 (htb) */
 } ql_shape_result;
 
-/* Create or atomically replace the root rate limit of ifname. A qdisc
+/* The rules of a shaper spec that need no device: kind, rate, the fields
+ * each kind takes, latency or limit, ceil at least rate. A violation is
+ * ql_err_usage naming the spec field. (The burst's floor, the MTU, is the
+ * device's: ql_shape_apply checks it.) */
+int ql_shape_validate(const ql_shape *s, ql_err *e);
+
+/* Create or atomically replace the root rate limit of ifname. Validates
+ * first. A qdisc
  * already attached under the same shaper (netem at the parent above) stays.
  * Fills the effective values into *applied when non-NULL. */
 int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *s,

@@ -1,5 +1,12 @@
---- The demo: a reduced reference experiment (DESIGN.md §1) on a 1 Gbit/s
--- two-namespace testbed with netem on the client's egress.
+--- The demo: a reduced reference experiment on a 1 Gbit/s two-namespace
+-- testbed with netem on the client's egress.
+--
+-- The reference experiment is a published one: two hosts on 1 Gbit/s
+-- Ethernet, netem on the sender's egress, iperf as traffic. One TCP stream
+-- with the default window gave 854 Mbit/s at 1 ms one-way delay, 226 at
+-- 100 ms, 0.2 at 5000 ms (`reference_mbps`); at 300 ms a larger SO_SNDBUF
+-- took 70 to 83 Mbit/s and SO_RCVBUF too took it to 450 Mbit/s. The demo
+-- runs a reduced form of it:
 --
 -- 1. loss 0, one-way delay swept; one TCP stream with the default window;
 --    measured throughput beside the published reference values.
@@ -13,13 +20,18 @@
 -- @module qoslab.demo
 local M = {}
 
--- Published results of the reference experiment (Mbit/s at one-way delay ms).
+--- Published results of the reference experiment: Mbit/s by one-way delay
+-- in ms (one TCP stream, default window, no loss).
+-- @table reference_mbps
 M.reference_mbps = { [1] = 854, [50] = 446, [100] = 226, [200] = 110, [300] = 70,
                      [500] = 40, [1000] = 18.4, [3000] = 6, [5000] = 0.2 }
 
 --- The demo's points and durations.
--- @tparam boolean quick the CI form
--- @treturn table
+-- @tparam boolean quick the CI form (two points per sweep, 2 s runs)
+-- @treturn table `{delays_ms = {ms, ...}, matrix_loss_pct = {pct, ...},
+--   matrix_delay_ms = {ms, ...}, windows_bytes = {bytes, ...}, duration_s =,
+--   long_factor = (s of run per s of one-way delay), window_duration_s =}`
+-- @usage local cfg = demo.config(true)
 function M.config(quick)
   if quick then
     return { delays_ms = { 1, 100 }, matrix_loss_pct = { 1, 5 }, matrix_delay_ms = { 50, 200 },
@@ -35,6 +47,11 @@ end
 
 --- Run length for a one-way delay: long enough for slow start to finish at
 -- large RTTs (about 12 RTTs: cwnd doubles per RTT from 10 segments).
+-- @tparam table cfg from `config`
+-- @tparam number delay_ms one-way delay, ms
+-- @treturn number seconds: at least `cfg.duration_s`, else
+--   `cfg.long_factor` × delay in s, rounded
+-- @usage demo.duration_s(demo.config(false), 1000) --> 12
 function M.duration_s(cfg, delay_ms)
   return math.max(cfg.duration_s, math.floor(cfg.long_factor * delay_ms / 1000 + 0.5))
 end
@@ -60,6 +77,14 @@ local function write_sysctl(key, value)
   return f:close() and ok and true or false
 end
 
+--- Raise net.core.rmem_max and wmem_max to at least `bytes` (through
+-- /proc/sys, in this process's namespace: they are global), so SO_SNDBUF and
+-- SO_RCVBUF requests up to that size are not clamped.
+-- @function raise_buffer_limits
+-- @tparam integer bytes the largest buffer the run asks for
+-- @treturn function restore: puts back the values it raised (a limit that
+--   could not be read or written is left as it was)
+-- @usage local restore = demo.raise_buffer_limits(32 << 20); ...; restore()
 local function raise_buffer_limits(bytes)
   local saved = {}
   for _, key in ipairs { 'net.core.rmem_max', 'net.core.wmem_max' } do
@@ -77,10 +102,14 @@ local function must(v, msg, code)
   return v
 end
 
--- The bound the sender's own congestion window sets: largest cwnd over mean
+--- The bound the sender's own congestion window sets: largest cwnd over mean
 -- RTT (both from TCP_INFO), in Mbit/s. Not a configured window: with the
 -- default buffers the cwnd is what slow start and congestion avoidance
 -- reached in the run.
+-- @function window_over_rtt_mbps
+-- @tparam table res a traffic result (`qoslab.traffic.run`)
+-- @treturn number|nil Mbit/s from the first stream's sender
+--   (`max_snd_cwnd_bytes` × 8 / `mean_rtt_us`), nil when it has no TCP_INFO
 local function window_over_rtt_mbps(res)
   local s = res and res.streams and res.streams[1] and res.streams[1].sender
   if not s or not s.max_snd_cwnd_bytes or not s.mean_rtt_us or s.mean_rtt_us <= 0 then return nil end
@@ -89,7 +118,9 @@ end
 M.window_over_rtt_mbps = window_over_rtt_mbps
 
 --- netem's drop counter on the testbed's client egress (queue-limit drops
--- and configured loss alike; DESIGN.md §4: reported next to the result).
+-- and configured loss alike: reported next to the result, so a queue
+-- overflow is never mistaken for configured loss).
+-- @tparam table tb a `qoslab.testbed`
 -- @treturn integer|nil drops, nil when the counters cannot be read
 function M.netem_drops(tb)
   local st = tb:stats()
@@ -129,6 +160,11 @@ end
 --- Run `fn` (returning a traffic result or nil, msg, code) and store the
 -- netem drops and receive-backlog drops it caused in the result
 -- (`netem_drops`, `backlog_drops`).
+-- @tparam table tb a `qoslab.testbed`
+-- @tparam function fn the measurement
+-- @return fn's result with the two counts added, or nil, message, code as
+--   fn returned them
+-- @usage local res = demo.counted(tb, function() return qoslab.traffic.run(o) end)
 function M.counted(tb, fn)
   local n0, b0 = M.netem_drops(tb), M.backlog_drops()
   local res, msg, code = fn()
@@ -175,6 +211,8 @@ end
 
 --- The "max cwnd / RTT" series of a delay sweep for plot.sweep_lines'
 -- `extra_series`, appended to `list` when any point has it.
+-- @tparam table summary of a delay sweep (`plan.sweep`)
+-- @tparam table list the `extra_series` list to append to
 -- @treturn table list
 function M.cwnd_series(summary, list)
   local pts = {}

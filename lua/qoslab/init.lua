@@ -2,10 +2,14 @@
 --
 -- `require "qoslab"` gives every concern: `qoslab.timer`, `qoslab.netem`,
 -- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
--- (`qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
--- `qoslab.plot`. Sub-modules load lazily, so a script that only needs
--- timers never touches netlink.
+-- (also as `qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
+-- `qoslab.plot`, `qoslab.vm`, `qoslab.state`. Each sub-module loads on
+-- first use, so a script that only needs timers never touches netlink.
+--
+-- `qoslab._VERSION` is the rockspec's version (`"scm-1"`).
 -- @module qoslab
+-- @usage local qoslab = require 'qoslab'
+-- local t0 = qoslab.timer.now()
 local core = require 'qoslab.core'
 
 local M = { _VERSION = core._VERSION }

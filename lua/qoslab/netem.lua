@@ -45,7 +45,7 @@
 -- Percent values read back as the shortest decimal that encodes to the same
 -- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
 --
--- **The limit rule** (cases 020, 021): netem holds every packet for the whole
+-- **The limit rule**: netem holds every packet for the whole
 -- delay, and drops at the tail once `limit_packets` are queued. Needed:
 -- `ceil(rate_Bps × (delay_ms + jitter_ms)/1000 / 1514 × 1.5)` packets, where
 -- rate_Bps is `rate_bps/8`, else the device's link speed (ethtool, as
@@ -73,8 +73,12 @@
 -- Failures return `nil, message, CODE`: `ENODEV` (no such device),
 -- `ENOENT` (no such namespace, or no such parent class), `EPERM` (needs
 -- CAP_NET_ADMIN), `ENOTSUP` (kernel without sch_netem: the message says
--- "modprobe sch_netem" or `qoslab run FILE --guest`). Bad arguments raise
--- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`.
+-- "modprobe sch_netem" or `qoslab run FILE --guest`), the message written
+-- once by the C core. Bad arguments raise
+-- `"qoslab.netem.apply: spec.loss_pct: expected ..., got ..."`, positioned
+-- at the caller's line: every rule (keys, types, ranges, the cross-field
+-- rules of the spec and of opts) is checked once, by the binding's
+-- `core.netem_check`, before anything touches the kernel.
 --
 -- Everything created is recorded with `qoslab.state` so `qoslab cleanup`
 -- can remove it after a crash.
@@ -84,9 +88,6 @@ local check = require 'qoslab.check'
 local netns = require 'qoslab.netns'
 
 local M = {}
-
-local OPT_KEYS = { netns = true, parent = true, handle = true, direction = true,
-                   ingress_src = true, quiet = true }
 
 -- What this process applied, per target: distributions (the kernel never
 -- dumps them), ingress source, and qoslab.state ids (through qoslab.netns,
@@ -107,112 +108,33 @@ local function record_of(key)
   return rec
 end
 
-local function read_opts(ctx, opts, for_apply)
-  if opts == nil then opts = {} end
-  check.table(ctx, 'opts', opts, 2)
-  check.keys(ctx, 'opts', opts, OPT_KEYS, 2)
-  local o = {
-    netns = check.netns(ctx, 'opts.netns', opts.netns, nil, 2),
-    parent = check.cstring(ctx, 'opts.parent', opts.parent, 'root', 2),
-    handle = check.cstring(ctx, 'opts.handle', opts.handle, nil, 2),
-    direction = check.enum(ctx, 'opts.direction', opts.direction, { 'egress', 'ingress' }, 'egress', 2),
-    ingress_src = check.cstring(ctx, 'opts.ingress_src', opts.ingress_src, nil, 2),
-    quiet = check.boolean(ctx, 'opts.quiet', opts.quiet, false, 2),
-  }
-  if o.parent ~= 'root' and not o.parent:match('^%x+:%x+$') then
-    check.fail(ctx, 'opts.parent', '"root" or "MAJ:MIN" (hex, as tc)', o.parent, 2)
-  end
-  if o.handle and not o.handle:match('^%x+:$') then
-    check.fail(ctx, 'opts.handle', '"MAJ:" (hex, as tc)', o.handle, 2)
-  end
-  if o.handle and not for_apply then
-    check.fail(ctx, 'opts.handle', 'nil (only apply takes a handle)', o.handle, 2)
-  end
-  if o.direction == 'ingress' and o.parent ~= 'root' then
-    check.fail(ctx, 'opts.parent', '"root" with direction = "ingress" (netem sits on the ifb root)', o.parent, 2)
-  end
-  if o.ingress_src and o.direction ~= 'ingress' then
-    check.fail(ctx, 'opts.ingress_src', 'nil unless direction = "ingress"', o.ingress_src, 2)
-  end
-  return o
+-- core.netem_check (every rule of the arguments, written once in C), its
+-- error raised at the caller of the public function that called this.
+-- Returns the canonical spec (or false) and opts with their defaults.
+local function checked(ctx, mode, ifname, spec, opts)
+  local canon, o = check.call(3, core.netem_check, ctx, mode, ifname, spec, opts)
+  return canon, o  -- not a tail call: the level counts this frame
 end
 
--- The failure messages as the user should read them. The binding's advice
--- for a missing parent class can arrive with its kernel text lost, and its
--- advice for a missing sch_netem names no way out; both are rebuilt here
--- from the code.
-local function advise(msg, code, ifname, o)
-  msg = tostring(msg)
-  if code == 'ENOTSUP' and msg:find('sch_netem', 1, true) then
-    return 'kernel has no sch_netem: load it with modprobe sch_netem, or run the script with '
-      .. '`qoslab run FILE --guest` (a qemu guest with real netem)', code
-  end
-  if code == 'ENOENT' and o and o.parent ~= 'root' and msg:find('is there a class', 1, true) then
-    return string.format('no class %s on %s%s: opts.parent must name an existing class '
-      .. '(e.g. a testbed shaper\'s netem_parent; see `tc class show dev %s`)', o.parent, ifname,
-      o.netns and (' in netns ' .. o.netns) or '', ifname), code
-  end
-  return msg, code
-end
-
--- NaN anywhere in a spec, as "<field>" (the binding would print it as
--- "-nan"), or nil.
-local function find_nan(t, prefix)
-  for k, v in pairs(t) do
-    local f = prefix .. '.' .. tostring(k)
-    if type(v) == 'number' and v ~= v then return f end
-    if type(v) == 'table' then
-      local g = find_nan(v, f)
-      if g then return g end
-    end
-  end
-  return nil
-end
-
--- core.netem_normalize, raising at `level` (1 = the function calling this)
--- without the binding's position inside this file.
+-- core.netem_normalize, raising at `level` (1 = the function calling this).
 local function normalize(spec, ctx, level)
-  local nan = find_nan(spec, 'spec')
-  if nan then error(string.format('%s: %s: expected a finite number, got nan', ctx, nan), level + 1) end
-  local ok, r = pcall(core.netem_normalize, spec, ctx)
-  if not ok then error((tostring(r):gsub('^[^\n:]-%.lua:%d+: ', '')), level + 1) end
-  return r
-end
-
--- limit_packets = "auto" is resolved after the other fields are checked:
--- returns the spec without it (a copy) and whether it was "auto".
-local function split_auto_limit(spec, ctx)
-  if spec.limit_packets == 'auto' then
-    local s = {}
-    for k, v in pairs(spec) do s[k] = v end
-    s.limit_packets = nil
-    return s, true
-  elseif type(spec.limit_packets) == 'string' then
-    check.fail(ctx, 'spec.limit_packets', 'an integer in [1, 4294967295] or "auto"', spec.limit_packets)
-  end
-  return spec, false
+  local canon = check.call(level + 1, core.netem_normalize, spec, ctx)
+  return canon
 end
 
 --- Check a spec as `apply` would, without touching the kernel: returns the
 -- canonical spec (`limit_packets = "auto"` is kept as "auto").
--- @tparam table spec see the module doc
+-- @tparam table spec see the module doc (units in the key names)
 -- @tparam[opt] string ctx prefix of error messages (default "qoslab.netem.check")
--- @treturn table canonical spec
--- @raise "<ctx>: spec.<field>: expected ..., got ..." like `apply`
+-- @treturn table canonical spec: keys at their default left out,
+--   `limit_packets` always present, percentages as the shortest decimal of
+--   their 32-bit fraction
+-- @raise "<ctx>: spec.<field>: expected ..., got ..." (or the cross-field
+--   rule broken) at the caller's line, the same message `apply` raises
 -- @usage netem.check{delay_ms = 50, loss_pct = 1}
 function M.check(spec, ctx)
-  ctx = ctx or 'qoslab.netem.check'
-  check.table(ctx, 'spec', spec)
-  local s, auto = split_auto_limit(spec, ctx)
-  local canon = normalize(s, ctx, 2)
-  if auto then canon.limit_packets = 'auto' end
+  local canon = checked(ctx or 'qoslab.netem.check', 'spec', nil, spec)
   return canon
-end
-
-local function check_ifname(ctx, ifname)
-  if type(ifname) ~= 'string' or ifname == '' or #ifname > 15 or ifname:find('\0', 1, true) then
-    check.fail(ctx, 'ifname', 'a device name of 1..15 characters (no NUL)', ifname, 2)
-  end
 end
 
 local function rec_key(ifname, o)
@@ -256,10 +178,7 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 --   "link speed", "default 1 Gbit/s"
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
-  local ctx = 'qoslab.netem.needed_limit'
-  check_ifname(ctx, ifname)
-  check.table(ctx, 'spec', spec)
-  local o = read_opts(ctx, opts, true)
+  local _, o = checked('qoslab.netem.needed_limit', 'table', ifname, spec, opts)
   local ns, parent = o.netns, o.parent
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
@@ -309,11 +228,8 @@ end
 -- @usage local r = assert(netem.apply('veth0', {delay_ms = 50, loss_pct = 1}))
 function M.apply(ifname, spec, opts)
   local ctx = 'qoslab.netem.apply'
-  check_ifname(ctx, ifname)
-  check.table(ctx, 'spec', spec)
-  local o = read_opts(ctx, opts, true)
-  local s, auto = split_auto_limit(spec, ctx)
-  local canon = normalize(s, ctx, 2)
+  local canon, o = checked(ctx, 'apply', ifname, spec, opts)
+  local auto = canon.limit_packets == 'auto'
   local warnings = {}
   local need, rate_bps, source = M.needed_limit(ifname, canon, o)
   if auto then
@@ -351,7 +267,7 @@ function M.apply(ifname, spec, opts)
   -- One call reads what was there, replaces it and reads the result back.
   local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
   if not ok then
-    local msg, code = advise(before, other_kind, dev, o)
+    local msg, code = before, other_kind
     if ifb_created then
       core.ifb_detach(ifname, dev, o.netns)
       netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
@@ -398,7 +314,7 @@ end
 
 --- Change some settings of the current netem and keep the rest (get, merge,
 -- apply). A key set to `false` is removed (turned off). Without a netem
--- there, the changes alone are applied. Case 031: `apply{limit_packets =
+-- there, the changes alone are applied: `apply{limit_packets =
 -- 50000}` then `update{delay_ms = 20}` keeps the limit at 50000.
 -- @tparam string ifname device name
 -- @tparam table changes spec keys to set (nested tables replace as a whole)
@@ -406,10 +322,7 @@ end
 -- @return as `apply`
 -- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
 function M.update(ifname, changes, opts)
-  local ctx = 'qoslab.netem.update'
-  check_ifname(ctx, ifname)
-  check.table(ctx, 'changes', changes)
-  read_opts(ctx, opts, true)  -- its errors name update, not get or apply
+  checked('qoslab.netem.update', 'update', ifname, changes, opts)  -- errors name update, not get or apply
   local gopts = {}
   for k, v in pairs(opts or {}) do gopts[k] = v end
   gopts.handle = nil
@@ -432,9 +345,7 @@ end
 -- @raise on bad arguments
 -- @usage local spec = netem.get('veth0', {netns = 'client'})
 function M.get(ifname, opts)
-  local ctx = 'qoslab.netem.get'
-  check_ifname(ctx, ifname)
-  local o = read_opts(ctx, opts)
+  local _, o = checked('qoslab.netem.get', 'target', ifname, nil, opts)
   local dev, parent, code = target(ifname, o)
   if not dev then return nil, parent, code end
   if o.direction == 'ingress' then
@@ -443,7 +354,7 @@ function M.get(ifname, opts)
     if not exists then return nil end
   end
   local spec, msg, c3 = core.netem_get(dev, o.netns, parent)
-  if spec == nil then return nil, advise(msg, c3, dev, o) end
+  if spec == nil then return nil, msg, c3 end
   if spec == false then return nil end
   local rec = record_of(rec_key(ifname, o))
   if rec then
@@ -467,9 +378,7 @@ end
 -- @return or nil, message, CODE
 -- @usage print(netem.stats('veth0').drops)
 function M.stats(ifname, opts)
-  local ctx = 'qoslab.netem.stats'
-  check_ifname(ctx, ifname)
-  local o = read_opts(ctx, opts)
+  local _, o = checked('qoslab.netem.stats', 'target', ifname, nil, opts)
   local dev, parent, code = target(ifname, o)
   if not dev then return nil, parent, code end
   if o.direction == 'ingress' then
@@ -478,7 +387,7 @@ function M.stats(ifname, opts)
     if not exists then return nil end
   end
   local spec, st, c3 = core.netem_get(dev, o.netns, parent)
-  if spec == nil then return nil, advise(st, c3, dev, o) end
+  if spec == nil then return nil, st, c3 end
   if spec == false then return nil end
   return st
 end
@@ -491,9 +400,7 @@ end
 -- @return or nil, message, CODE
 -- @usage netem.clear('veth0')
 function M.clear(ifname, opts)
-  local ctx = 'qoslab.netem.clear'
-  check_ifname(ctx, ifname)
-  local o = read_opts(ctx, opts)
+  local _, o = checked('qoslab.netem.clear', 'target', ifname, nil, opts)
   local key = rec_key(ifname, o)
   local rec = record_of(key)
   local removed, msg, code
@@ -504,7 +411,7 @@ function M.clear(ifname, opts)
   else
     removed, msg, code = core.netem_clear(ifname, o.netns, o.parent)
   end
-  if removed == nil then return nil, advise(msg, code, ifname, o) end
+  if removed == nil then return nil, msg, code end
   if rec then
     if rec.qdisc_id then netns._forget(rec.qdisc_id) end
     if rec.link_id then netns._forget(rec.link_id) end
@@ -561,10 +468,7 @@ end
 -- @return or nil, message, CODE
 -- @usage do local g <close> = assert(netem.scope('veth0', {delay_ms = 100})) run() end
 function M.scope(ifname, spec, opts)
-  local ctx = 'qoslab.netem.scope'
-  check_ifname(ctx, ifname)
-  check.table(ctx, 'spec', spec)
-  local o = read_opts(ctx, opts, true)
+  local _, o = checked('qoslab.netem.scope', 'table', ifname, spec, opts)
   local gopts = {}
   for k, v in pairs(opts or {}) do gopts[k] = v end
   gopts.handle = nil
@@ -601,7 +505,8 @@ local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-
 -- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
 -- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
 -- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
--- rejected, see case 026); percentages may omit the `%`; rates take tc's
+-- rejected, so `delay 50` is never read in a unit nobody meant); percentages
+-- may omit the `%`; rates take tc's
 -- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
 -- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
 -- @treturn table spec
@@ -780,7 +685,6 @@ local function pct_s(v) return fmt_num(v) .. '%' end
 -- @usage print(netem.format(netem.get('veth0')))
 function M.format(spec)
   local ctx = 'qoslab.netem.format'
-  check.table(ctx, 'spec', spec)
   local s = normalize(spec, ctx, 2)
   local out = { 'limit ' .. s.limit_packets }
   local function add(...) for _, v in ipairs { ... } do out[#out + 1] = v end end

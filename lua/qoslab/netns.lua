@@ -94,11 +94,8 @@ local counter = 0
 -- @raise when prefix is not such a string
 -- @usage local name = netns.unique_name('exp')
 function M.unique_name(prefix)
-  prefix = check.string('qoslab.netns.unique_name', 'prefix', prefix, 'qoslab')
-  if not prefix:match('^[%w%-_%.]+$') or #prefix > 64 then
-    check.fail('qoslab.netns.unique_name', 'prefix',
-      'a string of 1..64 letters, digits, "-", "_" or "."', prefix)
-  end
+  prefix = prefix == nil and 'qoslab' or prefix
+  check.call(2, core.netns_check_prefix, 'qoslab.netns.unique_name', 'prefix', prefix)
   counter = counter + 1
   return string.format('%s-%d-%d', prefix, self_pid(), counter)
 end

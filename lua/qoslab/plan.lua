@@ -21,9 +21,8 @@ local M = {}
 
 local CTX = 'qoslab.plan.sweep'
 
----------------------------------------------------------------------------
--- Statistics
----------------------------------------------------------------------------
+--- Statistics.
+-- @section statistics
 
 -- Two-sided 95 % quantiles t(0.975, df) for df = 1..30 (standard tables).
 local T975 = {
@@ -84,9 +83,8 @@ function M.stats(values)
   return s
 end
 
----------------------------------------------------------------------------
--- Points and keys
----------------------------------------------------------------------------
+--- Points and keys.
+-- @section points_and_keys
 
 local function fmt_value(v)
   if math.type(v) == 'integer' then return tostring(v) end
@@ -218,9 +216,8 @@ local function row_key(point, order)
   return key_of(r)
 end
 
----------------------------------------------------------------------------
--- Results file
----------------------------------------------------------------------------
+--- Results file.
+-- @section results_file
 
 local json = cjson.new()
 
@@ -413,15 +410,18 @@ local function append_line(path, line, fsync)
   if fsync then fs.fsync(path) end
 end
 
----------------------------------------------------------------------------
--- Defaults from the command line (qoslab run --out DIR --resume --guest)
----------------------------------------------------------------------------
+--- Defaults from the command line (qoslab run --out DIR --resume --guest).
+-- @section defaults
 
 local defaults = {}
 
 --- Defaults that `sweep` uses when a plan leaves `out`, `resume` or `backend`
 -- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
--- @tparam table d `{out = DIR, resume = bool, backend = "host"|"guest", progress = ...}`
+-- @tparam table d `{out = DIR, resume = bool, quick = bool, backend =
+--   "host"|"guest", progress = bool|function}`; it replaces the defaults
+--   set before
+-- @raise on an unknown key or a value of the wrong type
+-- @usage plan.set_defaults{out = '/tmp/r', resume = true}
 function M.set_defaults(d)
   local ctx = 'qoslab.plan.set_defaults'
   check.table(ctx, 'd', d)
@@ -438,11 +438,11 @@ function M.set_defaults(d)
 end
 
 --- The current defaults (a copy).
+-- @treturn table as given to `set_defaults` (`{}` before any call)
 function M.get_defaults() return copy(defaults) end
 
----------------------------------------------------------------------------
--- Progress
----------------------------------------------------------------------------
+--- Progress.
+-- @section progress
 
 local function fmt_duration(s)
   if s ~= nil and type(s) ~= 'number' then
@@ -515,9 +515,8 @@ local function default_progress(info)
   io.stderr:flush()
 end
 
----------------------------------------------------------------------------
--- The sweep
----------------------------------------------------------------------------
+--- The sweep.
+-- @section the_sweep
 
 local function default_metric(res)
   if type(res) == 'number' then return res end
@@ -535,6 +534,13 @@ local function keep_message(e)
     return debug.traceback(e, 2)
   end
   return e
+end
+
+-- A stop request (SIGINT/SIGTERM/SIGHUP) seen by qoslab's signal handler;
+-- without qoslab.core (pure-Lua use) there is none.
+local function stop_pending()
+  local ok, core = pcall(require, 'qoslab.core')
+  return ok and type(core) == 'table' and core.signal_pending ~= nil and core.signal_pending() ~= nil
 end
 
 -- The signal of an interruption error (qoslab.core raises one on SIGINT,
@@ -858,7 +864,10 @@ function M.sweep(opts)
       else
         local perr = run_point(i, point, entry)
         if perr then
-          if on_error == 'raise' or interrupted_by(perr) then
+          -- A stop request (SIGINT/SIGTERM/SIGHUP) ends the sweep whatever the
+          -- point made of it: decided on the signal state or the interruption
+          -- error's code, not on the text.
+          if on_error == 'raise' or stop_pending() or interrupted_by(perr) then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')

@@ -539,9 +539,8 @@ function M.bytes_label(b)
   return string.format('%g B', b)
 end
 
----------------------------------------------------------------------------
--- From sweep summaries
----------------------------------------------------------------------------
+--- From sweep summaries.
+-- @section from_sweep_summaries
 
 local function stats_of(p)
   if p.summary and p.mean == nil then

@@ -81,9 +81,17 @@ function M.format_table(t)
 end
 
 --- Print a table (format_table to stdout).
+-- @tparam table t as for `format_table`
+-- @usage report.print_table{columns = {'a', 'b'}, rows = {{1, 2}}}
 function M.print_table(t) io.write(M.format_table(t)) end
 
--- digits significant digits, but never an exponent for large values (1000, not 1e+03).
+--- A number with `digits` significant digits, but never an exponent for
+-- large values ("1000", not "1e+03").
+-- @function sig
+-- @tparam number v
+-- @tparam integer digits significant digits, >= 1
+-- @treturn string
+-- @usage report.sig(225.93, 3) --> "226"
 local function sig(v, digits)
   if math.abs(v) >= 10 ^ digits then return string.format('%.0f', v) end
   return string.format('%.' .. digits .. 'g', v)
@@ -125,6 +133,13 @@ local function entry_stats(p)
   return p
 end
 
+--- The distinct values of one parameter over a sweep's points, sorted
+-- (numbers numerically; mixed types by their text).
+-- @function distinct
+-- @tparam {table,...} points sweep points (`summary.points`) or `plan.load` records
+-- @tparam string name a parameter name
+-- @treturn {any,...} the values (points without the parameter are skipped)
+-- @usage report.distinct(s.points, 'delay_ms') --> {10, 100, 300}
 local function distinct(points, name)
   local seen, out = {}, {}
   for _, p in ipairs(points) do

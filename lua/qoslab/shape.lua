@@ -22,9 +22,19 @@
 -- `latency_ms = 20`.
 -- @module qoslab.shape
 local core = require 'qoslab.core'
+local check = require 'qoslab.check'
 local netns = require 'qoslab.netns'
 
 local M = {}
+
+-- fn(...) with its raise (a bad argument: the binding's check) moved to the
+-- caller's line; failures of the world come back as fn returns them
+-- (nil, message, code), every value kept. Called as a tail call
+-- (`return relay(...)`), so it stands in the public function's frame.
+local function relay(fn, ...)
+  local r = table.pack(check.call(2, fn, ...))
+  return table.unpack(r, 1, r.n)
+end
 
 --- Create or atomically replace the rate limit on a link's egress.
 -- A replace keeps a netem child under the same shaper kind (tbf: the change
@@ -43,10 +53,15 @@ local M = {}
 --   kernel's reason)
 -- @raise on unknown keys, wrong types, out-of-range values, latency_ms with
 --   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
---   htb, burst_bytes below the MTU
+--   htb, burst_bytes below the MTU: "qoslab.shape.apply: spec.<field>: ...",
+--   positioned at the caller's line (except the MTU rule, which needs the
+--   device and is raised by the kernel step)
 -- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})
 function M.apply(ifname, spec, opts)
-  local r, msg, code = core.shape_apply(ifname, spec, opts)
+  -- The binding's one check, raised at the caller's line.
+  check.call(2, core.shape_check, ifname, spec, opts)
+  -- (the MTU rule is the only one left for apply to raise)
+  local r, msg, code = check.call(2, core.shape_apply, ifname, spec, opts)
   if not r then return nil, msg, code end
   local ns = opts and opts.netns
   -- Applied anew, the root may be another qdisc: record what it is now.
@@ -67,7 +82,7 @@ end
 --   when the root qdisc is not a shaper made by `apply`
 -- @return or nil, message, code ("ENODEV", "ENOENT")
 -- @usage local s = shape.get('veth0', {netns = 'a'})
-M.get = core.shape_get
+function M.get(ifname, opts) return relay(core.shape_get, ifname, opts) end
 
 --- Remove the root qdisc of a link (the shaper and any netem under it).
 -- Nothing attached is fine.
@@ -76,7 +91,7 @@ M.get = core.shape_get
 -- @return true, or nil, message, code ("ENODEV", "ENOENT", "EPERM")
 -- @usage shape.clear('veth0', {netns = 'a'})
 function M.clear(ifname, opts)
-  local ok, msg, code = core.shape_clear(ifname, opts)
+  local ok, msg, code = check.call(2, core.shape_clear, ifname, opts)
   if not ok then return nil, msg, code end
   local ns = opts and opts.netns
   netns._untrack(function(e) return e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns end)
@@ -93,7 +108,7 @@ end
 -- @return true, or nil, message, code ("ENOENT" when there is no shaper made
 --   by `apply`, "ENODEV")
 -- @usage shape.reset_child('veth0', {netns = 'a'})
-M.reset_child = core.shape_reset_child
+function M.reset_child(ifname, opts) return relay(core.shape_reset_child, ifname, opts) end
 
 --- Counters of every qdisc on a link, root first.
 -- @tparam string ifname
@@ -103,6 +118,6 @@ M.reset_child = core.shape_reset_child
 --   (integers)
 -- @return or nil, message, code ("ENODEV", "ENOENT")
 -- @usage for _, q in ipairs(shape.stats('veth0', {netns = 'a'})) do print(q.kind, q.drops) end
-M.stats = core.qdisc_stats
+function M.stats(ifname, opts) return relay(core.qdisc_stats, ifname, opts) end
 
 return M

@@ -28,13 +28,14 @@ local M = {}
 
 local STATE_MAX_BYTES = 16 * 1024 * 1024
 
-local me ---@type table|nil {pid=, start=, boot=}
+local me -- nil, or {pid =, start =, boot =} once known
 local live = {}   -- id -> entry, for this process
 local nlive = 0
 local next_id = 1
 local warned = false
 
 --- Directory of the state files.
+-- @treturn string `$QOSLAB_STATE_DIR`, else "/run/qoslab"
 function M.dir()
   return os.getenv('QOSLAB_STATE_DIR') or '/run/qoslab'
 end
@@ -204,7 +205,7 @@ end
 
 --- Record again what identifies an object that was replaced in place (a
 -- shaper or netem applied anew): cleanup then recognises the new one.
--- @tparam integer id as returned by `record`
+-- @tparam integer id as returned by `record` (an id already forgotten: no-op)
 function M.update(id)
   local e = live[id]
   if not e then return end
@@ -212,8 +213,9 @@ function M.update(id)
   append(e)
 end
 
---- Forget something that was removed.
--- @tparam integer id as returned by `record`
+--- Forget something that was removed. The last one forgotten removes this
+-- process's state file.
+-- @tparam integer id as returned by `record` (an id already forgotten: no-op)
 function M.forget(id)
   if not live[id] then return end
   live[id] = nil

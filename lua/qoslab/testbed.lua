@@ -17,6 +17,7 @@
 -- netem comes from `qoslab.netem`, loaded only when an impairment is used.
 -- @module qoslab.testbed
 local check = require 'qoslab.check'
+local core = require 'qoslab.core'
 local netns = require 'qoslab.netns'
 local link = require 'qoslab.link'
 local shape = require 'qoslab.shape'
@@ -100,33 +101,21 @@ end
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
--- @raise on unknown keys, wrong types or values out of range
+-- @raise on unknown keys, wrong types, values out of range or burst_bytes
+--   without rate_bps (`"qoslab.testbed: opts.<field>: ..."`; an impairment's
+--   field as `opts.impair.<field>`), at the caller's line, before anything is
+--   made; the rules are the binding's (`core.testbed_check`, and
+--   `core.netem_check` for the impairments)
 -- @usage local tb <close> = assert(testbed{rate_bps = 1e9, impair = {delay_ms = 50}})
 function M.testbed(opts)
   opts = opts or {}
-  check.table(CTX, 'opts', opts)
-  check.keys(CTX, 'opts', opts, { rate_bps = true, impair = true, reverse_impair = true,
-    shape = true, offloads = true, mtu_bytes = true, ipv6 = true, prefix = true,
-    burst_bytes = true })
-  local rate = check.integer(CTX, 'opts.rate_bps', opts.rate_bps, 8, 8000000000000000)
-  local kind = check.enum(CTX, 'opts.shape', opts.shape, { 'tbf', 'htb' }, 'tbf')
-  local burst = check.integer(CTX, 'opts.burst_bytes', opts.burst_bytes, 1, 4294967295)
-  local offloads = check.boolean(CTX, 'opts.offloads', opts.offloads, false)
-  local mtu = check.integer(CTX, 'opts.mtu_bytes', opts.mtu_bytes, 68, 65535)
-  local ipv6 = check.boolean(CTX, 'opts.ipv6', opts.ipv6, false)
-  local prefix = check.string(CTX, 'opts.prefix', opts.prefix, 'qoslab')
-  -- Checked here, so the error names this option (netns.unique_name would
-  -- name its own argument).
-  if not prefix:match('^[%w%-_%.]+$') or #prefix > 64 then
-    check.fail(CTX, 'opts.prefix', 'a string of 1..64 letters, digits, "-", "_" or "."', prefix)
-  end
-  if opts.impair ~= nil then check.table(CTX, 'opts.impair', opts.impair) end
-  if opts.reverse_impair ~= nil then check.table(CTX, 'opts.reverse_impair', opts.reverse_impair) end
+  -- Every rule of these options is the binding's (core.testbed_check);
+  -- raised at the caller's line.
+  local tbo = check.call(2, core.testbed_check, opts)
+  local rate, kind, burst = tbo.rate_bps, tbo.shape, tbo.burst_bytes
+  local offloads, mtu, ipv6, prefix = tbo.offloads, tbo.mtu_bytes, tbo.ipv6, tbo.prefix
   if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
   if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
-  if burst and not rate then
-    error(CTX .. ': opts.burst_bytes: only with opts.rate_bps', 2)
-  end
   local base = netns.unique_name(prefix)
   counter = counter + 1
   local pid = netns._pid()

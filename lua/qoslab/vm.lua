@@ -13,8 +13,7 @@
 -- and installed alike; or `$QOSLAB_VM_SCRIPT`), whose header lists
 -- the `QOSLAB_VM_*` knobs.
 -- Under TCG emulation a boot costs about 3 s and code runs 10-35x slower;
--- netem rates up to about 1 Gbit/s are reproduced
--- (../shared/notes/netem-vm/REPORT.md). Inside the guest `QOSLAB_IN_VM=1`.
+-- netem rates up to about 1 Gbit/s are reproduced. Inside the guest `QOSLAB_IN_VM=1`.
 --
 -- Needs root, qemu-system-x86, busybox-static, and the first time an apt that
 -- can fetch `linux-image-amd64`'s kernel (`make deps` sets all of it up).
@@ -289,7 +288,7 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `available`, or ENOENT for a missing
 --   `rw_dir`/`cwd`
--- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input;
+-- @raise `"qoslab.vm.run: opts.<field>: expected ..., got ..."` on bad input;
 --   the interruption error of qoslab.core (code "EINTR", `signal` "SIGINT" /
 --   "SIGTERM", tostring "interrupted by SIGINT") when such a signal
 --   reached this process while qoslab's handlers are installed
@@ -329,7 +328,7 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `run`, or ENOENT if the script or qoslab is
 --   missing
--- @raise "qoslab.vm.run_script: opts.<field>: expected ..., got ..." on bad
+-- @raise `"qoslab.vm.run_script: opts.<field>: expected ..., got ..."` on bad
 --   input
 -- @usage local st = vm.run_script{script = 'plan.lua', args = {'--out', dir}, rw_dir = dir}
 function M.run_script(opts)

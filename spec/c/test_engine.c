@@ -12,8 +12,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "proto.h"
+#include "engine/engine.h"
+#include "engine/proto.h"
 #include "timer.h"
 
 static ql_server *srv;

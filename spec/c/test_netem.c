@@ -1,8 +1,9 @@
 /*
  * C unit tests of csrc/core/netem.c without a kernel: build the RTM_NEWQDISC
  * message, then decode it with the same decoder that reads kernel replies.
- * Cases 025 (percent scaling), 026 (time units), 028 (RATE64) and the
- * Gilbert-Elliott complement.
+ * Percent scaling (rint(p * UINT32_MAX)), time units (ns and psched
+ * ticks), rates above 2^32 bytes/s (RATE64) and the Gilbert-Elliott
+ * complement.
  */
 #include "ctest.h"
 
@@ -317,6 +318,46 @@ TEST(validation_names_the_field)
 	CHECK(strstr(e.msg, "rate_bps") != NULL);
 }
 
+/* Where a netem goes: parsed strictly (hex digits, as tc prints them) and
+ * the opts rules, each naming its field. */
+TEST(where_rules_name_the_field)
+{
+	ql_err e;
+	uint32_t parent, handle;
+	ql_netem_where w = { .parent = "1:a", .handle = "2:" };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), 0);
+	CHECK_EQ_U64(parent, 0x1000a);
+	CHECK_EQ_U64(handle, 0x20000);
+	w = (ql_netem_where){ 0 };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 0, &parent, &handle, &e), 0);
+	CHECK_EQ_U64(parent, TC_H_ROOT);
+	CHECK_EQ_U64(handle, 0);
+
+	static const char *const bad_parents[] = { "1", "1:", "1:0", " 1:1", "+1:1", "0x1:1", "1:1x", "10000:1", NULL };
+	for (const char *const *p = bad_parents; *p; p++) {
+		w = (ql_netem_where){ .parent = *p };
+		CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), -EINVAL);
+		CHECK(e.usage && strncmp(e.msg, "opts.parent: expected \"root\" or \"MAJ:MIN\"", 40) == 0);
+	}
+	static const char *const bad_handles[] = { "1:1", "1", ":", "-1:", "0:", NULL };
+	for (const char *const *h = bad_handles; *h; h++) {
+		w = (ql_netem_where){ .handle = *h };
+		CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), -EINVAL);
+		CHECK(strncmp(e.msg, "opts.handle: expected \"MAJ:\"", 28) == 0);
+	}
+	w = (ql_netem_where){ .handle = "1:" };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 0, &parent, &handle, &e), -EINVAL);
+	CHECK_STR(e.msg, "opts.handle: expected nil (only apply takes a handle), got string \"1:\"");
+	w = (ql_netem_where){ .parent = "1:1", .ingress = 1 };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), -EINVAL);
+	CHECK(strstr(e.msg, "opts.parent: expected \"root\" with direction = \"ingress\"") == e.msg);
+	w = (ql_netem_where){ .ingress_src = "10.0.0.1" };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), -EINVAL);
+	CHECK_STR(e.msg, "opts.ingress_src: expected nil unless direction = \"ingress\", got string \"10.0.0.1\"");
+	w = (ql_netem_where){ .ingress = 1, .ingress_src = "10.0.0.0/8" };
+	CHECK_EQ_INT(ql_netem_where_check(&w, 1, &parent, &handle, &e), 0);
+}
+
 TEST(decoder_rejects_short_and_bounds_attrs)
 {
 	ql_netem_spec s;
@@ -421,6 +462,7 @@ int main(void)
 	RUN(gemodel_complement_and_state);
 	RUN(every_field_roundtrips);
 	RUN(validation_names_the_field);
+	RUN(where_rules_name_the_field);
 	RUN(decoder_rejects_short_and_bounds_attrs);
 	RUN(distribution_files);
 	RUN(uniform_table_spans_the_scale);

@@ -1,4 +1,4 @@
-/* C tests of csrc/core/proto.c (cookies, UDP header, parameters JSON,
+/* C tests of csrc/core/engine/proto.c (cookies, UDP header, parameters JSON,
  * framed I/O) and of the engine's pure arithmetic (interval grid, buffer
  * read-back rule, results JSON parsing of hostile input). */
 #include "ctest.h"
@@ -11,9 +11,9 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "engine.h"
-#include "engine_int.h"
-#include "proto.h"
+#include "engine/engine.h"
+#include "engine/proto.h"
+#include "engine/results_json.h"
 #include "timer.h"
 
 TEST(cookie_shape)

@@ -1,4 +1,5 @@
-/* C unit tests of csrc/core/stats.c (cases 001, 002, 005, 010, 032). */
+/* C unit tests of csrc/core/engine/stats.c: reordering and duplicates in the
+ * UDP books, RFC 3550 jitter, TCP_INFO units, CPU shares. */
 #include "ctest.h"
 
 #include <errno.h>
@@ -12,7 +13,7 @@
 #include <linux/tcp.h>
 
 #include "err.h"
-#include "stats.h"
+#include "engine/stats.h"
 #include "timer.h"
 
 /* Deterministic PRNG (xorshift64*), so every run checks the same packets. */
@@ -37,7 +38,7 @@ static int books_consistent(const ql_udp_rx *rx)
 	       c->unique_packets + c->lost_packets <= rx->highest - rx->first_seq + 1;
 }
 
-/* ------------------------------------------------------------ case 001 -- */
+/* ------------------------------------------- reordering is not loss -- */
 
 /* netem "reorder 25% 50%" with gap 1 sends some datagrams immediately while
  * the others wait the delay; the effect on the receiver is that a share of
@@ -106,7 +107,7 @@ TEST(udp_out_of_order_counts_rfc4737)
 	ql_udp_rx_free(&rx);
 }
 
-/* ------------------------------------------------------------ case 002 -- */
+/* ----------------------------------------- duplicates are not unique -- */
 
 TEST(udp_duplicates_are_not_unique)
 {
@@ -504,7 +505,7 @@ TEST(udp_huge_forward_jump)
 	ql_udp_rx_free(&rx);
 }
 
-/* --------------------------------------------------- jitter, case 005 -- */
+/* ------------------------------------------ jitter (RFC 3550 seeding) -- */
 
 TEST(jitter_constant_transit_is_zero)
 {
@@ -588,7 +589,7 @@ TEST(jitter_garbage_timestamps_stay_finite)
 	CHECK(j.jitter_ns >= 0.0);
 }
 
-/* ---------------------------------------------------- TCP_INFO, case 010 -- */
+/* ----------------------------------------- TCP_INFO, cwnd in bytes -- */
 
 TEST(tcp_cwnd_bytes_large_window)
 {
@@ -767,7 +768,7 @@ TEST(tcp_sample_from_real_socket)
 	CHECK_STR(e.code, "EBADF");
 }
 
-/* --------------------------------------------------------- CPU, case 032 -- */
+/* --------------------------------------------------------------- CPU -- */
 
 TEST(cpu_usage_percentages)
 {

@@ -1,7 +1,7 @@
 /*
  * test_udp_connect.c - the server answers a repeated UDP connect message.
  *
- * What went wrong (case 015, engine3): a client whose connect reply was
+ * What went wrong: a client whose connect reply was
  * lost repeated its connect message, but the repeat reached the stream's
  * connected socket, which nobody read before the test ran, so no reply
  * came and the test failed with "no reply to the connect message
@@ -20,9 +20,9 @@
 #include <unistd.h>
 
 #include "ctest.h"
-#include "engine.h"
-#include "engine_int.h"
-#include "proto.h"
+#include "engine/engine.h"
+#include "engine/proto.h"
+#include "engine/results_json.h"
 #include "timer.h"
 
 static int connect_to(int type, int port)

@@ -8,8 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "engine.h"
-#include "proto.h"
+#include "engine/engine.h"
+#include "engine/proto.h"
+#include "engine/results_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "proto.h"
-#include "stats.h"
+#include "engine/proto.h"
+#include "engine/stats.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,4 +1,4 @@
--- issue 2 "Done when": `bin/qoslab run examples/testbed_rate.lua` builds a
+-- `bin/qoslab run examples/testbed_rate.lua` builds a
 -- rate-limited testbed, reads the limit back and leaves nothing behind. Run
 -- as a subprocess, as a user would; `ip netns list` and `ip -o link` are
 -- compared before and after, and the run's qoslab.state file must be gone.

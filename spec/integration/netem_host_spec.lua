@@ -136,7 +136,7 @@ describe('qoslab.netem on a host without sch_netem #integration', function()
     assert.equal('', files)
   end)
 
-  it('the limit rule uses the veth link speed (10 Gbit/s) without a rate (case 020)', function()
+  it('the limit rule uses the veth link speed (10 Gbit/s) without a rate', function()
     local need, bps, source = netem.needed_limit('va', { delay_ms = 100 }, { netns = ns })
     assert.equal('link speed', source)
     assert.equal(10e9, bps)

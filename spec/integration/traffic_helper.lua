@@ -156,7 +156,7 @@ end
 -- schedule and does not catch up in bursts: +3 % for clock and rounding),
 -- and not far below it. The lower bound is loose on purpose: on a shared
 -- 2-core host a descheduled sender thread loses its slots for good, by
--- design (DESIGN.md section 4), so how much it loses depends on the load.
+-- design (an absolute schedule without catch-up bursts), so how much it loses depends on the load.
 function H.paced(rate, target, what)
   assert(rate <= target * 1.03, string.format('%s: %.0f bit/s is above the target %.0f',
     what, rate, target))
@@ -190,7 +190,7 @@ function H.close_to(a, b, tol, what)
       tol * 100))
 end
 
--- A result shaped like the engine's (qoslab.traffic) with consistent numbers:
+-- A result shaped like traffic.run's (manual/results.md) with consistent numbers:
 -- 3 one-second intervals, per stream k and interval i the sender writes
 -- 1000 * k + 10 * i bytes and the receiver gets all but 3 bytes of them.
 function H.fixture(o)

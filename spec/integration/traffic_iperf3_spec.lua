@@ -302,7 +302,7 @@ describe_if('iperf3 interop', function()
         'TCP --bidir')
     end)
 
-    it('TCP -w 256K reaches the server-side sockets (case 013)', function()
+    it('TCP -w 256K reaches the server-side sockets', function()
       local r = run('-t 1 -w 256K -b 200M')
       local wmax = H.sysctl('net.core.wmem_max')
       local rmax = H.sysctl('net.core.rmem_max')
@@ -354,7 +354,7 @@ describe_if('iperf3 interop', function()
       local e = j['end']
       -- iperf3 3.12 as the receiver counts up to the highest sequence number
       -- seen before its own TEST_END, so datagrams still in flight then are
-      -- missing from its count (the fault of case 015): at most 1 % or 2.
+      -- missing from its count (iperf3's own fault): at most 1 % or 2.
       local short = r.sent.packets - e.sum_received.packets
       assert(short >= 0 and short <= math.max(2, 0.01 * r.sent.packets), string.format(
         'qoslab server sent %d datagrams, iperf3 counted %d', r.sent.packets,

@@ -2,9 +2,11 @@
 -- server in one process: every run goes through the bookkeeping identities
 -- (Σ intervals == totals, SUM == Σ streams, lost + unique == sent, no NaN or
 -- inf); TCP/UDP forward, reverse, bidir, parallel; byte and datagram limits
--- (case 015's "the sender emits exactly N" without netem); window options
--- granted and clamped (case 011, both runs); CPU fields (case 032); the
--- handle API (:start, :intervals, :wait, :stop) and the pending-test form.
+-- (the sender emits exactly N, also in reverse); window options requested,
+-- granted and clamped, both runs (Linux grants twice the request, capped
+-- at rmem_max/wmem_max first); CPU fields of both ends (total, user, system,
+-- busiest thread); the handle API (:start, :intervals, :wait, :stop) and
+-- the pending-test form.
 -- Rates are capped where the test does not need full speed: two shared
 -- cores.
 local core = require 'qoslab.core'
@@ -88,7 +90,7 @@ local function shape(res, o)
 end
 
 -- TCP_INFO from the sending socket in every interval entry of a sender
--- (case 008 without netem: present in reverse too, shipped by the server).
+-- (present in reverse too: the server's sending socket, shipped by it).
 local function tcp_info_everywhere(res)
   local n = 0
   for _, iv in ipairs(res.intervals) do
@@ -159,7 +161,7 @@ describe('qoslab.traffic on loopback', function()
       H.paced(res.sent.bits_per_second, 50e6, 'paced TCP rate')
     end)
 
-    it('bytes limit: the sender emits exactly N and the receiver gets all of it (015)', function()
+    it('bytes limit: the sender emits exactly N and the receiver gets all of it, reverse too', function()
       for _, o in ipairs { { bytes = 1048576 }, { bytes = 1048576, reverse = true },
           { bytes = 1048577, parallel = 2 } } do
         local res = run(opts(o), 'tcp -n')
@@ -207,7 +209,7 @@ describe('qoslab.traffic on loopback', function()
       end
     end)
 
-    it('packets limit: exactly N datagrams sent in both directions (015)', function()
+    it('packets limit: exactly N datagrams sent in both directions', function()
       for _, rev in ipairs { false, true } do
         local res = run(opts { proto = 'udp', packets = 500, bitrate_bps = 10e6,
           length_bytes = 1000, reverse = rev }, 'udp -k')
@@ -223,7 +225,7 @@ describe('qoslab.traffic on loopback', function()
     end)
   end)
 
-  describe('socket buffers (case 011)', function()
+  describe('socket buffers', function()
     local rmax, wmax
     setup(function()
       rmax, wmax = H.sysctl('net.core.rmem_max'), H.sysctl('net.core.wmem_max')
@@ -277,7 +279,7 @@ describe('qoslab.traffic on loopback', function()
     end)
   end)
 
-  describe('CPU (case 032)', function()
+  describe('CPU', function()
     local function cpu_ok(c, name)
       for _, k in ipairs { 'total_pct', 'user_pct', 'system_pct' } do
         assert(type(c[k]) == 'number' and c[k] >= 0 and c[k] <= 100 * 64,

@@ -1,6 +1,7 @@
 -- qoslab.netem against a real sch_netem (runs inside the VM guest):
 -- every option applied and read back exactly, `tc -j qdisc show` agreeing,
--- cases 025/026/028/030/031/020, measured delay, drops in stats, scope.
+-- percent, time and 64-bit rate encodings, ingress through ifb, libnl's
+-- traps, the queue limit against rate x delay, measured delay, drops in stats, scope.
 -- Two namespaces joined by a veth pair are created per run and removed in
 -- teardown (and the namespaces take every qdisc and ifb with them).
 local netem = require 'qoslab.netem'
@@ -175,8 +176,8 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     end
   end)
 
-  it('sizes limit_packets = "auto" and warns below it (cases 020, 021)', function()
-    -- run 1 of case 020: delay 100 ms, default limit, veth = 10 Gbit/s
+  it('sizes limit_packets = "auto" and warns below it', function()
+    -- delay 100 ms, default limit, veth = 10 Gbit/s: 1000 packets hold less than the path
     local r = assert(netem.apply('va', { delay_ms = 100 }, OPTS))
     local need = math.ceil(10e9 / 8 * 0.1 / 1514 * 1.5)
     assert.equal(1, #r.warnings)
@@ -185,7 +186,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     assert.same({}, r.warnings)
     assert.equal(need, r.spec.limit_packets)
     assert.equal(need, netem.get('va', { netns = A }).limit_packets)
-    -- case 021: 250 ms with a rate
+    -- 250 ms with a rate and a limit that holds it
     r = assert(netem.apply('va', { delay_ms = 250, rate_bps = 1e9, limit_packets = 100000 }, OPTS))
     assert.same({}, r.warnings)
   end)
@@ -200,7 +201,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     tc_agrees(r.spec, tc_netem(A, 'va'))
   end)
 
-  it('case 025: percent scaling exact for all four fields, 0 % clears', function()
+  it('percent scaling exact for all four fields, 0 % clears', function()
     for _, p in ipairs { 0.001, 0.1, 0.5, 1, 12.5, 50, 100 } do
       for _, k in ipairs { 'loss_pct', 'duplicate_pct', 'corrupt_pct', 'reorder_pct' } do
         local spec = { [k] = p }
@@ -215,7 +216,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     assert.same({ limit_packets = 1000 }, netem.get('va', { netns = A }))
   end)
 
-  it('case 026: 50 ms, 1.5 ms, 250 us read back exactly', function()
+  it('delay units: 50 ms, 1.5 ms, 250 us read back exactly', function()
     for _, ms in ipairs { 50, 1.5, 0.25 } do
       assert(netem.apply('va', { delay_ms = ms }, OPTS))
       assert.equal(ms, netem.get('va', { netns = A }).delay_ms)
@@ -223,7 +224,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     end
   end)
 
-  it('case 028: rates up to 1 Tbit/s read back exactly (RATE64 above 34.36 Gbit/s)', function()
+  it('rates up to 1 Tbit/s read back exactly (RATE64 above 34.36 Gbit/s)', function()
     for _, bps in ipairs { 2e9, 34359738000, 40e9, 1e12 } do
       assert(netem.apply('va', { rate_bps = bps }, OPTS))
       assert.equal(math.tointeger(bps), netem.get('va', { netns = A }).rate_bps)
@@ -231,7 +232,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     end
   end)
 
-  it('case 031: 100 % and 75 % loss, limit kept by update, summary, rate', function()
+  it('libnl traps: 100 % and 75 % loss, limit kept by update, summary, rate', function()
     assert(netem.apply('va', { loss_pct = 100 }, OPTS))
     assert.equal(100, netem.get('va', { netns = A }).loss_pct)
     assert(netem.apply('va', { loss_pct = 75 }, OPTS))
@@ -287,7 +288,7 @@ describe('qoslab.netem in a kernel with sch_netem #netem', function()
     assert.is_true(st.packets > 0)
   end)
 
-  it('impairs only ingress through an ifb, only from the given source (case 030)', function()
+  it('impairs only ingress through an ifb, only from the given source', function()
     local base = assert(ping_min_ms(A, IP_B, 5))
     local r = assert(netem.apply('va', { delay_ms = 100 },
       { netns = A, direction = 'ingress', ingress_src = IP_B, quiet = true }))

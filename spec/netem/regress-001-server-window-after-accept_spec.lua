@@ -3,7 +3,7 @@
 -- clamp from the default buffer (about 64 KiB), and the late SO_RCVBUF turned
 -- off the autotuning that would have raised it. So the receive window never
 -- opened: `window_bytes = 4 MiB` over 300 ms RTT gave 1.63 Mbit/s, while the
--- defaults gave 56.6 Mbit/s (guest, kernel 6.1, case 013). The host's 6.18
+-- defaults gave 56.6 Mbit/s (guest, kernel 6.1). The host's 6.18
 -- kernel re-derives the clamp from the buffer when the skb scaling ratio
 -- changes. There the old code still reached rcv_ssthresh 7.5 MB (measured
 -- with ss -ti), so the host hid the bug. The check needs netem and runs in

@@ -1,10 +1,11 @@
--- The traffic cases that need sch_netem (../shared/cases 001, 002, 005, 007,
--- 008, 010, 015, 016, 019, 021; 013 is in traffic_window_spec.lua), on two
--- namespaces joined by a veth pair with netem set by `tc`. Runs in the guest:
+-- Traffic faults that need sch_netem, numbered 001 to 021 (013, the window
+-- on the server's accepted socket, is in traffic_window_spec.lua), on two
+-- namespaces joined by a veth pair with netem set by `tc`. Each block opens
+-- with what went wrong in iperf3 and the bound it holds qoslab to ("the
+-- case's" bound below is that block's own). Runs in the guest:
 --   lua/qoslab/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_cases_spec.lua'
 -- Most durations are cut to 2-5 s (the guest is 10-35x slower); each check
--- keeps the strictness its case defines, and each block names what went
--- wrong in iperf3. Namespaces (and with them the qdiscs) are removed after
+-- keeps its bound. Namespaces (and with them the qdiscs) are removed after
 -- every case.
 local core = require 'qoslab.core'
 local traffic = require 'qoslab.traffic'
@@ -165,7 +166,7 @@ describe_netem('traffic cases under netem', function()
       assert.equal(0, qdisc_drops(pair.a, pair.va))
       assert.equal(err0, rcvbuf_errors(pair.b))
       -- The case expects 3000 ± 1; the emulated guest's pacer loses the
-      -- slots of a descheduled thread (no catch-up, DESIGN.md section 4),
+      -- slots of a descheduled thread (an absolute schedule, no catch-up),
       -- so only "never above the schedule" is exact here.
       assert(res.sent.packets <= 3001, 'sent ' .. res.sent.packets .. ' > 3001 in 3 s at 1000/s')
       assert(res.sent.packets >= 1500, 'sent only ' .. res.sent.packets)
@@ -251,13 +252,13 @@ describe_netem('traffic cases under netem', function()
   -- receiver's summary and took jitter from the side that never measured it.
   -- Jitter forward vs reverse: the case's 30 % plus the guest's own path
   -- noise during each run (ping through a netem delay on a second, unloaded
-  -- pair). The noise is the guest's, not qoslab's (engine3): a per-datagram
+  -- pair). The noise is the guest's, not qoslab's: a per-datagram
   -- dump showed every send call returning within 0.3 ms while single
   -- datagrams arrived 2-8 ms late by their kernel receive timestamps, and a
   -- plain C probe over the same netem, no qoslab code, showed 0.4-1.7 ms
   -- beside a qoslab run. (Pinning, see pinned(), was measured on 002, 005
   -- and 021 only; this case still runs on both vCPUs.) Measured
-  -- in the guest (engine3): the same forward run gave 0.25 to 1.17 ms with
+  -- in the guest: the same forward run gave 0.25 to 1.17 ms with
   -- one datagram per send call and 0.94 to 1.20 ms with batches, reverse
   -- 0.55 to 1.07 ms, so neither direction nor batching sets the value.
   it('007 UDP reverse: receiver numbers from the receiver, labelled', function()

@@ -1,14 +1,14 @@
--- Case 013 at a long RTT (../shared/cases/013-window-not-applied-reverse.md):
--- the requested window must reach the server's accepted data socket, so a
+-- The window on the server's accepted socket at a long RTT (fault 013 of
+-- traffic_cases_spec.lua): the requested window must reach the server's accepted data socket, so a
 -- 4 MiB window over 600 ms RTT carries about 4 MiB per RTT in BOTH
 -- directions. iperf3 (#143, #333) set it after accept, or not at all, and a
 -- reverse test crawled at the default window / RTT. Runs in the guest:
 --   lua/qoslab/vm/run-in-vm.sh 'cd <checkout> && busted --lua=lua5.4 spec/netem/traffic_window_spec.lua'
--- The case's 90 ms RTT asks for 373 Mbit/s, more than the emulated guest's
+-- The 90 ms RTT of iperf3 #143 asks for 373 Mbit/s, more than the emulated guest's
 -- CPU carries through netem; at 300 ms (112 Mbit/s) the guest was close to
 -- its limit, and one reverse run fell to 54.7 Mbit/s on a loaded host. At
 -- 600 ms the same 4 MiB window means 56 Mbit/s, half of what the guest
--- carried at 300 ms, so the case's own bounds apply: >= 0.5 x 4 MiB / RTT
+-- carried at 300 ms, so this check's bounds apply: >= 0.5 x 4 MiB / RTT
 -- and forward/reverse within x1.25. Measured at 600 ms: forward 58.3 and
 -- 55.7, reverse 57.2 Mbit/s, no retransmits, no softnet or netem drops.
 -- Slow start to 4 MiB takes about 9 RTTs (measured: full rate from the
@@ -33,10 +33,10 @@ local CEIL = 2 * WINDOW * 8 / RTT_S    -- Linux doubles the buffer: hard ceiling
 local EXPECT = WINDOW * 8 / RTT_S      -- about one window per RTT (56 Mbit/s)
 
 -- A veth pair with 300 ms of netem delay on each egress (limit high enough
--- that netem never drops, case 020), rmem/wmem_max at 64 MiB, and a qoslab
+-- that netem never drops: at least rate x delay, in packets), rmem/wmem_max at 64 MiB, and a qoslab
 -- server in B; all of it is undone afterwards, also on failure. Offloads stay
 -- on: with one skb per MSS the guest's emulated CPU capped TCP near
--- 55-70 Mbit/s (measured), which is below the bound; the case's subject is
+-- 55-70 Mbit/s (measured), which is below the bound; this check's subject is
 -- the window, and netem delays a GSO packet like any other.
 local function with_bed(srv_opts, f)
   local saved = { H.sysctl('net.core.rmem_max'), H.sysctl('net.core.wmem_max') }
@@ -86,7 +86,7 @@ local function run(pair, o, label)
     EXPECT / 1e6, CEIL / 1e6, table.concat(per, ' '), tostring(sd.max_snd_cwnd_bytes),
     tostring(sd.mean_rtt_us), tostring(res.sent.retransmits), tostring(res.cpu_limited)))
   assert(bps <= CEIL, string.format('%s: %.1f Mbit/s is above the window ceiling', label, bps / 1e6))
-  -- the case's floor: half of 4 MiB / RTT (a window stuck at 64 KiB gives 0.9)
+  -- the floor: half of 4 MiB / RTT (a window stuck at 64 KiB gives 0.9)
   assert(bps >= 0.5 * EXPECT, string.format('%s: only %.1f Mbit/s, below half of 4 MiB / RTT '
     .. '(%.1f)', label, bps / 1e6, EXPECT / 1e6))
   return res, bps
@@ -109,7 +109,7 @@ describe_netem('013 window over 600 ms RTT', function()
       assert.equal(2 * WINDOW, rs.receiver.rcvbuf.granted_bytes)
       local a, b = f.received.bits_per_second, r.received.bits_per_second
       local ratio = math.max(a, b) / math.min(a, b)
-      -- the case's x1.25 (the fault, a reverse window stuck at the default,
+      -- the x1.25 (the fault, a reverse window stuck at the default,
       -- gives x60)
       assert(ratio <= 1.25, string.format('forward/reverse ratio %.2f (%.1f vs %.1f Mbit/s)',
         ratio, a / 1e6, b / 1e6))

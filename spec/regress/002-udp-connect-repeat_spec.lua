@@ -1,4 +1,4 @@
--- 002: under 20 % loss (case 015) a UDP test failed with "no reply to the
+-- 002: under 20 % loss a UDP test failed with "no reply to the
 -- connect message (ETIMEDOUT)": the client's repeated connect message went
 -- to the stream's connected socket on the server, which nobody read before
 -- the test ran, so a lost reply was never answered (iperf3 #351 is the same

@@ -5,8 +5,8 @@
 -- and the final snapshot then added a zero-byte interval reaching to the
 -- end of the receive drain (~0.25 s of waiting), which the client folded
 -- into the same grid slot. Idle drain time is not measurement time: the
--- receiver's last interval ends at its last arrival (case 019: tail time
--- counts only when tail bytes do).
+-- receiver's last interval ends at its last arrival (tail time counts
+-- only when tail bytes do).
 local H = require 'integration.traffic_helper'
 local traffic = require 'qoslab.traffic'
 

@@ -1,5 +1,6 @@
 -- 006: a timed, paced UDP test sent a few datagrams more than its schedule
--- holds (3004 in 3 s at 1000/s in the emulated guest, case 001): the
+-- holds (3004 in 3 s at 1000/s in the emulated guest, in the reordering check of
+-- spec/netem/traffic_cases_spec.lua): the
 -- sender stopped when the control thread, waking a few ms late, set the
 -- stop flag. The sender now stops at the planned end itself, so it sends
 -- exactly the slots scheduled before it: rate x duration (slot 0 at t = 0).

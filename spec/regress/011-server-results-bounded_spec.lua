@@ -1,7 +1,7 @@
 -- 011: a server kept every finished test until it was stopped: the whole
 -- test object (stream array, UDP receive books of 32 KiB per receiving
 -- stream, live interval queue) behind each entry of Server:results(). A
--- server running for days grew without bound (issue 3, point 6). Now it
+-- server running for days grew without bound. Now it
 -- keeps the results of its last keep_results tests (default 100), frees
 -- each test's other state when the test ends, and counts every finished
 -- test in :finished().

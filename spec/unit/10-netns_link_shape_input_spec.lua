@@ -167,7 +167,7 @@ describe('qoslab.testbed bad input', function()
   it('checks the impairment specs up front, naming the testbed field at the caller', function()
     raises('qoslab.testbed: opts.impair.delay_ms: expected a finite number', testbed.testbed,
       { impair = { delay_ms = -5 } })
-    raises('qoslab.testbed: opts.reverse_impair.loss_pct: expected a finite number, got nan',
+    raises('qoslab.testbed: opts.reverse_impair.loss_pct: expected a finite number in [0, 100], got nan',
       testbed.testbed, { reverse_impair = { loss_pct = 0 / 0 } })
     raises('qoslab.testbed: opts.impair.bogus: unknown key', testbed.testbed,
       { impair = { delay_ms = 5, limit_packets = 'auto', bogus = 1 } })

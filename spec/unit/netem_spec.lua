@@ -1,5 +1,6 @@
 -- qoslab.netem without a kernel: spec checking, canonical form, tc-netem(8)
--- parse/format round trips and wire values (cases 025, 026, 028, 031).
+-- parse/format round trips and wire values (percent scaling, time units,
+-- 64-bit rates, libnl's traps).
 -- Every bad spec raises before netlink is touched, so these need no root.
 local netem = require 'qoslab.netem'
 local core = require 'qoslab.core'
@@ -103,7 +104,7 @@ describe('qoslab.netem spec checks', function()
 end)
 
 describe('qoslab.netem canonical spec and wire values', function()
-  it('encodes percentages as iproute2 does (case 025)', function()
+  it('encodes percentages as iproute2 does (rint(p * UINT32_MAX))', function()
     local want = {
       [0.001] = 42950, [0.1] = 4294967, [0.5] = 21474836, [1] = 42949673,
       [12.5] = 536870912, [50] = 2147483648, [75] = 3221225471, [100] = 4294967295,
@@ -128,7 +129,7 @@ describe('qoslab.netem canonical spec and wire values', function()
     assert.equal(0, core.netem_raw({ loss_pct = 0 }).loss)
   end)
 
-  it('keeps delay units exact (case 026)', function()
+  it('keeps delay units exact (ns, and psched ticks = ns >> 6)', function()
     for _, ms in ipairs { 50, 1.5, 0.25, 0.001, 5000 } do
       local w = core.netem_raw { delay_ms = ms, jitter_ms = ms < 2000 and ms or nil }
       assert.equal(math.floor(ms * 1e6 + 0.5), w.delay_ns)
@@ -137,7 +138,7 @@ describe('qoslab.netem canonical spec and wire values', function()
     end
   end)
 
-  it('converts bits/s to bytes/s and back (case 028)', function()
+  it('converts bits/s to bytes/s and back (RATE64 above 2^32 bytes/s)', function()
     for _, bps in ipairs { 2e9, 34359738000, 40e9, 1e12 } do
       local w = core.netem_raw { rate_bps = bps }
       assert.equal(math.tointeger(bps // 8), w.rate_bytes_per_s)
@@ -216,7 +217,7 @@ describe('qoslab.netem tc-netem(8) syntax', function()
     assert.same({ corrupt_pct = 3, limit_packets = 1000 }, netem.parse('corrupt 3% reorder 0%'))
   end)
 
-  it('formats case 031 item 4 as corrupt without reorder', function()
+  it('formats corrupt 3 % with reorder 0 as corrupt alone', function()
     local s = netem.format { corrupt_pct = 3, reorder_pct = 0 }
     assert.equal('limit 1000 corrupt 3%', s)
   end)

@@ -29,7 +29,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "../err.h"
 
 /* ------------------------------------------------------------ helpers -- */
 

@@ -12,7 +12,7 @@
 #include <netinet/in.h>
 #include <linux/tcp.h>
 
-#include "timer.h"
+#include "../timer.h"
 
 /* ------------------------------------------------------------ helpers -- */
 

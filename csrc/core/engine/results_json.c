@@ -1,5 +1,5 @@
 /*
- * engine_json.c - the results object of the iperf3 control protocol:
+ * results_json.c - the results object of the iperf3 control protocol:
  * iperf3's required keys plus the "qoslab" extras (per-stream totals with
  * every counter, interval series, warnings), encoded and parsed with cJSON.
  * The parser treats the peer as hostile: every key is type- and
@@ -12,8 +12,9 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "engine.h"
-#include "engine_int.h"
+#include "proto.h"
+#include "record.h"
+#include "results_json.h"
 
 #define MAX_PEER_STREAMS 1024
 #define MAX_PEER_INTERVALS 100000

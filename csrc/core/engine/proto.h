@@ -19,7 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "err.h"
+#include "../err.h"
 
 #define QL_COOKIE_SIZE 37
 
@@ -50,6 +50,10 @@ enum {
 	QL_ST_ACCESS_DENIED = -1,
 	QL_ST_SERVER_ERROR = -2,
 };
+
+/* A server's reason for refusing or ending a test, after the state byte. */
+#define QL_REFUSAL_PREFIX "qoslab-refused: "
+#define QL_REFUSAL_MAX_BYTES 512
 
 /* Limits of the hardened control path. */
 #define QL_PARAMS_MAX_BYTES 8192        /* like iperf3's server cap */

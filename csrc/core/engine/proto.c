@@ -16,7 +16,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "timer.h"
+#include "../timer.h"
 
 static const char cookie_chars[] = "abcdefghijklmnopqrstuvwxyz234567";
 

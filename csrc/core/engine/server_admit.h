@@ -1,0 +1,25 @@
+/*
+ * server_admit.h - a server's limits and admission (server_admit.c).
+ * Stands on server_int.h.
+ */
+#ifndef QL_SERVER_ADMIT_H
+#define QL_SERVER_ADMIT_H
+
+#include <stdint.h>
+
+#include "server_int.h"
+
+void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint64_t test);
+void srv_tell(int fd, int state, int ierr, const char *why);
+void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer, int state,
+		const char *why);
+void unid_unlink(ql_server *s, conn_arg *c);
+int unid_leave(ql_server *s, conn_arg *c);
+conn_arg *unid_victim(ql_server *s, const struct sockaddr_storage *peer);
+void unid_evict(ql_server *s, conn_arg *c, const char *limit, int value, int64_t now);
+int srv_full(ql_server *s, const struct sockaddr_storage *peer, char *why, size_t len);
+int srv_admit(ql_test *t);
+int unid_allowance(ql_server *s, const struct sockaddr_storage *peer);
+const struct sockaddr_storage *unid_global_victim_group(ql_server *s);
+
+#endif

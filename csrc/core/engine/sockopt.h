@@ -1,0 +1,26 @@
+/*
+ * sockopt.h - socket setup and peer addresses of a test (sockopt.c).
+ * Stands on test.h.
+ */
+#ifndef QL_SOCKOPT_H
+#define QL_SOCKOPT_H
+
+#include <stdint.h>
+
+#include "test.h"
+
+int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e);
+int resolve(const char *host, int port, int socktype,
+	    struct sockaddr_storage *ss, socklen_t *len, ql_err *e);
+int bind_local(int fd, int family, const char *addr, int port, ql_err *e);
+int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len,
+		    int64_t timeout_ns, const volatile int *stop, ql_err *e,
+		    const char *host, int port);
+int peer_port(const struct sockaddr_storage *ss);
+void peer_host(const struct sockaddr_storage *ss, char *out, size_t len);
+int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+void group_key(const struct sockaddr_storage *ss, uint8_t key[9]);
+int same_group(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+int same_endpoint(const struct sockaddr_storage *a, const struct sockaddr_storage *b);
+
+#endif
