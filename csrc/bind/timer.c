@@ -10,7 +10,6 @@
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
  *     :close()
  * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> an interruption error
- *                                 (tostring "interrupted by SIGINT", ...)
  * core.signal_pending()           -> "SIGINT" | "SIGTERM" | "SIGHUP" | nil
  * core.signal_reset()
  * core.interruption([signal])     -> a new interruption error object

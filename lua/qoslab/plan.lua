@@ -865,9 +865,9 @@ function M.sweep(opts)
         local perr = run_point(i, point, entry)
         if perr then
           -- A stop request (SIGINT/SIGTERM/SIGHUP) ends the sweep whatever the
-          -- point made of it: decided on the signal state or the interruption
-          -- error's code, not on the text.
-          if on_error == 'raise' or stop_pending() or interrupted_by(perr) then
+          -- point made of it: decided on the error's code or the pending
+          -- signal, never on the text.
+          if on_error == 'raise' or interrupted_by(perr) or stop_pending() then
             error(perr, 0)
           end
           entry.error = tostring(perr):match('^[^\n]*')

@@ -1,5 +1,5 @@
-/* C unit tests of csrc/core/engine/stats.c: reordering and duplicates in the
- * UDP books, RFC 3550 jitter, TCP_INFO units, CPU shares. */
+/* C unit tests of csrc/core/engine/stats.c: the UDP books (reordering,
+ * duplicates, loss), jitter, TCP_INFO, CPU shares and pacing. */
 #include "ctest.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include <linux/tcp.h>
 
 #include "err.h"
+#include "engine/pace.h"
 #include "engine/stats.h"
 #include "timer.h"
 
@@ -38,7 +39,7 @@ static int books_consistent(const ql_udp_rx *rx)
 	       c->unique_packets + c->lost_packets <= rx->highest - rx->first_seq + 1;
 }
 
-/* ------------------------------------------- reordering is not loss -- */
+/* ---------------------------------------------------------- reordering -- */
 
 /* netem "reorder 25% 50%" with gap 1 sends some datagrams immediately while
  * the others wait the delay; the effect on the receiver is that a share of
@@ -107,7 +108,7 @@ TEST(udp_out_of_order_counts_rfc4737)
 	ql_udp_rx_free(&rx);
 }
 
-/* ----------------------------------------- duplicates are not unique -- */
+/* ---------------------------------------------------------- duplicates -- */
 
 TEST(udp_duplicates_are_not_unique)
 {
@@ -505,7 +506,7 @@ TEST(udp_huge_forward_jump)
 	ql_udp_rx_free(&rx);
 }
 
-/* ------------------------------------------ jitter (RFC 3550 seeding) -- */
+/* -------------------------------------------------------------- jitter -- */
 
 TEST(jitter_constant_transit_is_zero)
 {
@@ -589,7 +590,7 @@ TEST(jitter_garbage_timestamps_stay_finite)
 	CHECK(j.jitter_ns >= 0.0);
 }
 
-/* ----------------------------------------- TCP_INFO, cwnd in bytes -- */
+/* ------------------------------------------------------------ TCP_INFO -- */
 
 TEST(tcp_cwnd_bytes_large_window)
 {
@@ -768,7 +769,7 @@ TEST(tcp_sample_from_real_socket)
 	CHECK_STR(e.code, "EBADF");
 }
 
-/* --------------------------------------------------------------- CPU -- */
+/* ----------------------------------------------------------------- CPU -- */
 
 TEST(cpu_usage_percentages)
 {

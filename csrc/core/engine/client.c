@@ -326,8 +326,8 @@ static int client_protocol(ql_test *t)
 			/* Receive from now on: the server sends as soon as it has
 			 * written TEST_RUNNING, and if that message is delayed (a
 			 * lossy path retransmits it) the data must not overflow an
-			 * unread socket (guest case 015, reverse: 271 of 2000
-			 * datagrams lost to the receive buffer). */
+			 * unread socket (a reverse test in a guest VM lost 271 of
+			 * 2000 datagrams to the receive buffer that way). */
 			if ((rc = start_workers(t, 1, &t->err)) < 0)
 				return rc;
 			break;
@@ -512,8 +512,9 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	p->interval_s = o->interval_s;
 	t->period_ns = (int64_t)(o->interval_s * 1e9);
 	t->omit_ns = (int64_t)(o->omit_s * 1e9);
-	/* qoslab peers are recognised from their results; assume iperf3 until
-	 * then (only affects extras we send, which a stock peer ignores). */
+	/* A qoslab server is recognised from its results (build_result);
+	 * until then the client takes the peer for one: it sends its extras,
+	 * which a stock iperf3 ignores. */
 	t->peer = QL_PEER_QOSLAB;
 	int rc = streams_alloc(t, e);
 	if (rc < 0) {

@@ -88,7 +88,7 @@ static int senders_done(ql_test *t)
 
 /* Stopped senders wait (bounded) until their data is acknowledged; the
  * grid keeps ticking meanwhile, so the sending socket's TCP_INFO covers
- * every interval in which the receiver still gets data (case 008). */
+ * every interval in which the receiver still gets data. */
 void wait_senders(ql_test *t)
 {
 	wait_ticking(t, INT64_MAX, senders_done);

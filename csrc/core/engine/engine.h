@@ -1,6 +1,7 @@
 /*
  * engine.h - the traffic engine: an iperf3-compatible client and server for
- * TCP and UDP over IPv4/IPv6, one thread per stream (Lua-free).
+ * TCP and UDP over IPv4/IPv6, one thread per stream (Lua-free). The public
+ * face (client.c, server.c implement it); stands on record.h and proto.h.
  *
  * Threads. A client test has one control thread (it speaks the control
  * protocol, enters the test's network namespace to create the sockets, and
@@ -35,12 +36,13 @@
  *    close the books with the sender's final datagram count, so
  *    lost + unique == sent holds exactly.
  *
- * UDP pacing: an absolute schedule (stats.h ql_pacer). A sender that fell
- * behind by up to one report interval (at most 100 ms of datagrams, at
- * least 8) catches up, so every interval reports the target rate; after a
- * longer stall the schedule is re-based at "now" and the missed slots are
- * dropped, so a long stall never becomes a long burst. TCP bitrate_bps
- * pacing uses the same absolute schedule with a 10 ms slack.
+ * Pacing: one pacer (pace.h ql_pacer), an absolute schedule, for both
+ * protocols. A UDP sender that fell behind by up to one report interval (at
+ * most 100 ms of datagrams, at least 8) catches up, so every interval
+ * reports the target rate; after a longer stall the schedule is re-based at
+ * "now" and the missed slots are dropped, so a long stall never becomes a
+ * long burst. TCP bitrate_bps pacing is the same schedule over the stream's
+ * write blocks with a 10 ms slack (at least one block).
  *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket
@@ -91,7 +93,7 @@ typedef struct ql_client_opts {
 	uint64_t fq_rate_bps;
 	const char *bind_address, *bind_device, *netns;
 	double connect_timeout_s;    /* 0 = 10 s */
-	int udp_batch;               /* 1..1024, 0 = 64 */
+	int udp_batch;               /* datagrams per sendmmsg, 1..1024, 0 = 32 */
 	int udp_gso;
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;

@@ -1,6 +1,7 @@
 /*
  * proto.c - iperf3 control protocol: cookies, state bytes, framed JSON,
- * parameter encoding and the UDP data header. See proto.h.
+ * parameter encoding and the UDP data header. Stands on proto.h and the
+ * core's timer.h; nothing else of the engine.
  */
 #include "proto.h"
 

@@ -1,5 +1,6 @@
 /*
  * proto.h - the iperf3 control protocol and UDP data header (Lua-free).
+ * Stands on err.h only.
  *
  * Wire facts (checked against Debian's iperf3 3.12): a 37-byte cookie (36
  * characters of a-z2-7 plus NUL) opens the control connection and every TCP

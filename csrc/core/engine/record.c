@@ -61,15 +61,15 @@ void ql_result_free(ql_result *r)
 	memset(r, 0, sizeof *r);
 }
 
-void entry_finish(ql_entry *x)
+void ql_entry_finish(ql_entry *x)
 {
 	x->bits_per_second = ql_bits_per_second(x->bytes, x->seconds);
 }
 
 /* Add entry x (direction d, role r) into the running sum *s, counting the
  * entries, those with retransmits and those with jitter (for the means). */
-void entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
-	       int r, int *ncnt, int *nret, int *njit)
+void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
+		  int r, int *ncnt, int *nret, int *njit)
 {
 	if (!*present) {
 		*present = 1;
@@ -100,7 +100,7 @@ void entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
 	}
 }
 
-void interval_sums(ql_interval *iv)
+void ql_interval_sums(ql_interval *iv)
 {
 	memset(iv->sum_present, 0, sizeof iv->sum_present);
 	memset(iv->sum, 0, sizeof iv->sum);
@@ -109,8 +109,8 @@ void interval_sums(ql_interval *iv)
 	for (int i = 0; i < iv->nentries; i++) {
 		ql_entry *x = &iv->entries[i];
 		int d = x->dir & 1, r = x->role & 1;
-		entry_add(&iv->sum[d][r], &iv->sum_present[d][r], x, d, r,
-			  &ncnt[d][r], &nret[d][r], &njit[d][r]);
+		ql_entry_add(&iv->sum[d][r], &iv->sum_present[d][r], x, d, r,
+			     &ncnt[d][r], &nret[d][r], &njit[d][r]);
 	}
 	for (int d = 0; d < 2; d++)
 		for (int r = 0; r < 2; r++) {
@@ -125,7 +125,7 @@ void interval_sums(ql_interval *iv)
 			}
 			if (s->seconds <= 0)
 				s->seconds = iv->seconds;
-			entry_finish(s);
+			ql_entry_finish(s);
 		}
 }
 
@@ -135,14 +135,14 @@ static void entry_accumulate(ql_entry *x, const ql_entry *y);
  * entry of a stream and role iv already holds from that side accumulates
  * (two peer intervals in one local one), others are appended. The caller
  * recomputes the sums. */
-void fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side)
+void ql_interval_fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side)
 {
 	for (int i = 0; i < b->nentries; i++) {
 		ql_entry y = b->entries[i];
 		if (y.seconds <= 0)
 			y.seconds = b->seconds;
 		y.side = side;
-		entry_finish(&y);
+		ql_entry_finish(&y);
 		int found = 0;
 		for (int m = 0; m < iv->nentries; m++) {
 			ql_entry *x = &iv->entries[m];
@@ -189,10 +189,10 @@ static void entry_accumulate(ql_entry *x, const ql_entry *y)
 	if (y->valid & QL_E_JITTER)
 		x->jitter_ms = y->jitter_ms;
 	x->valid |= y->valid & (gauges | QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
-	entry_finish(x);
+	ql_entry_finish(x);
 }
 
-const char *side_label(int side)
+const char *ql_side_label(int side)
 {
 	return side == QL_SIDE_SERVER ? "the server" : "the client";
 }

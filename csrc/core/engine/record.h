@@ -15,7 +15,7 @@ enum { QL_ROLE_SENDER = 0, QL_ROLE_RECEIVER = 1 };
 enum { QL_SIDE_CLIENT = 0, QL_SIDE_SERVER = 1 };
 enum { QL_PEER_IPERF3 = 0, QL_PEER_QOSLAB = 1 };
 
-/* Socket buffer request and read-back (cases 011, 013). */
+/* Socket buffer request and read-back. */
 typedef struct ql_bufinfo {
 	int present;
 	int64_t requested_bytes;   /* 0 = not requested (kernel default) */
@@ -143,11 +143,11 @@ void ql_bufinfo_fill(ql_bufinfo *b, int64_t requested, int64_t granted,
 		     int64_t max_bytes, const char *sysctl);
 
 /* Record arithmetic of the engine (record.c). */
-void entry_finish(ql_entry *x);
-void entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
-	       int r, int *ncnt, int *nret, int *njit);
-void interval_sums(ql_interval *iv);
-void fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
-const char *side_label(int side);
+void ql_entry_finish(ql_entry *x);
+void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
+		  int r, int *ncnt, int *nret, int *njit);
+void ql_interval_sums(ql_interval *iv);
+void ql_interval_fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
+const char *ql_side_label(int side);
 
 #endif

@@ -128,7 +128,7 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 			}
 		}
 	}
-	entry_finish(x);
+	ql_entry_finish(x);
 }
 
 /* Append an interval covering [last_snap, now]; publish unless held. */
@@ -188,12 +188,12 @@ static void live_emit(ql_test *t, const ql_interval *iv, int64_t s0, int64_t s1,
 			continue;
 		}
 		if (c && g >= s0)
-			fold_peer(c, iv->nentries + extra, b, !t->side);
+			ql_interval_fold_peer(c, iv->nentries + extra, b, !t->side);
 		ql_interval_clear(b);
 	}
 	t->nrlive = keep;
 	if (c)
-		interval_sums(c);
+		ql_interval_sums(c);
 }
 
 /* Release ticked local intervals to the live queue, oldest first: one
@@ -215,7 +215,7 @@ void live_release(ql_test *t, int64_t now)
 	}
 }
 
-static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
+void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal)
 {
 	ql_interval iv;
 	memset(&iv, 0, sizeof iv);
@@ -239,7 +239,7 @@ static void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nomin
 			snapshot_stream(t, &t->st[i], now, &iv.entries[i], iv.seconds,
 					omit_end);
 	}
-	interval_sums(&iv);
+	ql_interval_sums(&iv);
 	t->last_snap_ns = now;
 	pthread_mutex_lock(&t->mu);
 	if (t->niv == t->civ) {

@@ -8,6 +8,10 @@
 
 #include "test.h"
 
+/* Close the interval [last snapshot, now] (nominal: its grid tick) from
+ * every stream's counters and append it; publish: hand it to the live
+ * queue. Called on the grid by the reporter; needs no socket. */
+void take_snapshot_at(ql_test *t, int publish, int64_t now, int64_t nominal);
 void iv_slots(const ql_test *t, const ql_interval *iv, int64_t *s0, int64_t *s1);
 void live_release(ql_test *t, int64_t now);
 void final_snapshot(ql_test *t, int64_t send_end_ns);

@@ -71,7 +71,7 @@ static void local_totals(ql_test *t, ql_entry *out)
 		 * started its clock first; in reverse it started one control
 		 * message later, which the last byte's trip over the same
 		 * path (behind the queued data) outlasts. So receiver seconds
-		 * >= sender seconds (case 019). */
+		 * >= sender seconds. */
 		int64_t last = s->sender ? s->last_tx_ns : atomic_load(&s->last_rx_ns);
 		/* A timed test measures until its planned end (or its earlier
 		 * stop) even when the last datagram of a slow flow went out
@@ -105,7 +105,7 @@ static void local_totals(ql_test *t, ql_entry *out)
 			x->valid |= QL_E_RTTSUM;
 		}
 		x->buf = s->sender ? s->sndbuf : s->rcvbuf;
-		entry_finish(x);
+		ql_entry_finish(x);
 	}
 }
 
@@ -302,7 +302,7 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
 			x->bytes = x->unique_packets * (uint64_t)t->prm.len_bytes;
 		}
 	}
-	entry_finish(x);
+	ql_entry_finish(x);
 	return 1;
 }
 
@@ -313,7 +313,7 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
  * sender waiting for its acknowledgements). Matching slots, not end times:
  * the peer's clock started earlier or later by a control message's trip,
  * and an end near a tick would land one interval off, leaving one local
- * interval without the peer's entries and another with two (case 008).
+ * interval without the peer's entries and another with two.
  * Peer entries keep their own seconds and bits_per_second, and every peer
  * entry lands exactly once, so each side's Σ intervals == its totals.
  */
@@ -361,10 +361,10 @@ static void merge_remote_intervals(ql_test *t, ql_result *r)
 				k++;
 		ql_interval *iv = &r->intervals[k];
 		if (iv->entries)
-			fold_peer(iv, base[k].nentries + t->nstreams, b, !t->side);
+			ql_interval_fold_peer(iv, base[k].nentries + t->nstreams, b, !t->side);
 	}
 	for (int q = 0; q < n; q++)
-		interval_sums(&r->intervals[q]);
+		ql_interval_sums(&r->intervals[q]);
 }
 
 /* The loss a server completed in a client's open UDP books (remote_entry)
@@ -396,7 +396,7 @@ static void complete_peer_intervals(ql_test *t, ql_result *r)
 		}
 		if (last && tot->lost_packets > sum) {
 			last->lost_packets += tot->lost_packets - sum;
-			interval_sums(last_iv);
+			ql_interval_sums(last_iv);
 		}
 	}
 }
@@ -467,8 +467,8 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 				continue;
 			ql_entry *x = k == 0 ? &sr->sender : &sr->receiver;
 			int d = s->dir;
-			entry_add(&r->tot[d][k], &r->tot_present[d][k], x, d, k,
-				  &nsum[d][k], &nret[d][k], &njit[d][k]);
+			ql_entry_add(&r->tot[d][k], &r->tot_present[d][k], x, d, k,
+				     &nsum[d][k], &nret[d][k], &njit[d][k]);
 		}
 	}
 	for (int d = 0; d < 2; d++)
@@ -485,7 +485,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 			if (tt->valid & QL_E_UDPRX)
 				tt->lost_pct = ql_loss_pct(tt->lost_packets,
 							   tt->lost_packets + tt->unique_packets);
-			entry_finish(tt);
+			ql_entry_finish(tt);
 		}
 	free(loc);
 	merge_remote_intervals(t, r);
@@ -517,14 +517,14 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		r->cpu_limited = 1;
 		add_warning(t, "CPU-limited: %s used %.0f %% of %d CPUs (the result may measure "
 			    "the host, not the network)",
-			    host_busy ? (shared ? "both ends on this host" : side_label(t->side))
-				      : side_label(!t->side),
+			    host_busy ? (shared ? "both ends on this host" : ql_side_label(t->side))
+				      : ql_side_label(!t->side),
 			    host_busy ? host_pct : theirs->total_pct, host_busy ? ncpu : pr->cpus);
 	} else if (r->cpu_limited)
 		add_warning(t, "CPU-limited: the busiest thread on %s used %.0f %% of a core "
 			    "(the result may measure the host, not the network)",
 			    mine->busiest_thread_pct >= theirs->busiest_thread_pct
-			    ? side_label(t->side) : side_label(!t->side),
+			    ? ql_side_label(t->side) : ql_side_label(!t->side),
 			    mine->busiest_thread_pct > theirs->busiest_thread_pct
 			    ? mine->busiest_thread_pct : theirs->busiest_thread_pct);
 	for (int i = 0; i < pr->nwarnings; i++)   /* they name their side */

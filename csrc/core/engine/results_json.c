@@ -3,7 +3,8 @@
  * iperf3's required keys plus the "qoslab" extras (per-stream totals with
  * every counter, interval series, warnings), encoded and parsed with cJSON.
  * The parser treats the peer as hostile: every key is type- and
- * range-checked and array sizes are capped.
+ * range-checked and array sizes are capped. Stands on record.h,
+ * results_json.h and proto.h (the message cap), not on the engine.
  */
 #include <cjson/cJSON.h>
 #include <errno.h>

@@ -98,6 +98,8 @@ static uint64_t test_progress(ql_test *t)
 
 /* End a running test for a server limit: tell the peer, then fail it. */
 static int srv_end_test(ql_test *t, int eno, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static int srv_end_test(ql_test *t, int eno, const char *fmt, ...)
 {
 	char why[256];
 	va_list ap;

@@ -56,7 +56,7 @@ static int set_buffers(ql_test *t, int fd, ql_stream *s, ql_err *e)
 }
 
 /*
- * Where each option goes (issue 3 point 2, case 013):
+ * Where each option goes:
  *
  * - Client: every option is set on the stream socket before connect(), so
  *   the SYN already carries the MSS and a window scale derived from the

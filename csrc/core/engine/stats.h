@@ -1,5 +1,6 @@
 /*
  * stats.h - measurement arithmetic of the traffic engine (Lua-free).
+ * Stands on err.h only.
  *
  * Everything here is O(1) per datagram and allocation-free on the hot path
  * (ql_udp_rx_init allocates the bitmap once). Nothing is thread-safe: each
@@ -14,8 +15,8 @@
  *   - TCP_INFO (linux/tcp.h) to a sample in explicit units, with per-field
  *     presence flags (a missing value is never reported as 0).
  *   - CPU utilisation of the process and of the busiest thread.
- *   - bits_per_second with a zero-duration guard, and an absolute UDP pacing
- *     schedule that re-bases after a stall instead of bursting.
+ *   - bits_per_second with a zero-duration guard.
+ * (The send schedule is pace.h's.)
  *
  * Times are int64 nanoseconds. Intervals, deadlines and pacing use
  * CLOCK_MONOTONIC; jitter transit times use whatever clock pair the caller
@@ -63,7 +64,7 @@ uint64_t ql_seq_extend32(uint64_t reference, uint32_t seq32);
  *   D = transit_i - transit_(i-1)
  *   J += (|D| - J) / 16
  * The first sample only records transit (J stays 0): a clock offset between
- * hosts or a constant one-way delay therefore never enters J (case 005).
+ * hosts or a constant one-way delay therefore never enters J.
  * Samples are taken in arrival order as RFC 3550 prescribes, reordered
  * datagrams included; ql_udp_rx feeds only unique datagrams (a duplicate's
  * transit carries no new information, a late one was already ruled lost).
@@ -102,11 +103,11 @@ double ql_jitter_ms(const ql_jitter *j);
  *                towards unique_packets / unique_bytes (goodput).
  *   duplicate    a datagram whose sequence number was already received
  *                (known exactly while it is inside the window). Never
- *                unique, never out-of-order, never changes loss (case 002).
+ *                unique, never out-of-order, never changes loss.
  *   out-of-order a unique datagram whose sequence number is below highest
  *                at its arrival (RFC 4737 section 3.3 "reordered": it
  *                arrived after a datagram with a higher number). It is a
- *                subset of unique and never implies loss (case 001).
+ *                subset of unique and never implies loss.
  *   ruled lost   a sequence number that had not arrived when it was passed
  *                by the loss ruling point R. R only moves forward; it
  *                advances (a) so that it is always > highest - window, i.e.
@@ -411,7 +412,7 @@ typedef struct ql_tcp_sample {
 	uint32_t snd_mss_bytes;
 	uint32_t snd_cwnd_segments;
 	uint32_t snd_ssthresh_segments;
-	uint64_t snd_cwnd_bytes;     /* segments x MSS in 64 bits (case 010) */
+	uint64_t snd_cwnd_bytes;     /* segments x MSS in 64 bits (no 32-bit wrap) */
 	uint32_t total_retrans;      /* kernel's 32-bit cumulative count */
 	uint32_t unacked_segments;
 	uint32_t lost_segments;
@@ -495,7 +496,7 @@ double ql_tcp_summary_mean_rtt_us(const ql_tcp_summary *sum);
 /* ------------------------------------------------------------------ CPU -- */
 
 /* CPU-limited when the busiest thread used at least this share of a core
- * (case 032; advisory). */
+ * (advisory: the result may measure the host, not the network). */
 #define QL_CPU_LIMITED_PCT 90.0
 
 /* A point in time for process CPU accounting. */
@@ -543,69 +544,5 @@ void ql_cpu_usage_compute(const ql_cpu_mark *start, const ql_cpu_mark *end,
 
 /* cpu_ns as a percentage of wall_ns (0.0 when wall_ns <= 0 or cpu_ns < 0). */
 double ql_cpu_pct(int64_t cpu_ns, int64_t wall_ns);
-
-/* --------------------------------------------------------- UDP pacing -- */
-
-/*
- * Absolute schedule: datagram k (counted from the schedule's origin) is due
- * at origin + floor(k * length_bytes * 8 * 1e9 / rate_bps) ns, computed in
- * 128-bit integers, so there is no drift and the long-run rate is exact.
- *
- * Stall rule: if at some call more than max_burst datagrams are due, only
- * max_burst are released and the schedule is re-based: origin = now and the
- * released datagrams take the first slots of the new schedule, so the next
- * one is due at now + max_burst * gap. The slots that fell due during the
- * stall are dropped (counted in skipped_slots), never sent as a burst. So
- * no call ever releases more than max_burst, and over any span starting at
- * a call the number released is at most max_burst + span * rate / bits.
- *
- * Default max_burst (0 in init): the datagrams of 1 ms at the target rate,
- * at least 4 and at most 1024. rate_bps == 0 means unlimited: every call
- * releases max_burst (default 64) and next_due is now.
- */
-#define QL_PACER_BURST_MIN        4
-#define QL_PACER_BURST_MAX        1024
-#define QL_PACER_BURST_UNLIMITED  64
-#define QL_PACER_BURST_SPAN_NS    1000000LL
-
-typedef struct ql_pacer {
-	int64_t origin_ns;        /* schedule origin (CLOCK_MONOTONIC) */
-	uint64_t rate_bps;        /* 0 = unlimited */
-	uint64_t bits;            /* length_bytes * 8 */
-	uint64_t k;               /* datagrams released since origin */
-	uint64_t max_burst;
-	uint64_t released;        /* datagrams released since init */
-	uint64_t skipped_slots;   /* slots dropped by re-basing */
-	uint64_t rebases;         /* stalls seen */
-} ql_pacer;
-
-/*
- * @param start_ns      time of datagram 0 (CLOCK_MONOTONIC ns)
- * @param rate_bps      target payload rate in bits/s, 0 = unlimited
- * @param length_bytes  payload per datagram, 1..65507
- * @param max_burst     datagrams per call at most; 0 = default (see above)
- * @return 0 or -EINVAL (usage error naming length_bytes).
- */
-int ql_pacer_init(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
-		  uint32_t length_bytes, uint32_t max_burst, ql_err *e);
-
-/*
- * How many datagrams are due at now_ns (0..max_burst); the caller sends
- * exactly that many (or fewer and calls again: unsent ones stay due).
- * *next_due_ns (may be NULL) receives when the next datagram after those
- * returned is due, for sleeping (ql_sleep_until_ns).
- * Usage: n = ql_pacer_due(&p, ql_now_ns(), &next); send n; sleep to next.
- */
-uint64_t ql_pacer_due(ql_pacer *p, int64_t now_ns, int64_t *next_due_ns);
-
-/*
- * Give back `unsent` of the datagrams the last ql_pacer_due returned (e.g.
- * the socket said EAGAIN): they are due again at once, in the same slots.
- * unsent is capped at what was released since the origin.
- */
-void ql_pacer_unsend(ql_pacer *p, uint64_t unsent);
-
-/* Time slot k of the current schedule is due (ns). */
-int64_t ql_pacer_slot_ns(const ql_pacer *p, uint64_t k);
 
 #endif

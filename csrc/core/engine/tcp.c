@@ -1,6 +1,6 @@
 /*
- * tcp.c - the TCP send and receive loops of one stream's worker.
- * Stands on test.h.
+ * tcp.c - the TCP send and receive loops of one stream's worker, paced by
+ * the engine's pacer. Stands on pace.h and test.h.
  */
 #include "tcp.h"
 
@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "pace.h"
 #include "test.h"
 #include "../timer.h"
 
@@ -42,28 +43,36 @@ void tcp_send_loop(ql_stream *s)
 		return;
 	}
 	fill_payload(buf, len);
-	/* bitrate_bps on TCP: per-stream absolute schedule like UDP's; a
-	 * stream that fell behind by more than 10 ms of data re-bases. */
+	/* bitrate_bps on TCP: the pacer's absolute schedule over this
+	 * stream's blocks; a stream that fell behind by more than 10 ms of
+	 * data re-bases (QL_PACER_TCP_SLACK_NS). credit = blocks released and
+	 * not yet written. */
 	uint64_t rate = t->prm.bandwidth_bps;
-	int64_t origin = ql_now_ns();
-	uint64_t paced = 0;
+	ql_pacer pacer;
+	uint64_t credit = 0;
+	ql_err e;
+	if (rate && ql_pacer_init_blocks(&pacer, ql_now_ns(), rate, len, QL_PACER_TCP_SLACK_NS,
+					 &e) < 0) {
+		s->err = EINVAL;
+		free(buf);
+		return;
+	}
 	/* A timed sender stops at the planned end by itself, also inside a
 	 * write the path blocks (a slow link held one for seconds): it polls
 	 * no longer than until then. */
 	int64_t stop_at = planned_end_ns(t);
 	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req) &&
 	       ql_now_ns() < stop_at) {
-		if (rate) {
-			int64_t now = ql_now_ns();
-			int64_t due = origin + (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate);
-			if (due > now) {
+		if (rate && credit == 0) {
+			int64_t now = ql_now_ns(), due;
+			credit = ql_pacer_due(&pacer, now, &due);
+			if (credit == 0) {
 				ql_sleep_until_ns(due < now + 50 * MS ? due : now + 50 * MS, NULL, NULL);
 				continue;
 			}
-			if (now - due > 10 * MS) {
-				origin = now - (int64_t)((__int128)paced * 8 * QL_NS_PER_S / rate) - 10 * MS;
-			}
 		}
+		if (rate)
+			credit--;
 		size_t n = len;
 		if (t->limited) {
 			n = reserve(&t->budget[s->dir], len, NULL);
@@ -95,7 +104,6 @@ void tcp_send_loop(ql_stream *s)
 				goto out;
 			}
 		}
-		paced += off;
 		if (off < n)
 			break;
 	}

@@ -1,6 +1,6 @@
 /*
  * udp.c - the UDP send and receive loops of one stream's worker (paced
- * batches, GSO/GRO, the receive books). Stands on test.h.
+ * batches, GSO/GRO, the receive books). Stands on pace.h and test.h.
  */
 #include "udp.h"
 
@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "pace.h"
 #include "test.h"
 #include "../timer.h"
 

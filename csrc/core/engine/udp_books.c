@@ -37,7 +37,7 @@ void warn_skipped_slots(ql_test *t)
 	add_warning(t, "%s's senders fell behind their schedule and dropped %llu of %llu datagram "
 		    "slots (%.2f %%; %d stream%s, the worst stream %d: %.2f %%): a busy CPU or a "
 		    "full socket or qdisc queue on the sending host, not loss on the path",
-		    side_label(t->side), (unsigned long long)skipped, (unsigned long long)planned,
+		    ql_side_label(t->side), (unsigned long long)skipped, (unsigned long long)planned,
 		    100.0 * (double)skipped / (double)planned, n, n == 1 ? "" : "s", worst, worst_pct);
 }
 
@@ -218,8 +218,8 @@ static void udp_omit_split(ql_test *t, ql_stream *s, int i, const ql_peer_result
 	if (rc > 0)
 		for (int k = 0; k < t->niv; k++) {
 			if (i < t->iv[k].nentries)
-				entry_finish(&t->iv[k].entries[i]);
-			interval_sums(&t->iv[k]);
+				ql_entry_finish(&t->iv[k].entries[i]);
+			ql_interval_sums(&t->iv[k]);
 		}
 }
 
@@ -261,8 +261,8 @@ void close_udp_books(ql_test *t, const ql_peer_results *pr)
 			x->late_packets += c.late_packets;
 			x->invalid_packets += c.invalid_packets;
 			x->out_of_order_packets += c.out_of_order_packets;
-			entry_finish(x);
-			interval_sums(&t->iv[t->niv - 1]);
+			ql_entry_finish(x);
+			ql_interval_sums(&t->iv[t->niv - 1]);
 		}
 		udp_omit_split(t, s, i, pr, ps);
 		pthread_mutex_unlock(&t->mu);

@@ -137,7 +137,7 @@ end
 -- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
 -- @treturn table|false|nil an interval table (shape as in `res.intervals`,
 --   plus `peer_missing`), false when the test is over, nil on timeout
-function methods.next_interval(self, timeout_s)
+function methods:next_interval(timeout_s)
   local p = priv[self]
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
   if p.mode ~= 'running' then return false end
