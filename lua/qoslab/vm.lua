@@ -288,7 +288,7 @@ end
 -- @treturn[2] string message
 -- @treturn[2] string code: as `available`, or ENOENT for a missing
 --   `rw_dir`/`cwd`
--- @raise "qoslab.vm.run: opts.<field>: expected ..., got ..." on bad input;
+-- @raise `"qoslab.vm.run: opts.<field>: expected ..., got ..."` on bad input;
 --   the interruption error of qoslab.core (code "EINTR", `signal` "SIGINT" /
 --   "SIGTERM", tostring "interrupted by SIGINT") when such a signal
 --   reached this process while qoslab's handlers are installed
