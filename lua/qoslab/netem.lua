@@ -10,37 +10,37 @@
 --
 -- **The spec** (every key optional; units in the names):
 --
---  * `delay_ms` (0..1e9), `jitter_ms` (0..2147.483647, the kernel's cap),
---    `delay_corr_pct` (0..100, needs jitter);
---  * `distribution`: `"uniform"` (default, no table), `"normal"`, `"pareto"`,
---    `"paretonormal"`, `"experimental"` (iproute2's `.dist` files, found in
---    /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
---    or a custom table: a list of 1..16384 integers in [-32768, 32767] in
---    units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
---  * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
---    `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
---    model; only p13_pct is required, the rest default as tc's: p31 = 100 −
---    p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
---    one_minus_h_pct =, one_minus_k_pct =}` (Gilbert-Elliott as tc-netem(8)'s
---    `loss gemodel p r 1-h 1-k`: p = good→bad transition, r = bad→good,
---    one_minus_h_pct = loss probability in the bad state (1−h, default 100),
---    one_minus_k_pct = loss probability in the good state (1−k, default 0);
---    the kernel stores h itself, so 1−h is complemented on the wire);
---  * `duplicate_pct`, `duplicate_corr_pct`; `corrupt_pct`, `corrupt_corr_pct`;
---  * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
---    reordering: packets go out without the delay with that probability;
---    with gap N every Nth packet is eligible); reordering needs `delay_ms`;
---  * `rate_bps` (bits/s, sent as bytes/s), `rate_packet_overhead_bytes`
---    (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
---  * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
---    or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
---    packets leave in slots (packets/bytes = most per slot, default unlimited);
---  * `ecn` (boolean: mark CE instead of dropping; needs a loss);
---  * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
---  * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
---    ignore it and `apply` warns). Newer kernels report a seed they chose
---    themselves; `get` shows it only for a netem this process did not make
---    or made with a seed.
+-- * `delay_ms` (0..1e9), `jitter_ms` (0..2147.483647, the kernel's cap),
+--   `delay_corr_pct` (0..100, needs jitter);
+-- * `distribution`: `"uniform"` (default, no table), `"normal"`, `"pareto"`,
+--   `"paretonormal"`, `"experimental"` (iproute2's `.dist` files, found in
+--   /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
+--   or a custom table: a list of 1..16384 integers in [-32768, 32767] in
+--   units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
+-- * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
+--   `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
+--   model; only p13_pct is required, the rest default as tc's: p31 = 100 −
+--   p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
+--   one_minus_h_pct =, one_minus_k_pct =}` (Gilbert-Elliott as tc-netem(8)'s
+--   `loss gemodel p r 1-h 1-k`: p = good→bad transition, r = bad→good,
+--   one_minus_h_pct = loss probability in the bad state (1−h, default 100),
+--   one_minus_k_pct = loss probability in the good state (1−k, default 0);
+--   the kernel stores h itself, so 1−h is complemented on the wire);
+-- * `duplicate_pct`, `duplicate_corr_pct`; `corrupt_pct`, `corrupt_corr_pct`;
+-- * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
+--   reordering: packets go out without the delay with that probability;
+--   with gap N every Nth packet is eligible); reordering needs `delay_ms`;
+-- * `rate_bps` (bits/s, sent as bytes/s), `rate_packet_overhead_bytes`
+--   (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
+-- * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
+--   or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
+--   packets leave in slots (packets/bytes = most per slot, default unlimited);
+-- * `ecn` (boolean: mark CE instead of dropping; needs a loss);
+-- * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
+-- * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
+--   ignore it and `apply` warns). Newer kernels report a seed they chose
+--   themselves; `get` shows it only for a netem this process did not make
+--   or made with a seed.
 --
 -- Percent values read back as the shortest decimal that encodes to the same
 -- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
@@ -129,7 +129,7 @@ end
 -- @treturn table canonical spec: keys at their default left out,
 --   `limit_packets` always present, percentages as the shortest decimal of
 --   their 32-bit fraction
--- @raise "<ctx>: spec.<field>: expected ..., got ..." (or the cross-field
+-- @raise `"<ctx>: spec.<field>: expected ..., got ..."` (or the cross-field
 --   rule broken) at the caller's line, the same message `apply` raises
 -- @usage netem.check{delay_ms = 50, loss_pct = 1}
 function M.check(spec, ctx)
@@ -221,7 +221,7 @@ end
 -- @tparam table spec see the module doc
 -- @tparam[opt] table opts see the module doc
 -- @treturn table `{warnings = {string...}, spec = canonical spec as applied
---   (limit resolved, defaults dropped; equal to what `get` returns)}`
+--   (limit resolved, defaults dropped; equal to what get returns)}`
 -- @return or nil, message, CODE (ENODEV, ENOENT, EPERM, ENOTSUP, ...)
 -- @raise on an unknown key, wrong type, value out of range or contradictory
 --   combination (e.g. reorder without delay, ECN without loss), naming the field
@@ -510,7 +510,7 @@ local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-
 -- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
 -- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
 -- @treturn table spec
--- @raise "qoslab.netem.parse: <what>: expected ..., got ..." on a syntax error
+-- @raise `"qoslab.netem.parse: <what>: expected ..., got ..."` on a syntax error
 -- @usage netem.apply('veth0', netem.parse('delay 100ms loss 1%'))
 function M.parse(text)
   local ctx = 'qoslab.netem.parse'

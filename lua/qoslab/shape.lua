@@ -2,9 +2,9 @@
 -- made over rtnetlink from this process (no `tc`), so a veth pair can stand
 -- in for a 1 Gbit/s link. A netem qdisc can sit under the shaper:
 --
---   * tbf: root `tbf` handle `1:`; netem goes at parent `"1:1"`;
---   * htb: root `htb` handle `1:` default class `1:10`, one class `1:10`
---     (rate, ceil); netem goes at parent `"1:10"` (the class's leaf).
+-- * tbf: root `tbf` handle `1:`; netem goes at parent `"1:1"`;
+-- * htb: root `htb` handle `1:` default class `1:10`, one class `1:10`
+--   (rate, ceil); netem goes at parent `"1:10"` (the class's leaf).
 --
 -- Rates above 2^32 bytes/s use the 64-bit attributes (TCA_TBF_RATE64,
 -- TCA_HTB_RATE64/CEIL64). Rates are kept by the kernel in bytes/s: `rate_bps`
@@ -53,7 +53,7 @@ end
 --   kernel's reason)
 -- @raise on unknown keys, wrong types, out-of-range values, latency_ms with
 --   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
---   htb, burst_bytes below the MTU: "qoslab.shape.apply: spec.<field>: ...",
+--   htb, burst_bytes below the MTU: `"qoslab.shape.apply: spec.<field>: ..."`,
 --   positioned at the caller's line (except the MTU rule, which needs the
 --   device and is raised by the kernel step)
 -- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})

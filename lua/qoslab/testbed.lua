@@ -87,9 +87,9 @@ end
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
 --   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
 --   qoslab.shape), impair = netem spec on the client's egress (default none;
---   one-way: `delay_ms = 100` gives RTT ≈ 100 ms, the ACKs come back
+--   one-way: delay_ms = 100 gives RTT ≈ 100 ms, the ACKs come back
 --   undelayed), reverse_impair = netem spec on the server's egress (for
---   symmetric delay split it: impair and reverse_impair `delay_ms = RTT/2`), offloads = bool (default
+--   symmetric delay split it: impair and reverse_impair delay_ms = RTT/2), offloads = bool (default
 --   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
 --   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
 --   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
