@@ -176,6 +176,9 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 -- @treturn number the rate in bits/s the rule used
 -- @treturn string where that rate came from: "spec.rate_bps", "shaper rate",
 --   "link speed", "default 1 Gbit/s"
+-- (never fails: a shaper or link speed it cannot read is skipped)
+-- @raise on a bad ifname, spec or opts, as `check` and `apply` do, naming
+--   qoslab.netem.needed_limit
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
   local _, o = checked('qoslab.netem.needed_limit', 'table', ifname, spec, opts)
@@ -319,7 +322,10 @@ end
 -- @tparam string ifname device name
 -- @tparam table changes spec keys to set (nested tables replace as a whole)
 -- @tparam[opt] table opts as for `apply`
--- @return as `apply`
+-- @return as `apply`: the result, or nil, message, CODE (those of `get`,
+--   then of `apply`)
+-- @raise as `apply` on a bad change or opts (a key set to `false` is
+--   allowed), naming qoslab.netem.update
 -- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
 function M.update(ifname, changes, opts)
   checked('qoslab.netem.update', 'update', ifname, changes, opts)  -- errors name update, not get or apply
@@ -341,7 +347,9 @@ end
 -- @tparam[opt] table opts `netns`, `parent`, `direction`
 -- @treturn table|nil the spec, or nil when there is no netem there
 -- @return or nil, message, CODE on failure (so: check the 2nd value to tell
---   "no netem" from a failure)
+--   "no netem" from a failure): ENODEV (no such device), ENOENT (no such
+--   namespace), EPERM (entering `opts.netns` needs root), EPROTO (a netem
+--   the kernel describes in a way this library cannot read)
 -- @raise on bad arguments
 -- @usage local spec = netem.get('veth0', {netns = 'client'})
 function M.get(ifname, opts)
@@ -375,7 +383,8 @@ end
 -- @treturn table|nil `{packets, bytes, drops, overlimits, requeues,
 --   backlog_bytes, backlog_packets}` (drops counts queue-limit drops and
 --   configured loss alike), or nil when there is no netem
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: as `get` (ENODEV, ENOENT, EPERM, EPROTO)
+-- @raise on bad arguments, as `get`
 -- @usage print(netem.stats('veth0').drops)
 function M.stats(ifname, opts)
   local _, o = checked('qoslab.netem.stats', 'target', ifname, nil, opts)
@@ -397,7 +406,9 @@ end
 -- @tparam string ifname device name
 -- @tparam[opt] table opts `netns`, `parent`, `direction`
 -- @treturn boolean true if something was removed, false if nothing was there
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: ENODEV (no such device), ENOENT (no such
+--   namespace), EPERM (needs root), EPROTO (as `get`)
+-- @raise on bad arguments, as `get`
 -- @usage netem.clear('veth0')
 function M.clear(ifname, opts)
   local _, o = checked('qoslab.netem.clear', 'target', ifname, nil, opts)
@@ -465,7 +476,12 @@ end
 -- @tparam[opt] table opts as for `apply`
 -- @treturn table to-be-closed guard with `:restore()`, `.result` (apply's result)
 --   and `.previous` (the spec that will be restored, or nil)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: those of `get` (reading what to restore),
+--   then of `apply`
+-- @raise as `apply` on a bad spec or opts, naming qoslab.netem.scope; and
+--   when closing the guard cannot restore (`"qoslab.netem.scope: restoring
+--   failed: ..."`; leaving the block with an error of its own prints this to
+--   stderr instead, and the block's error goes on)
 -- @usage do local g <close> = assert(netem.scope('veth0', {delay_ms = 100})) run() end
 function M.scope(ifname, spec, opts)
   local _, o = checked('qoslab.netem.scope', 'table', ifname, spec, opts)

@@ -197,7 +197,9 @@ end
 --   impair = N}}`: S as `qoslab.shape.get` (nil without a rate limit), N as
 --   `qoslab.netem.get` at the place `:impair` uses (nil without an impairment;
 --   the client's is `impair`, the server's `reverse_impair`)
--- @return or nil, message, code
+-- @return or nil, message, code (those of `qoslab.shape.get` and
+--   `qoslab.netem.get`: "ENOENT" when a namespace of the testbed was deleted
+--   behind its back, "ENODEV" when a device was, "EPROTO")
 -- @raise when the testbed is closed
 -- @usage print(tb:get().client.shape.rate_bps, tb:get().client.impair.delay_ms)
 function TB:get()
@@ -219,7 +221,10 @@ end
 
 --- Qdisc counters of both ends' egress.
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
--- @return or nil, message, code
+-- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
+--   namespace of the testbed was deleted behind its back, "ENODEV" when a
+--   device was)
+-- @raise when the testbed is closed
 -- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
 function TB:stats()
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
