@@ -308,8 +308,10 @@ end
 --   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
 --   one peer cannot take more than 2 of the 64 slots, and a plan's
 --   one-test-at-a-time sweeps never notice), `max_streams_per_address`
---   (data streams of those tests, bidir counts both ways, 1-65536, default 128 =
---   the client's `parallel` maximum), `max_unidentified_per_address`
+--   (data streams of those tests, 1-65536, default 128: the client's
+--   `parallel` maximum one way; a bidir test counts its streams twice, so
+--   `parallel = 128, bidir = true` asks 256 and is refused, EBUSY, unless
+--   this is raised), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
 --   address, 1-65536, default 8: a client opens its data connections one at a time,
 --   so 8 leaves room for several clients behind one NAT; an address whose
