@@ -514,7 +514,7 @@ local function is_num(tok) return tok ~= nil and tok:match('^%d') ~= nil or (tok
 local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-%d') ~= nil) end
 
 --- Parse tc-netem(8) option syntax into a spec (canonical, as `apply` returns it).
--- Accepts everything tc-netem(8) documents: `limit`, `delay|latency TIME
+-- Accepts everything tc-netem(8) documents: `limit PACKETS`, `delay|latency TIME
 -- [JITTER [CORR]]`, `distribution NAME`, `loss [random] PCT [CORR]`, `loss state
 -- P13 [P31 [P32 [P23 [P14]]]]`, `loss gemodel P [R [1-H [1-K]]]`, `duplicate`,
 -- `corrupt`, `reorder PCT [CORR]`, `gap N`, `ecn`, `rate RATE [PACKETOVERHEAD
@@ -524,6 +524,8 @@ local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-
 -- rejected, so `delay 50` is never read in a unit nobody meant); percentages
 -- may omit the `%`; rates take tc's
 -- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
+-- Beyond tc, `limit auto` gives `limit_packets = "auto"` (the limit rule
+-- above, resolved by `apply`), as `qoslab netem set` takes it.
 -- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
 -- @treturn table spec
 -- @raise `"qoslab.netem.parse: <what>: expected ..., got ..."` on a syntax error
