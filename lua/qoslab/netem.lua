@@ -436,7 +436,8 @@ Scope.__index = Scope
 Scope.__name = 'qoslab.netem.Scope'
 
 --- Put back what was there before the scope (idempotent).
--- @treturn boolean|nil true, or nil, message, CODE
+-- @treturn boolean|nil true, or nil, message, CODE (those of `apply`, or of
+--   `clear` when there was no netem before)
 function Scope:restore()
   if self.done then return true end
   self.done = true

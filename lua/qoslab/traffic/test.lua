@@ -191,7 +191,7 @@ end
 
 --- Run a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn table the result table, or nil, message, CODE
+-- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
 function M.run(opts)
   local p = { opts = opts, mode = 'pending' }
   local ok, msg, code = begin(p)
@@ -203,7 +203,7 @@ end
 
 --- Start a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn qoslab.Test running handle, or nil, message, CODE
+-- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
 function M.start(opts)
   return methods.start(M.pending(opts))
 end
