@@ -260,7 +260,10 @@ end
 -- @tparam table opts as for `client`
 -- @treturn table the result table (see the module text), or nil, message,
 --   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EINTR on
---   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ENOTSUP or
+--   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ECONNRESET
+--   for one that closes mid-test, EBUSY when the server refuses the test as
+--   busy or over a per-address limit, ECONNABORTED when it refuses it for
+--   another reason (e.g. over its max_duration_s) or ends it, ENOTSUP or
 --   EPERM for an unusable congestion control, ...)
 -- @raise like `client`
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
@@ -271,7 +274,11 @@ end
 
 --- Start a test now and return its live handle (`client(opts):start()`).
 -- @tparam table opts as for `client`
--- @treturn qoslab.Test running handle, or nil, message, CODE
+-- @treturn qoslab.Test running handle, or nil, message, CODE when it cannot
+--   start: ENOTSUP or EPERM for an unusable `congestion`, ENOMEM or EAGAIN
+--   (no memory or thread); a failure once it runs (ECONNREFUSED, ENOENT
+--   for a missing namespace, ... as `run`) comes from the handle's `:wait()`
+-- @raise like `client`, naming qoslab.traffic.start
 function M.start(opts)
   check_client('qoslab.traffic.start', opts)
   return test.start(copy(opts))
@@ -301,8 +308,10 @@ end
 --   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
 --   one peer cannot take more than 2 of the 64 slots, and a plan's
 --   one-test-at-a-time sweeps never notice), `max_streams_per_address`
---   (data streams of those tests, bidir counts both ways, 1-65536, default 128 =
---   the client's `parallel` maximum), `max_unidentified_per_address`
+--   (data streams of those tests, 1-65536, default 128: the client's
+--   `parallel` maximum one way; a bidir test counts its streams twice, so
+--   `parallel = 128, bidir = true` asks 256 and is refused, EBUSY, unless
+--   this is raised), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
 --   address, 1-65536, default 8: a client opens its data connections one at a time,
 --   so 8 leaves room for several clients behind one NAT; an address whose

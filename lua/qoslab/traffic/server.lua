@@ -8,6 +8,8 @@ Server.__index = Server
 
 --- The listening port (useful with `port = 0`).
 -- @treturn integer
+-- @raise after `stop()` (`"qoslab.Server: the server was closed"`), as
+--   every method but `stop` and `done` does
 function Server:port() return self._ud:port() end
 
 --- Results of the last tests this server finished, oldest first (server
@@ -92,6 +94,8 @@ function Server:done() return self._ud:done() end
 -- @treturn table|nil the results list (the kept ones, as `results()`), or
 --   nil, message, "ETIMEDOUT" / "EINTR"
 -- @treturn integer tests finished since the start
+-- @raise on n not an integer in 1..2^30 or timeout_s not in 0..86400, and
+--   after `stop()`
 function Server:wait_results(n, timeout_s)
   n = check.integer('qoslab.Server:wait_results', 'n', n, 1, 1 << 30, 1)
   timeout_s = check.number('qoslab.Server:wait_results', 'timeout_s', timeout_s, 0, 86400, 30)

@@ -114,8 +114,9 @@ end
 -- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
 -- `:stop()`; it is to-be-closed (closing stops the test).
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
---   (ECONNREFUSED, ENOENT for a missing namespace, ENOTSUP or EPERM for a
---   congestion control this kernel or user cannot use, ...)
+--   (ENOTSUP or EPERM for a congestion control this kernel or user cannot
+--   use, ENOMEM or EAGAIN; ECONNREFUSED, a missing namespace's ENOENT and
+--   the other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
   local p = priv[self]
@@ -161,7 +162,7 @@ end
 
 --- Wait for the end of the test.
 -- @treturn table the result table (same table on every call), or nil,
---   message, CODE when the test failed
+--   message, CODE when the test failed (the codes of `qoslab.traffic.run`)
 function methods.wait(self)
   local p = priv[self]
   finish(p)
@@ -190,7 +191,7 @@ end
 
 --- Run a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn table the result table, or nil, message, CODE
+-- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
 function M.run(opts)
   local p = { opts = opts, mode = 'pending' }
   local ok, msg, code = begin(p)
@@ -202,7 +203,7 @@ end
 
 --- Start a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn qoslab.Test running handle, or nil, message, CODE
+-- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
 function M.start(opts)
   return methods.start(M.pending(opts))
 end
