@@ -477,7 +477,8 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	copy_str(t->netns, sizeof t->netns, o->netns);
 	copy_str(t->bind_address, sizeof t->bind_address, o->bind_address);
 	copy_str(t->bind_device, sizeof t->bind_device, o->bind_device);
-	t->udp_batch = o->udp_batch > 0 ? o->udp_batch : 32;
+	if (o->udp_batch > 0)
+		t->udp_batch = o->udp_batch;
 	t->udp_gso = o->udp_gso;
 	t->prm.udp_gso = o->udp_gso;
 	if (o->connect_timeout_s > 0)

@@ -65,6 +65,10 @@
 #define QL_TCP_DEFAULT_LEN 131072
 #define QL_UDP_DEFAULT_LEN 1460
 #define QL_UDP_DEFAULT_BPS 1000000ULL
+/* Datagrams per sendmmsg call of a UDP sender (client: opts.udp_batch = 0;
+ * a server's tests always), and the most a client may ask (UIO_MAXIOV). */
+#define QL_UDP_BATCH_DEFAULT 32
+#define QL_UDP_BATCH_MAX 1024
 
 /* ------------------------------------------------------------- client -- */
 
@@ -91,7 +95,7 @@ typedef struct ql_client_opts {
 	uint64_t fq_rate_bps;
 	const char *bind_address, *bind_device, *netns;
 	double connect_timeout_s;    /* 0 = 10 s */
-	int udp_batch;               /* 1..1024, 0 = 64 */
+	int udp_batch;               /* 1..1024, 0 = QL_UDP_BATCH_DEFAULT */
 	int udp_gso;
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;
