@@ -95,8 +95,7 @@ static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
 		set_count(L, "out_of_order_packets", x->out_of_order_packets);
 		set_count(L, "late_packets", x->late_packets);
 		set_count(L, "invalid_packets", x->invalid_packets);
-		uint64_t sent = x->unique_packets + x->lost_packets;
-		qlb_set_number(L, "lost_pct", sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0);
+		qlb_set_number(L, "lost_pct", x->lost_pct);
 	}
 	if (x->valid & QL_E_JITTER)
 		qlb_set_number(L, "jitter_ms", x->jitter_ms);

@@ -246,6 +246,7 @@ function H.fixture(o)
         if udp then
           se.packets = 10
           re.packets, re.unique_packets, re.lost_packets, re.jitter_ms = 9, 9, 1, 0.05 * k
+          re.lost_pct = 10.0
           re.duplicate_packets, re.out_of_order_packets, re.late_packets = 0, 0, 0
           s.sender.packets = s.sender.packets + 10
           s.receiver.packets = s.receiver.packets + 9
@@ -285,6 +286,11 @@ function H.fixture(o)
       if e.direction == dirs[1] then
         local t = e.role == 'sender' and ss or rs
         t.bytes = t.bytes + e.bytes
+        if e.lost_packets then
+          t.lost_packets = (t.lost_packets or 0) + e.lost_packets
+          t.unique_packets = (t.unique_packets or 0) + e.unique_packets
+          t.lost_pct = 100.0 * t.lost_packets / (t.lost_packets + t.unique_packets)
+        end
       end
     end
     ss.bits_per_second, rs.bits_per_second = ss.bytes * 8.0, rs.bytes * 8.0

@@ -43,7 +43,7 @@ local function interval_json(res, iv)
           if s.unique_packets then e.packets = s.unique_packets + (s.lost_packets or 0) end
           e.jitter_ms = s.jitter_ms or 0.0
           e.lost_packets = s.lost_packets or 0
-          e.lost_percent = e.packets > 0 and 100.0 * e.lost_packets / e.packets or 0.0
+          e.lost_percent = s.lost_pct or 0.0
         end
       end
       out.streams[#out.streams + 1] = e
@@ -65,7 +65,9 @@ local function interval_json(res, iv)
     sum.bits_per_second = secs > 0 and sum.bytes * 8 / secs or 0.0
     if sum._nj > 0 then sum.jitter_ms = sum._jit / sum._nj end
     if sum.lost_packets then
-      sum.lost_percent = (sum.packets or 0) > 0 and 100.0 * sum.lost_packets / sum.packets or 0.0
+      -- the engine's sum of the direction's receivers (this end's entries)
+      local csum = key == 'reverse' and iv.reverse_sum or iv.sum
+      sum.lost_percent = csum and csum.receiver and csum.receiver.lost_pct or 0.0
     end
     sum._jit, sum._nj = nil, nil
     if key == 'reverse' then out.sum_bidir_reverse = sum else out.sum = sum end
