@@ -22,7 +22,7 @@ int ql_netns_check_name(const char *field, const char *name, ql_err *e)
 {
 	if (!name || !*name || strchr(name, '/') || strlen(name) > QL_NETNS_NAME_MAX ||
 	    strcmp(name, ".") == 0 || strcmp(name, "..") == 0)
-		return ql_err_usage(e, "%s: expected a namespace name (1..%d bytes, no '/', not . or ..), got \"%s\"",
+		return ql_err_usage(e, "%s: expected a namespace name (1..%d bytes, no '/', not . or ..), got string \"%s\"",
 				    field, QL_NETNS_NAME_MAX, name ? name : "(null)");
 	return 0;
 }

@@ -17,6 +17,22 @@ function M.fail(ctx, field, expected, v, level)
     describe(v)), (level or 1) + 2)
 end
 
+--- Run a check-only binding call (`core.netem_check`, `core.shape_check`,
+-- ...) and return its results; its error is raised again `level` levels up
+-- (1 = the function calling `call`, 2 = that function's caller), so the
+-- message the binding wrote once points at the caller's line.
+-- @tparam integer level
+-- @tparam function fn a binding function that raises on bad input
+-- @param ... its arguments
+-- @return what fn returns
+-- @raise fn's message, positioned at `level`
+-- @usage local canon = check.call(2, core.netem_check, ctx, 'spec', nil, spec)
+function M.call(level, fn, ...)
+  local r = table.pack(pcall(fn, ...))
+  if not r[1] then error(r[2], level + 1) end
+  return table.unpack(r, 2, r.n)
+end
+
 --- Raise for any key of t that is not in the set `allowed` ({key=true,...}).
 function M.keys(ctx, prefix, t, allowed, level)
   for k in pairs(t) do
