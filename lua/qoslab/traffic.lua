@@ -223,7 +223,6 @@ end
 
 M.format_bytes = summary.format_bytes
 M.format_rate = summary.format_rate
-M.measuring_side = summary.measuring_side
 M.summary = summary.summary
 M.interval_lines = summary.interval_lines
 M.to_iperf3_json = iperf3_json.to_iperf3_json
