@@ -110,7 +110,7 @@ M.Result = require('qoslab.traffic.result').Result
 --   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
---   1–1024), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
+--   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
 --   sender's last datagram, 0-60 s, default max(0.25 s, 2 × the control
 --   connection's smoothed RTT)), `title`. No string may hold a NUL byte;
 --   `netns` is a namespace name (1–200 bytes, no "/"; `''` is an error).

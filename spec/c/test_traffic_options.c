@@ -76,6 +76,10 @@ TEST(client_ranges_name_the_field)
 	o.length_bytes = 15;
 	expect_client(&o, "opts.length_bytes: expected an integer in [16, 65507] for UDP, got 15");
 	o = client();
+	o.bitrate_bps = ((uint64_t)1 << 50) + 1;
+	expect_client(&o, "opts.bitrate_bps: expected an integer in [0, 1125899906842624], "
+		      "got 1125899906842625");
+	o = client();
 	o.tos = 256;
 	expect_client(&o, "opts.tos: expected an integer in [0, 255], got 256");
 	o = client();

@@ -76,7 +76,7 @@
 
 typedef struct ql_client_opts {
 	const char *host;            /* required: name or address */
-	int port;                    /* 0 = 5201 */
+	int port;                    /* 1..65535 (init: QL_DEFAULT_PORT) */
 	int proto;                   /* QL_PROTO_* */
 	int parallel;                /* 1..128 */
 	double duration_s;           /* used when no byte/packet limit;

@@ -213,8 +213,7 @@ static int client_ranges(const ql_client_opts *o, ql_err *e)
 	TRY(check_int(t, "window_bytes", p, o->window_bytes, 0, e));
 	TRY(check_int(t, "sndbuf_bytes", p, o->sndbuf_bytes, 0, e));
 	TRY(check_int(t, "rcvbuf_bytes", p, o->rcvbuf_bytes, 0, e));
-	TRY(check_int(t, "bitrate_bps", p, o->bitrate_bps > (uint64_t)INT64_MAX
-		      ? INT64_MAX : (int64_t)o->bitrate_bps, INT64_MIN, e));
+	TRY(check_u64(t, "bitrate_bps", o->bitrate_bps, e));
 	TRY(check_int(t, "length_bytes", p, o->length_bytes, 0, e));
 	TRY(check_int(t, "mss_bytes", p, o->mss_bytes, 0, e));
 	TRY(check_int(t, "tos", p, o->tos, -1, e));
