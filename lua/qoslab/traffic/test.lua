@@ -99,10 +99,9 @@ Test.__tostring = function(self)
     materialize(self)
     return summary.summary(self)
   end
-  local o = p.opts
-  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto or 'tcp',
-    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host,
-    o.port or 5201)
+  local o = p.filled
+  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto,
+    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host, o.port)
 end
 -- A handle going out of scope stops its test (the C object also stops on GC).
 Test.__close = function(self)
@@ -182,18 +181,21 @@ methods.close = Test.__close
 
 --- A pending test of checked options `opts` (the caller's copy).
 -- @tparam table opts
+-- @tparam table filled the options as the test runs them (what
+--   `core.traffic_client_check` returns: the core's defaults filled in)
 -- @treturn qoslab.Test
-function M.pending(opts)
+function M.pending(opts, filled)
   local t = setmetatable({}, Test)
-  priv[t] = { opts = opts, mode = 'pending' }
+  priv[t] = { opts = opts, filled = filled, mode = 'pending' }
   return t
 end
 
 --- Run a test of checked options `opts` now.
 -- @tparam table opts
+-- @tparam table filled as for `pending`
 -- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
-function M.run(opts)
-  local p = { opts = opts, mode = 'pending' }
+function M.run(opts, filled)
+  local p = { opts = opts, filled = filled, mode = 'pending' }
   local ok, msg, code = begin(p)
   if not ok then return nil, msg, code end
   finish(p)
@@ -203,9 +205,10 @@ end
 
 --- Start a test of checked options `opts` now.
 -- @tparam table opts
+-- @tparam table filled as for `pending`
 -- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
-function M.start(opts)
-  return methods.start(M.pending(opts))
+function M.start(opts, filled)
+  return methods.start(M.pending(opts, filled))
 end
 
 return M
