@@ -672,7 +672,8 @@ static lserver *check_server(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
 	if (!u->s)
-		luaL_error(L, "qoslab.Server: the server was closed");
+		/* No position: the Lua method raises it again at its caller's line. */
+		lua_pushliteral(L, "qoslab.Server: the server was closed"), lua_error(L);
 	return u;
 }
 

@@ -59,6 +59,17 @@ local function finish(p)
   p.mode = 'done'
 end
 
+-- The private state of a Test method's self: a call with '.' instead of ':'
+-- (self not a qoslab.Test) raises at the method's caller.
+local function state(self, method)
+  local p = priv[self]
+  if not p then
+    error(string.format('qoslab.Test:%s: expected a qoslab.Test as self (call it as h:%s(...)), got %s',
+      method, method, type(self)), 3)
+  end
+  return p
+end
+
 -- Run a pending test and turn the object into its result table.
 local function materialize(self)
   local p = priv[self]
@@ -118,8 +129,8 @@ end
 --   the other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
-  local p = priv[self]
-  if not p or p.mode ~= 'pending' then
+  local p = state(self, 'start')
+  if p.mode ~= 'pending' then
     error('qoslab.Test:start: the test was already started', 2)
   end
   local ok, msg, code = begin(p)
@@ -138,7 +149,7 @@ end
 -- @treturn table|false|nil an interval table (shape as in `res.intervals`,
 --   plus `peer_missing`), false when the test is over, nil on timeout
 function methods:next_interval(timeout_s)
-  local p = priv[self]
+  local p = state(self, 'next_interval')
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
   if p.mode ~= 'running' then return false end
   return p.ud:next_interval(timeout_s)
@@ -148,7 +159,7 @@ end
 -- @treturn function iterator yielding interval tables
 -- @usage for iv in h:intervals() do print(iv.end_s, iv.sum.receiver.bits_per_second) end
 function methods.intervals(self)
-  local p = priv[self]
+  local p = state(self, 'intervals')
   return function()
     while p.mode == 'running' do
       local iv = p.ud:next_interval(0.5)
@@ -163,7 +174,7 @@ end
 -- @treturn table the result table (same table on every call), or nil,
 --   message, CODE when the test failed (the codes of `qoslab.traffic.run`)
 function methods.wait(self)
-  local p = priv[self]
+  local p = state(self, 'wait')
   finish(p)
   if p.failure then return nil, p.failure[1], p.failure[2] end
   return p.result
@@ -171,7 +182,7 @@ end
 
 --- End the test early; `wait()` still returns a result for the time run.
 function methods.stop(self)
-  local p = priv[self]
+  local p = state(self, 'stop')
   if p.mode == 'running' then p.ud:stop() end
   return true
 end
