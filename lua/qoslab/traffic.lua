@@ -128,13 +128,18 @@ end
 --- Run a test now and return its result (the eager form of `client`).
 -- @tparam table opts as for `client`
 -- @treturn table the result table (see the module text), or nil, message,
---   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EINTR on
---   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ECONNRESET
+--   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EPROTO
+--   for a peer that breaks the protocol, ECONNRESET
 --   for one that closes mid-test, EBUSY when the server refuses the test as
 --   busy or over a per-address limit, ECONNABORTED when it refuses it for
 --   another reason (e.g. over its max_duration_s) or ends it, ENOTSUP or
 --   EPERM for an unusable congestion control, ...)
--- @raise like `client`
+-- @raise like `client`; and on SIGINT, SIGTERM or SIGHUP while qoslab's
+--   signal handlers are installed (`qoslab run`, the CLI): the test stops and
+--   qoslab.core's interruption error (code "EINTR", `signal` the signal's
+--   name) is raised, so the plan ends and `qoslab run` exits 130/143/129
+--   (also when the plan catches it with pcall). Under a plain lua5.4, the
+--   interpreter raises its own "interrupted!".
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)
   local filled = checked_client('qoslab.traffic.run', opts)
