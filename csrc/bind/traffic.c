@@ -334,7 +334,10 @@ static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc 
 		int64_t min, max;
 		snprintf(field, sizeof field, "opts.%s", t->key);
 		ql_opt_expected(t, proto ? *proto : QL_PROTO_TCP, exp, sizeof exp, &min, &max);
-		int type = lua_getfield(L, idx, t->key);
+		/* raw, as the keys above and the façade's copy read the table: a
+		 * value behind __index is not an option */
+		lua_pushstring(L, t->key);
+		int type = lua_rawget(L, idx);
 		if (type == LUA_TNIL) {
 			if (t->flags & QL_OPT_REQUIRED)
 				qlb_field_error(L, ctx, field, exp, -1);

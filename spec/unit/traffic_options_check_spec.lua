@@ -42,6 +42,15 @@ describe('traffic client options: one check in C, raised at the caller', functio
     expect('qoslab.traffic.run: opts.1: unknown key ' .. known, traffic.run, { host = 'h', [1] = 2 })
   end)
 
+  -- Options behind __index passed the check, then the test ran on a raw
+  -- copy without them and failed inside qoslab ("test.lua:40: qoslab.client:
+  -- opts.host: ... got nil"): the check reads the table raw, as the copy does.
+  it('a value behind __index is no option: the check says so at the caller', function()
+    local proxy = setmetatable({}, { __index = { host = '127.0.0.1' } })
+    expect('qoslab.traffic.run: opts.host: expected a host name or address, got nil', traffic.run, proxy)
+    expect('qoslab.client: opts.host: expected a host name or address, got nil', traffic.client, proxy)
+  end)
+
   it('a wrong type names the field and what was expected', function()
     expect('qoslab.client: opts.parallel: expected an integer in [1, 128], got string "2"',
       traffic.client, { host = 'h', parallel = '2' })
