@@ -549,7 +549,12 @@ void *server_test_main(ql_test *t)
 		}
 	if (t->admitted && !t->published)
 		s->running--;
-	if (s->o.one_off)
+	/* A one-off server ends after the test it served: one whose
+	 * parameters were accepted and that got to TEST_START (start_ns is
+	 * set there), whatever its end. A connection refused before that (bad
+	 * cookie, bad parameters, silence, a limit) leaves it serving, so a
+	 * stray peer cannot end a server shared with a real client. */
+	if (s->o.one_off && t->start_ns != 0)
 		atomic_store(&s->stop, 1);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
