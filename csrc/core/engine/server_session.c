@@ -394,7 +394,7 @@ static int server_protocol(ql_test *t)
 	char *js = NULL;
 	size_t jl = 0;
 	rc = ql_io_read_json(t->ctl_fd, QL_PARAMS_MAX_BYTES, &js, &jl, ql_now_ns() + idle, stop);
-	if (rc == -EMSGSIZE)
+	if (rc == -EMSGSIZE || rc == -ENODATA)
 		server_error(t, 8, EMSGSIZE);
 	if (rc < 0)
 		return fail_io(t, rc, "reading parameters");
