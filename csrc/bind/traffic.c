@@ -1,6 +1,10 @@
 /*
  * traffic.c - Lua binding of the traffic engine (csrc/core/engine/engine.h).
  *
+ * core.traffic_client_check(opts[, ctx]) -> the options as the test runs them
+ * core.traffic_server_check([opts[, ctx]]) -> true
+ *     every rule of the options (options.h), raised as "<ctx>: opts.<key>: ..."
+ * core.traffic_defaults() -> the engine's defaults (port, lengths, bitrates, ...)
  * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
  *     :wait() -> result | nil, msg, CODE
@@ -16,10 +20,10 @@
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
  *
- * The option keys are those of qoslab.traffic's client{} and server{} (its
- * LDoc blocks; l_client and l_server read them into ql_client_opts and
- * ql_server_opts). The result table is built by push_result: plain tables,
- * counters as integers, rates as floats (described in manual/results.md).
+ * The option keys, kinds and ranges are the core's table (options.h): this
+ * file converts by it and holds no list of its own.
+ * The result table is built by push_result: plain tables, counters as
+ * integers, rates as floats (described in manual/results.md).
  * Worker threads never see the lua_State: these functions copy snapshots.
  */
 #include <errno.h>
@@ -28,7 +32,7 @@
 #include <string.h>
 
 #include "../core/engine/engine.h"
-#include "../core/netns.h"
+#include "../core/engine/options.h"
 #include "../core/sig.h"
 #include "../core/tcpca.h"
 #include "../core/timer.h"
@@ -98,8 +102,7 @@ static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
 		set_count(L, "out_of_order_packets", x->out_of_order_packets);
 		set_count(L, "late_packets", x->late_packets);
 		set_count(L, "invalid_packets", x->invalid_packets);
-		uint64_t sent = x->unique_packets + x->lost_packets;
-		qlb_set_number(L, "lost_pct", sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0);
+		qlb_set_number(L, "lost_pct", x->lost_pct);
 	}
 	if (x->valid & QL_E_JITTER)
 		qlb_set_number(L, "jitter_ms", x->jitter_ms);
@@ -283,96 +286,250 @@ static void push_result(lua_State *L, const ql_result *r)
 	qlb_set_string(L, "peer", r->peer == QL_PEER_QOSLAB ? "qoslab" : "iperf3");
 }
 
-/* ---------------------------------------------------------- client ------ */
+/* --------------------------------------------------------- options ------ */
 
-static const char *const CLIENT_KEYS[] = {
-	"host", "port", "proto", "parallel", "duration_s", "bytes", "packets", "reverse",
-	"bidir", "omit_s", "interval_s", "window_bytes", "sndbuf_bytes", "rcvbuf_bytes",
-	"bitrate_bps", "length_bytes", "congestion", "mss_bytes", "tos", "nodelay",
-	"fq_rate_bps", "bind_address", "bind_device", "netns", "connect_timeout_s",
-	"udp_batch", "udp_gso", "udp_drain_s", "title", NULL
-};
-static const char *const PROTOS[] = { "tcp", "udp", NULL };
-
-/* opts.netns of the table at 1: a namespace name ("" and "a/b" raise). */
-static void opt_netns(lua_State *L, const char *ctx, const char **out)
+/*
+ * A Lua options table -> the C struct, by the core's key table (options.h):
+ * unknown keys, wrong types and given values out of range raise here, in
+ * the core's words; the core's validate then checks the struct (strings,
+ * cross-field rules) and its message is raised as it is.
+ */
+static void check_keys(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t)
 {
+	const char *names[64];
+	int n = 0;
+	for (; t->key && n < 63; t++)
+		names[n++] = t->key;
+	names[n] = NULL;
+	/* a key that is no string (opts[1]) is an unknown key like any other */
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		lua_pop(L, 1);
+		if (lua_type(L, -1) != LUA_TSTRING) {
+			luaL_Buffer b;
+			luaL_buffinit(L, &b);
+			for (int i = 0; i < n; i++) {
+				if (i)
+					luaL_addstring(&b, ", ");
+				luaL_addstring(&b, names[i]);
+			}
+			luaL_pushresult(&b);
+			const char *known = lua_tostring(L, -1);
+			luaL_error(L, "%s: opts.%s: unknown key (known keys: %s)", ctx,
+				   luaL_tolstring(L, -2, NULL), known);
+		}
+	}
+	qlb_check_keys(L, idx, ctx, "opts", names);
+}
+
+static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t,
+		      void *st, int *proto)
+{
+	idx = lua_absindex(L, idx);
+	qlb_check_table(L, idx, ctx, "opts");
+	check_keys(L, idx, ctx, t);
+	char *base = st;
+	for (; t->key; t++) {
+		char field[48], exp[96];
+		int64_t min, max;
+		snprintf(field, sizeof field, "opts.%s", t->key);
+		ql_opt_expected(t, proto ? *proto : QL_PROTO_TCP, exp, sizeof exp, &min, &max);
+		/* raw, as the keys above and the façade's copy read the table: a
+		 * value behind __index is not an option */
+		lua_pushstring(L, t->key);
+		int type = lua_rawget(L, idx);
+		if (type == LUA_TNIL) {
+			if (t->flags & QL_OPT_REQUIRED)
+				qlb_field_error(L, ctx, field, exp, -1);
+			lua_pop(L, 1);
+			continue;
+		}
+		void *at = base + t->offset;
+		switch (t->kind) {
+		case QL_OPT_STR:
+			/* the table holds the string while st is used */
+			*(const char **)at = qlb_check_string(L, -1, ctx, field, NULL);
+			break;
+		case QL_OPT_PROTO: {
+			int k;
+			lua_pop(L, 1);
+			qlb_opt_enum(L, idx, ctx, "opts", t->key, ql_proto_names, &k);
+			*(int *)at = k;
+			if (proto)
+				*proto = k;
+			continue;
+		}
+		case QL_OPT_BOOL:
+			if (type != LUA_TBOOLEAN)
+				qlb_field_error(L, ctx, field, exp, -1);
+			*(int *)at = lua_toboolean(L, -1);
+			break;
+		case QL_OPT_DBL: {
+			double v = lua_tonumber(L, -1);
+			if (type != LUA_TNUMBER || !isfinite(v) || v < t->dmin || v > t->dmax)
+				qlb_field_error(L, ctx, field, exp, -1);
+			*(double *)at = v;
+			break;
+		}
+		default: {
+			int isint = 0;
+			lua_Integer v = lua_tointegerx(L, -1, &isint);
+			if (type != LUA_TNUMBER || !isint || v < min || v > max)
+				qlb_field_error(L, ctx, field, exp, -1);
+			if ((t->flags & QL_OPT_ZERO_ANY) && v == 0)
+				v = -1;
+			if (t->kind == QL_OPT_INT)
+				*(int *)at = (int)v;
+			else if (t->kind == QL_OPT_I64)
+				*(int64_t *)at = (int64_t)v;
+			else
+				*(uint64_t *)at = (uint64_t)v;
+			if (t->flags & QL_OPT_GIVEN_BPS)
+				((ql_client_opts *)st)->bitrate_set = 1;
+			break;
+		}
+		}
+		lua_pop(L, 1);
+	}
+}
+
+/* The client options at idx, checked by every rule (raises); strings in
+ * *o point into the table. */
+static void client_opts(lua_State *L, int idx, const char *ctx, ql_client_opts *o)
+{
+	ql_client_opts_init(o);
+	int proto = QL_PROTO_TCP;
+	read_opts(L, idx, ctx, ql_client_opt_desc, o, &proto);
 	ql_err e;
-	if (qlb_opt_string(L, 1, ctx, "opts", "netns", out, NULL) &&
-	    ql_netns_check_name("opts.netns", *out, &e) < 0)
+	if (ql_client_opts_validate(o, &e) < 0)
 		luaL_error(L, "%s: %s", ctx, e.msg);
 }
+
+static void server_opts(lua_State *L, int idx, const char *ctx, ql_server_opts *o)
+{
+	ql_server_opts_init(o);
+	if (lua_isnoneornil(L, idx))
+		return;
+	read_opts(L, idx, ctx, ql_server_opt_desc, o, NULL);
+	ql_err e;
+	if (ql_server_opts_validate(o, &e) < 0)
+		luaL_error(L, "%s: %s", ctx, e.msg);
+}
+
+static void set_opt_string(lua_State *L, const char *k, const char *v)
+{
+	if (v)
+		qlb_set_string(L, k, v);
+}
+
+/* The client options as the test runs them: what was given, the rest at
+ * the core's defaults (length_bytes and bitrate_bps by proto; a UDP test
+ * without length_bytes sizes its datagrams from the path MSS at start, so
+ * it stays nil; duration_s is nil for a byte or packet limit). */
+static void push_client_opts(lua_State *L, const ql_client_opts *o)
+{
+	int udp = o->proto == QL_PROTO_UDP;
+	lua_createtable(L, 0, 32);
+	qlb_set_string(L, "host", o->host);
+	qlb_set_integer(L, "port", o->port);
+	qlb_set_string(L, "proto", ql_proto_names[udp]);
+	qlb_set_integer(L, "parallel", o->parallel);
+	if (o->bytes)
+		qlb_set_integer(L, "bytes", (lua_Integer)o->bytes);
+	else if (o->packets)
+		qlb_set_integer(L, "packets", (lua_Integer)o->packets);
+	else
+		qlb_set_number(L, "duration_s", o->duration_s > 0 ? o->duration_s
+							    : QL_DURATION_DEFAULT_S);
+	qlb_set_boolean(L, "reverse", o->reverse);
+	qlb_set_boolean(L, "bidir", o->bidir);
+	qlb_set_number(L, "omit_s", o->omit_s);
+	qlb_set_number(L, "interval_s", o->interval_s);
+	if (o->window_bytes)
+		qlb_set_integer(L, "window_bytes", o->window_bytes);
+	if (o->sndbuf_bytes)
+		qlb_set_integer(L, "sndbuf_bytes", o->sndbuf_bytes);
+	if (o->rcvbuf_bytes)
+		qlb_set_integer(L, "rcvbuf_bytes", o->rcvbuf_bytes);
+	qlb_set_integer(L, "bitrate_bps", (lua_Integer)(o->bitrate_set ? o->bitrate_bps
+				: udp ? QL_UDP_DEFAULT_BPS : 0));
+	if (o->length_bytes || !udp)
+		qlb_set_integer(L, "length_bytes", o->length_bytes ? o->length_bytes
+								 : QL_TCP_DEFAULT_LEN);
+	set_opt_string(L, "congestion", o->congestion);
+	if (o->mss_bytes)
+		qlb_set_integer(L, "mss_bytes", o->mss_bytes);
+	if (o->tos >= 0)
+		qlb_set_integer(L, "tos", o->tos);
+	if (!udp)
+		qlb_set_boolean(L, "nodelay", o->nodelay > 0);
+	if (o->fq_rate_bps)
+		qlb_set_integer(L, "fq_rate_bps", (lua_Integer)o->fq_rate_bps);
+	set_opt_string(L, "bind_address", o->bind_address);
+	set_opt_string(L, "bind_device", o->bind_device);
+	set_opt_string(L, "netns", o->netns);
+	qlb_set_number(L, "connect_timeout_s", o->connect_timeout_s > 0 ? o->connect_timeout_s
+						: QL_CONNECT_TIMEOUT_DEFAULT_S);
+	if (udp) {
+		qlb_set_integer(L, "udp_batch", o->udp_batch ? o->udp_batch : QL_UDP_BATCH_DEFAULT);
+		qlb_set_boolean(L, "udp_gso", o->udp_gso > 0);
+		/* nil: the default rule, max(0.25 s, 2 x the control RTT) */
+		if (o->udp_drain_s >= 0)
+			qlb_set_number(L, "udp_drain_s", o->udp_drain_s);
+	}
+	set_opt_string(L, "title", o->title);
+}
+
+/* core.traffic_client_check(opts[, ctx]) -> the options as the test would
+ * run them (push_client_opts). Every rule of the client options, without
+ * starting anything; raises "<ctx>: opts.<key>: ..." (ctx default
+ * "qoslab.client"). */
+static int l_client_check(lua_State *L)
+{
+	const char *ctx = luaL_optstring(L, 2, "qoslab.client");
+	ql_client_opts o;
+	client_opts(L, 1, ctx, &o);
+	push_client_opts(L, &o);
+	return 1;
+}
+
+/* core.traffic_server_check([opts[, ctx]]) -> true. Every rule of the
+ * server options; raises "<ctx>: opts.<key>: ..." (ctx default
+ * "qoslab.server"). The limits in effect are the server's :limits(). */
+static int l_server_check(lua_State *L)
+{
+	const char *ctx = luaL_optstring(L, 2, "qoslab.server");
+	ql_server_opts o;
+	server_opts(L, 1, ctx, &o);
+	lua_pushboolean(L, 1);
+	return 1;
+}
+
+/* core.traffic_defaults() -> the engine's defaults of the values a
+ * result's writer needs when the options left them out. */
+static int l_defaults(lua_State *L)
+{
+	lua_createtable(L, 0, 10);
+	qlb_set_integer(L, "port", QL_DEFAULT_PORT);
+	qlb_set_integer(L, "parallel", 1);
+	qlb_set_number(L, "duration_s", QL_DURATION_DEFAULT_S);
+	qlb_set_number(L, "connect_timeout_s", QL_CONNECT_TIMEOUT_DEFAULT_S);
+	qlb_set_integer(L, "tcp_length_bytes", QL_TCP_DEFAULT_LEN);
+	qlb_set_integer(L, "udp_length_bytes", QL_UDP_DEFAULT_LEN);
+	qlb_set_integer(L, "tcp_bitrate_bps", 0);
+	qlb_set_integer(L, "udp_bitrate_bps", (lua_Integer)QL_UDP_DEFAULT_BPS);
+	qlb_set_integer(L, "udp_batch", QL_UDP_BATCH_DEFAULT);
+	return 1;
+}
+
+/* ---------------------------------------------------------- client ------ */
 
 static int l_client(lua_State *L)
 {
 	static const char ctx[] = "qoslab.client";
-	qlb_check_table(L, 1, ctx, "opts");
-	qlb_check_keys(L, 1, ctx, "opts", CLIENT_KEYS);
 	ql_client_opts o;
-	ql_client_opts_init(&o);
-	lua_Integer v;
-	double d;
-	int b, en;
-	size_t len;
+	client_opts(L, 1, ctx, &o);
 	ql_err ce;
-	if (!qlb_opt_string(L, 1, ctx, "opts", "host", &o.host, &len))
-		return qlb_field_error(L, ctx, "opts.host", "a host name or address", -1);
-	if (qlb_opt_integer(L, 1, ctx, "opts", "port", 1, 65535, &v))
-		o.port = (int)v;
-	if (qlb_opt_enum(L, 1, ctx, "opts", "proto", PROTOS, &en))
-		o.proto = en;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "parallel", 1, QL_PARALLEL_MAX, &v))
-		o.parallel = (int)v;
-	if (qlb_opt_number(L, 1, ctx, "opts", "duration_s", 0.001, 86400, &d))
-		o.duration_s = d;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "bytes", 1, (lua_Integer)1 << 62, &v))
-		o.bytes = (uint64_t)v;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "packets", 1, (lua_Integer)1 << 62, &v))
-		o.packets = (uint64_t)v;
-	if (qlb_opt_boolean(L, 1, ctx, "opts", "reverse", &b))
-		o.reverse = b;
-	if (qlb_opt_boolean(L, 1, ctx, "opts", "bidir", &b))
-		o.bidir = b;
-	if (qlb_opt_number(L, 1, ctx, "opts", "omit_s", 0, 3600, &d))
-		o.omit_s = d;
-	if (qlb_opt_number(L, 1, ctx, "opts", "interval_s", 0.1, 3600, &d))
-		o.interval_s = d;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "window_bytes", 1, 2147483647, &v))
-		o.window_bytes = v;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "sndbuf_bytes", 1, 2147483647, &v))
-		o.sndbuf_bytes = v;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "rcvbuf_bytes", 1, 2147483647, &v))
-		o.rcvbuf_bytes = v;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "bitrate_bps", 0, (lua_Integer)1 << 50, &v)) {
-		o.bitrate_bps = (uint64_t)v;
-		o.bitrate_set = 1;
-	}
-	if (qlb_opt_integer(L, 1, ctx, "opts", "length_bytes", 1, 1 << 24, &v))
-		o.length_bytes = (int)v;
-	if (qlb_opt_string(L, 1, ctx, "opts", "congestion", &o.congestion, &len) &&
-	    ql_tcp_ca_check_name("opts.congestion", o.congestion, &ce) < 0)
-		return luaL_error(L, "%s: %s", ctx, ce.msg);
-	if (qlb_opt_integer(L, 1, ctx, "opts", "mss_bytes", 88, 32767, &v))
-		o.mss_bytes = (int)v;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "tos", 0, 255, &v))
-		o.tos = (int)v;
-	if (qlb_opt_boolean(L, 1, ctx, "opts", "nodelay", &b))
-		o.nodelay = b;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "fq_rate_bps", 1, (lua_Integer)1 << 50, &v))
-		o.fq_rate_bps = (uint64_t)v;
-	qlb_opt_string(L, 1, ctx, "opts", "bind_address", &o.bind_address, &len);
-	if (qlb_opt_string(L, 1, ctx, "opts", "bind_device", &o.bind_device, &len) && len >= 16)
-		return qlb_field_error(L, ctx, "opts.bind_device", "an interface name (1..15 chars)", -1);
-	opt_netns(L, ctx, &o.netns);
-	if (qlb_opt_number(L, 1, ctx, "opts", "connect_timeout_s", 0.001, 3600, &d))
-		o.connect_timeout_s = d;
-	if (qlb_opt_integer(L, 1, ctx, "opts", "udp_batch", 1, 1024, &v))
-		o.udp_batch = (int)v;
-	if (qlb_opt_boolean(L, 1, ctx, "opts", "udp_gso", &b))
-		o.udp_gso = b;
-	if (qlb_opt_number(L, 1, ctx, "opts", "udp_drain_s", 0, 60, &d))
-		o.udp_drain_s = d;
-	qlb_opt_string(L, 1, ctx, "opts", "title", &o.title, &len);
 	/* Before the test starts, so a name this kernel lacks is not first
 	 * met by a stream's setsockopt after the control connection is up. */
 	if (o.congestion && o.proto == QL_PROTO_TCP &&
@@ -500,59 +657,10 @@ static int l_test_tostring(lua_State *L)
 
 /* ---------------------------------------------------------- server ------ */
 
-static const char *const SERVER_KEYS[] = {
-	"port", "bind_address", "netns", "one_off", "window_bytes", "sndbuf_bytes",
-	"rcvbuf_bytes", "idle_timeout_s", "max_tests", "keep_results", "max_tests_per_address",
-	"max_streams_per_address", "max_unidentified", "max_unidentified_per_address",
-	"data_idle_s", "max_duration_s", "test_buffer_bytes", NULL
-};
-
 static int l_server(lua_State *L)
 {
-	static const char ctx[] = "qoslab.server";
 	ql_server_opts o;
-	ql_server_opts_init(&o);
-	if (!lua_isnoneornil(L, 1)) {
-		qlb_check_table(L, 1, ctx, "opts");
-		qlb_check_keys(L, 1, ctx, "opts", SERVER_KEYS);
-		lua_Integer v;
-		double d;
-		int b;
-		size_t len;
-		/* port 0 asks the kernel for a free port (read it with :port()). */
-		if (qlb_opt_integer(L, 1, ctx, "opts", "port", 0, 65535, &v))
-			o.port = v == 0 ? -1 : (int)v;
-		qlb_opt_string(L, 1, ctx, "opts", "bind_address", &o.bind_address, &len);
-		opt_netns(L, ctx, &o.netns);
-		if (qlb_opt_boolean(L, 1, ctx, "opts", "one_off", &b))
-			o.one_off = b;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "window_bytes", 1, 2147483647, &v))
-			o.window_bytes = v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "sndbuf_bytes", 1, 2147483647, &v))
-			o.sndbuf_bytes = v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "rcvbuf_bytes", 1, 2147483647, &v))
-			o.rcvbuf_bytes = v;
-		if (qlb_opt_number(L, 1, ctx, "opts", "idle_timeout_s", 0.001, 86400, &d))
-			o.idle_timeout_s = d;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests", 1, 4096, &v))
-			o.max_tests = (int)v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "keep_results", 0, QL_KEEP_RESULTS_MAX, &v))
-			o.keep_results = (int)v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "max_tests_per_address", 1, 4096, &v))
-			o.max_tests_per_address = (int)v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "max_streams_per_address", 1, 65536, &v))
-			o.max_streams_per_address = (int)v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified", 1, 65536, &v))
-			o.max_unidentified = (int)v;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "max_unidentified_per_address", 1, 65536, &v))
-			o.max_unidentified_per_address = (int)v;
-		if (qlb_opt_number(L, 1, ctx, "opts", "data_idle_s", 0.001, 86400, &d))
-			o.data_idle_s = d;
-		if (qlb_opt_number(L, 1, ctx, "opts", "max_duration_s", 0.001, 2678400, &d))
-			o.max_duration_s = d;
-		if (qlb_opt_integer(L, 1, ctx, "opts", "test_buffer_bytes", 1, (lua_Integer)1 << 40, &v))
-			o.test_buffer_bytes = v;
-	}
+	server_opts(L, 1, "qoslab.server", &o);
 	lserver *u = lua_newuserdatauv(L, sizeof *u, 0);
 	u->s = NULL;
 	luaL_setmetatable(L, SERVER_T);
@@ -567,7 +675,8 @@ static lserver *check_server(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
 	if (!u->s)
-		luaL_error(L, "qoslab.Server: the server was closed");
+		/* No position: the Lua method raises it again at its caller's line. */
+		lua_pushliteral(L, "qoslab.Server: the server was closed"), lua_error(L);
 	return u;
 }
 
@@ -748,4 +857,10 @@ void qlb_open_traffic(lua_State *L)
 	lua_setfield(L, -2, "traffic_client");
 	lua_pushcfunction(L, l_server);
 	lua_setfield(L, -2, "traffic_server");
+	lua_pushcfunction(L, l_client_check);
+	lua_setfield(L, -2, "traffic_client_check");
+	lua_pushcfunction(L, l_server_check);
+	lua_setfield(L, -2, "traffic_server_check");
+	lua_pushcfunction(L, l_defaults);
+	lua_setfield(L, -2, "traffic_defaults");
 }

@@ -20,7 +20,7 @@ int ql_tcp_ca_check_name(const char *field, const char *name, ql_err *e)
 	}
 	if (!ok)
 		return ql_err_usage(e, "%s: expected a congestion control name (1..%d of a-z, 0-9, _; "
-				    "e.g. \"cubic\", \"bbr\"), got \"%s\"", field,
+				    "e.g. \"cubic\", \"bbr\"), got string \"%s\"", field,
 				    QL_TCP_CA_NAME_MAX, name ? name : "(null)");
 	return 0;
 }

@@ -1,5 +1,5 @@
 --- Argument checks for the pure-Lua layers, with the same messages as the C
--- binding: "<func>: <field>: expected <what>, got <value>".
+-- binding: `"<func>: <field>: expected <what>, got <value>"`.
 -- @module qoslab.check
 local M = {}
 
@@ -11,7 +11,7 @@ local function describe(v)
 end
 M.describe = describe
 
---- Raise "<ctx>: <field>: expected <expected>, got <v>" at the caller's caller.
+--- Raise `"<ctx>: <field>: expected <expected>, got <v>"` at the caller's caller.
 function M.fail(ctx, field, expected, v, level)
   error(string.format('%s: %s: expected %s, got %s', ctx, field, expected,
     describe(v)), (level or 1) + 2)

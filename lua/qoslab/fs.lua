@@ -183,7 +183,9 @@ end
 
 --- The absolute path without symbolic links (like `realpath`, `pwd -P`).
 -- @tparam string path
--- @treturn string|nil the path, or nil, message, CODE
+-- @treturn string|nil the path, or nil, message, CODE ("EINVAL" for no
+--   non-empty string without NUL, "ENOENT", "ENOTDIR", "EACCES", "ELOOP",
+--   "ENAMETOOLONG" as realpath(3) fails)
 function M.realpath(path)
   if not usable(path) then return nil, 'not a usable path: ' .. string.format('%q', tostring(path)), 'EINVAL' end
   local c = core()

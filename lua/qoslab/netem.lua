@@ -10,38 +10,38 @@
 --
 -- **The spec** (every key optional; units in the names):
 --
---  * `delay_ms` (0..1e9), `jitter_ms` (0..2147.483647, the kernel's cap),
---    `delay_corr_pct` (0..100, needs jitter);
---  * `distribution`: `"uniform"` (default, no table), `"normal"`, `"pareto"`,
---    `"paretonormal"`, `"experimental"` (iproute2's `.dist` files, found in
---    /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
---    or a custom table: a list of 1..16384 integers in [-32768, 32767] in
---    units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
---  * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
---    `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
---    model; only p13_pct is required, the rest default as tc's: p31 = 100 −
---    p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
---    one_minus_h_pct =, one_minus_k_pct =}` (Gilbert-Elliott as tc-netem(8)'s
---    `loss gemodel p r 1-h 1-k`: p = good→bad transition, r = bad→good,
---    one_minus_h_pct = loss probability in the bad state (1−h, default 100),
---    one_minus_k_pct = loss probability in the good state (1−k, default 0);
---    the kernel stores h itself, so 1−h is complemented on the wire);
---  * `duplicate_pct`, `duplicate_corr_pct`; `corrupt_pct`, `corrupt_corr_pct`;
---  * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
---    reordering: packets go out without the delay with that probability;
---    with gap N every Nth packet is eligible); reordering needs `delay_ms`;
---  * `rate_bps` (bits/s: 0 = no limit, else at least 8; sent as whole bytes/s,
---    rounded down: 15 becomes 8), `rate_packet_overhead_bytes`
---    (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
---  * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
---    or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
---    packets leave in slots (packets/bytes = most per slot, default unlimited);
---  * `ecn` (boolean: mark CE instead of dropping; needs a loss);
---  * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
---  * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
---    ignore it and `apply` warns). Newer kernels report a seed they chose
---    themselves; `get` shows it only for a netem this process did not make
---    or made with a seed.
+-- * `delay_ms` (0..1e9), `jitter_ms` (0..2147.483647, the kernel's cap),
+--   `delay_corr_pct` (0..100, needs jitter);
+-- * `distribution`: `"uniform"` (default, no table), `"normal"`, `"pareto"`,
+--   `"paretonormal"`, `"experimental"` (iproute2's `.dist` files, found in
+--   /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
+--   or a custom table: a list of 1..16384 integers in [-32768, 32767] in
+--   units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
+-- * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
+--   `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
+--   model; only p13_pct is required, the rest default as tc's: p31 = 100 −
+--   p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
+--   one_minus_h_pct =, one_minus_k_pct =}` (Gilbert-Elliott as tc-netem(8)'s
+--   `loss gemodel p r 1-h 1-k`: p = good→bad transition, r = bad→good,
+--   one_minus_h_pct = loss probability in the bad state (1−h, default 100),
+--   one_minus_k_pct = loss probability in the good state (1−k, default 0);
+--   the kernel stores h itself, so 1−h is complemented on the wire);
+-- * `duplicate_pct`, `duplicate_corr_pct`; `corrupt_pct`, `corrupt_corr_pct`;
+-- * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
+--   reordering: packets go out without the delay with that probability;
+--   with gap N every Nth packet is eligible); reordering needs `delay_ms`;
+-- * `rate_bps` (bits/s: 0 = no limit, else at least 8; sent as whole bytes/s,
+--   rounded down: 15 becomes 8), `rate_packet_overhead_bytes`
+--   (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
+-- * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
+--   or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
+--   packets leave in slots (packets/bytes = most per slot, default unlimited);
+-- * `ecn` (boolean: mark CE instead of dropping; needs a loss);
+-- * `limit_packets` (1..2^32−1, default 1000 as tc, or `"auto"`, see below);
+-- * `seed` (integer, the u64 bit pattern; Linux ≥ 6.6 only, older kernels
+--   ignore it and `apply` warns). Newer kernels report a seed they chose
+--   themselves; `get` shows it only for a netem this process did not make
+--   or made with a seed.
 --
 -- Percent values read back as the shortest decimal that encodes to the same
 -- 32-bit fraction, so 0.5 reads back as 0.5, not 0.49999999906.
@@ -130,7 +130,7 @@ end
 -- @treturn table canonical spec: keys at their default left out,
 --   `limit_packets` always present, percentages as the shortest decimal of
 --   their 32-bit fraction
--- @raise "<ctx>: spec.<field>: expected ..., got ..." (or the cross-field
+-- @raise `"<ctx>: spec.<field>: expected ..., got ..."` (or the cross-field
 --   rule broken) at the caller's line, the same message `apply` raises
 -- @usage netem.check{delay_ms = 50, loss_pct = 1}
 function M.check(spec, ctx)
@@ -177,6 +177,9 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 -- @treturn number the rate in bits/s the rule used
 -- @treturn string where that rate came from: "spec.rate_bps", "shaper rate",
 --   "link speed", "default 1 Gbit/s"
+-- (never fails: a shaper or link speed it cannot read is skipped)
+-- @raise on a bad ifname, spec or opts, as `check` and `apply` do, naming
+--   qoslab.netem.needed_limit
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
 function M.needed_limit(ifname, spec, opts)
   local _, o = checked('qoslab.netem.needed_limit', 'table', ifname, spec, opts)
@@ -222,7 +225,7 @@ end
 -- @tparam table spec see the module doc
 -- @tparam[opt] table opts see the module doc
 -- @treturn table `{warnings = {string...}, spec = canonical spec as applied
---   (limit resolved, defaults dropped; equal to what `get` returns)}`
+--   (limit resolved, defaults dropped; equal to what get returns)}`
 -- @return or nil, message, CODE (ENODEV, ENOENT, EPERM, ENOTSUP, ...)
 -- @raise on an unknown key, wrong type, value out of range or contradictory
 --   combination (e.g. reorder without delay, ECN without loss), naming the field
@@ -320,7 +323,10 @@ end
 -- @tparam string ifname device name
 -- @tparam table changes spec keys to set (nested tables replace as a whole)
 -- @tparam[opt] table opts as for `apply`
--- @return as `apply`
+-- @return as `apply`: the result, or nil, message, CODE (those of `get`,
+--   then of `apply`)
+-- @raise as `apply` on a bad change or opts (a key set to `false` is
+--   allowed), naming qoslab.netem.update
 -- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
 function M.update(ifname, changes, opts)
   checked('qoslab.netem.update', 'update', ifname, changes, opts)  -- errors name update, not get or apply
@@ -344,7 +350,9 @@ end
 -- @tparam[opt] table opts `netns`, `parent`, `direction`
 -- @treturn table|nil the spec, or nil when there is no netem there
 -- @return or nil, message, CODE on failure (so: check the 2nd value to tell
---   "no netem" from a failure)
+--   "no netem" from a failure): ENODEV (no such device), ENOENT (no such
+--   namespace), EPERM (entering `opts.netns` needs root), EPROTO (a netem
+--   the kernel describes in a way this library cannot read)
 -- @raise on bad arguments
 -- @usage local spec = netem.get('veth0', {netns = 'client'})
 function M.get(ifname, opts)
@@ -378,7 +386,8 @@ end
 -- @treturn table|nil `{packets, bytes, drops, overlimits, requeues,
 --   backlog_bytes, backlog_packets}` (drops counts queue-limit drops and
 --   configured loss alike), or nil when there is no netem
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: as `get` (ENODEV, ENOENT, EPERM, EPROTO)
+-- @raise on bad arguments, as `get`
 -- @usage print(netem.stats('veth0').drops)
 function M.stats(ifname, opts)
   local _, o = checked('qoslab.netem.stats', 'target', ifname, nil, opts)
@@ -400,7 +409,9 @@ end
 -- @tparam string ifname device name
 -- @tparam[opt] table opts `netns`, `parent`, `direction`
 -- @treturn boolean true if something was removed, false if nothing was there
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: ENODEV (no such device), ENOENT (no such
+--   namespace), EPERM (needs root), EPROTO (as `get`)
+-- @raise on bad arguments, as `get`
 -- @usage netem.clear('veth0')
 function M.clear(ifname, opts)
   local _, o = checked('qoslab.netem.clear', 'target', ifname, nil, opts)
@@ -428,7 +439,8 @@ Scope.__index = Scope
 Scope.__name = 'qoslab.netem.Scope'
 
 --- Put back what was there before the scope (idempotent).
--- @treturn boolean|nil true, or nil, message, CODE
+-- @treturn boolean|nil true, or nil, message, CODE (those of `apply`, or of
+--   `clear` when there was no netem before)
 function Scope:restore()
   if self.done then return true end
   self.done = true
@@ -468,7 +480,12 @@ end
 -- @tparam[opt] table opts as for `apply`
 -- @treturn table to-be-closed guard with `:restore()`, `.result` (apply's result)
 --   and `.previous` (the spec that will be restored, or nil)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE: those of `get` (reading what to restore),
+--   then of `apply`
+-- @raise as `apply` on a bad spec or opts, naming qoslab.netem.scope; and
+--   when closing the guard cannot restore (`"qoslab.netem.scope: restoring
+--   failed: ..."`; leaving the block with an error of its own prints this to
+--   stderr instead, and the block's error goes on)
 -- @usage do local g <close> = assert(netem.scope('veth0', {delay_ms = 100})) run() end
 function M.scope(ifname, spec, opts)
   local _, o = checked('qoslab.netem.scope', 'apply', ifname, spec, opts)
@@ -501,20 +518,21 @@ local function is_num(tok) return tok ~= nil and tok:match('^%d') ~= nil or (tok
 local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-%d') ~= nil) end
 
 --- Parse tc-netem(8) option syntax into a spec (canonical, as `apply` returns it).
--- Accepts everything tc-netem(8) documents: `limit`, `delay|latency TIME
+-- Accepts everything tc-netem(8) documents: `limit PACKETS`, `delay|latency TIME
 -- [JITTER [CORR]]`, `distribution NAME`, `loss [random] PCT [CORR]`, `loss state
 -- P13 [P31 [P32 [P23 [P14]]]]`, `loss gemodel P [R [1-H [1-K]]]`, `duplicate`,
 -- `corrupt`, `reorder PCT [CORR]`, `gap N`, `ecn`, `rate RATE [PACKETOVERHEAD
 -- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
 -- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
--- `netem` is skipped; `limit auto` gives `limit_packets = "auto"` (sized by
--- `apply`). Times need a unit (s, ms, us, ns: a bare number is
+-- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
 -- rejected, so `delay 50` is never read in a unit nobody meant); percentages
 -- may omit the `%`; rates take tc's
 -- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
+-- Beyond tc, `limit auto` gives `limit_packets = "auto"` (the limit rule
+-- above, resolved by `apply`), as `qoslab netem set` takes it.
 -- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
 -- @treturn table spec
--- @raise "qoslab.netem.parse: <what>: expected ..., got ..." on a syntax error
+-- @raise `"qoslab.netem.parse: <what>: expected ..., got ..."` on a syntax error
 -- @usage netem.apply('veth0', netem.parse('delay 100ms loss 1%'))
 function M.parse(text)
   local ctx = 'qoslab.netem.parse'

@@ -135,7 +135,8 @@ M.exists = core.netns_exists
 
 --- Names of all named namespaces (every `ip netns list` entry), sorted.
 -- @treturn {string,...}
--- @return or nil, message, code when /run/netns cannot be read
+-- @return or nil, message, code when /run/netns cannot be read ("EACCES" or
+--   "EPERM" without root, "ENOMEM"; no /run/netns at all is an empty list)
 -- @usage for _, n in ipairs(netns.list()) do print(n) end
 M.list = core.netns_list
 

@@ -2,9 +2,9 @@
 -- made over rtnetlink from this process (no `tc`), so a veth pair can stand
 -- in for a 1 Gbit/s link. A netem qdisc can sit under the shaper:
 --
---   * tbf: root `tbf` handle `1:`; netem goes at parent `"1:1"`;
---   * htb: root `htb` handle `1:` default class `1:10`, one class `1:10`
---     (rate, ceil); netem goes at parent `"1:10"` (the class's leaf).
+-- * tbf: root `tbf` handle `1:`; netem goes at parent `"1:1"`;
+-- * htb: root `htb` handle `1:` default class `1:10`, one class `1:10`
+--   (rate, ceil); netem goes at parent `"1:10"` (the class's leaf).
 --
 -- Rates above 2^32 bytes/s use the 64-bit attributes (TCA_TBF_RATE64,
 -- TCA_HTB_RATE64/CEIL64). Rates are kept by the kernel in bytes/s: `rate_bps`
@@ -57,7 +57,7 @@ end
 --   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
 --   htb, burst_bytes below the MTU or too long to send at the rate,
 --   limit_bytes below one full frame, a queue above 4 GiB:
---   "qoslab.shape.apply: spec.<field>: ...", positioned at the caller's line
+--   `"qoslab.shape.apply: spec.<field>: ..."`, positioned at the caller's line
 --   (except the rules that need the device's MTU, raised once it is read,
 --   before anything is changed)
 -- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})
@@ -79,20 +79,30 @@ function M.apply(ifname, spec, opts)
 end
 
 --- Read the rate limit back, in the shape `apply` takes.
--- @tparam string ifname
+-- @tparam string ifname device name (in `opts.netns`, else in this process's
+--   namespace)
 -- @tparam[opt] table opts `{netns = NS}`
 -- @treturn table|nil `{kind = "tbf", rate_bps=, burst_bytes=, limit_bytes=}` or
 --   `{kind = "htb", rate_bps=, ceil_bps=, burst_bytes=, cburst_bytes=}`; nil alone
 --   when the root qdisc is not a shaper made by `apply`
--- @return or nil, message, code ("ENODEV", "ENOENT")
+-- @return or nil, message, code ("ENODEV": no such device; "ENOENT": no such
+--   namespace; "EPERM": entering `opts.netns` needs root)
+-- @raise on an ifname that is no device name (empty, over 15 bytes, a "/"...),
+--   opts not a table, a key other than netns or a bad namespace name
+--   (`"qoslab.shape.get: opts.netns: ..."`)
 -- @usage local s = shape.get('veth0', {netns = 'a'})
 function M.get(ifname, opts) return relay(core.shape_get, ifname, opts) end
 
 --- Remove the root qdisc of a link (the shaper and any netem under it).
 -- Nothing attached is fine.
--- @tparam string ifname
+-- @tparam string ifname device name (in `opts.netns`, else in this process's
+--   namespace)
 -- @tparam[opt] table opts `{netns = NS}`
--- @return true, or nil, message, code ("ENODEV", "ENOENT", "EPERM")
+-- @return true, or nil, message, code ("ENODEV": no such device; "ENOENT": no
+--   such namespace; "EPERM": needs root)
+-- @raise on an ifname that is no device name (empty, over 15 bytes, a "/"...),
+--   opts not a table, a key other than netns or a bad namespace name
+--   (`"qoslab.shape.clear: opts.netns: ..."`)
 -- @usage shape.clear('veth0', {netns = 'a'})
 function M.clear(ifname, opts)
   local ok, msg, code = check.call(2, core.shape_clear, ifname, opts)
@@ -107,20 +117,30 @@ end
 -- of the tbf's `limit_bytes` at 1:1, htb a pfifo of the device's txqueuelen
 -- at 1:10. (Deleting the child instead would leave tbf with a qdisc that
 -- drops every packet.)
--- @tparam string ifname
+-- @tparam string ifname device name (in `opts.netns`, else in this process's
+--   namespace)
 -- @tparam[opt] table opts `{netns = NS}`
 -- @return true, or nil, message, code ("ENOENT" when there is no shaper made
---   by `apply`, "ENODEV")
+--   by `apply` or no such namespace, "ENODEV": no such device, "EPERM": needs
+--   root)
+-- @raise on an ifname that is no device name (empty, over 15 bytes, a "/"...),
+--   opts not a table, a key other than netns or a bad namespace name
+--   (`"qoslab.shape.reset_child: opts.netns: ..."`)
 -- @usage shape.reset_child('veth0', {netns = 'a'})
 function M.reset_child(ifname, opts) return relay(core.shape_reset_child, ifname, opts) end
 
 --- Counters of every qdisc on a link, root first.
--- @tparam string ifname
+-- @tparam string ifname device name (in `opts.netns`, else in this process's
+--   namespace)
 -- @tparam[opt] table opts `{netns = NS}`
 -- @treturn {table,...} each `{kind=, handle = "1:", parent = "root"|"1:1"|...,
 --   bytes=, packets=, drops=, overlimits=, requeues=, backlog_bytes=, qlen_packets=}`
 --   (integers)
--- @return or nil, message, code ("ENODEV", "ENOENT")
+-- @return or nil, message, code ("ENODEV": no such device; "ENOENT": no such
+--   namespace; "EPERM": entering `opts.netns` needs root)
+-- @raise on an ifname that is no device name (empty, over 15 bytes, a "/"...),
+--   opts not a table, a key other than netns or a bad namespace name
+--   (`"qoslab.shape.stats: opts.netns: ..."`)
 -- @usage for _, q in ipairs(shape.stats('veth0', {netns = 'a'})) do print(q.kind, q.drops) end
 function M.stats(ifname, opts) return relay(core.qdisc_stats, ifname, opts) end
 

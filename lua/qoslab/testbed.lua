@@ -87,9 +87,9 @@ end
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
 --   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
 --   qoslab.shape), impair = netem spec on the client's egress (default none;
---   one-way: `delay_ms = 100` gives RTT ≈ 100 ms, the ACKs come back
+--   one-way: delay_ms = 100 gives RTT ≈ 100 ms, the ACKs come back
 --   undelayed), reverse_impair = netem spec on the server's egress (for
---   symmetric delay split it: impair and reverse_impair `delay_ms = RTT/2`), offloads = bool (default
+--   symmetric delay split it: impair and reverse_impair delay_ms = RTT/2), offloads = bool (default
 --   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
 --   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
 --   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
@@ -201,7 +201,9 @@ end
 --   impair = N}}`: S as `qoslab.shape.get` (nil without a rate limit), N as
 --   `qoslab.netem.get` at the place `:impair` uses (nil without an impairment;
 --   the client's is `impair`, the server's `reverse_impair`)
--- @return or nil, message, code
+-- @return or nil, message, code (those of `qoslab.shape.get` and
+--   `qoslab.netem.get`: "ENOENT" when a namespace of the testbed was deleted
+--   behind its back, "ENODEV" when a device was, "EPROTO")
 -- @raise when the testbed is closed
 -- @usage print(tb:get().client.shape.rate_bps, tb:get().client.impair.delay_ms)
 function TB:get()
@@ -223,7 +225,10 @@ end
 
 --- Qdisc counters of both ends' egress.
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
--- @return or nil, message, code
+-- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
+--   namespace of the testbed was deleted behind its back, "ENODEV" when a
+--   device was)
+-- @raise when the testbed is closed
 -- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
 function TB:stats()
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end

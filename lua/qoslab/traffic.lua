@@ -1,9 +1,9 @@
 --- The traffic engine: iperf3-compatible TCP/UDP servers and clients.
 --
 -- A thin façade over `qoslab.core.traffic_server` / `traffic_client` (the
--- multithreaded C engine): it checks option tables where the caller wrote
--- them, gives results a readable `tostring`, converts results to iperf3's
--- `-J` JSON schema and checks a result's bookkeeping identities.
+-- multithreaded C engine): it has the C core check option tables where the
+-- caller wrote them, gives results a readable `tostring`, converts results
+-- to iperf3's `-J` JSON schema and checks a result's bookkeeping identities.
 --
 -- Two ways to run a client:
 --
@@ -53,147 +53,14 @@ end
 
 -- ------------------------------------------------------------ options ----
 
-local INT_MAX = 2147483647
-local BIG = 1 << 62
-
--- One entry per key: kind and range, the same as the C binding checks
--- (csrc/bind/traffic.c) so errors are raised here, on the caller's line,
--- even for a test that starts later. Ranges follow the kernel's limits:
--- setsockopt takes an int for buffer sizes; TCP_MAXSEG accepts 88..32767
--- (TCP_MIN_MSS, MAX_TCP_WINDOW in tcp(7)/net/ipv4/tcp.c); UDP payloads are
--- 16 (qoslab's 64-bit header) to 65507 (65535 - IP and UDP headers);
--- sendmmsg takes at most UIO_MAXIOV (1024) messages; interface and
--- congestion-control names fit in 15 characters.
-local CLIENT_KEYS = {
-  host = { 'string' },
-  port = { 'integer', 1, 65535 },
-  proto = { 'enum', { 'tcp', 'udp' } },
-  parallel = { 'integer', 1, 128 },
-  duration_s = { 'number', 0.001, 86400 },
-  bytes = { 'integer', 1, BIG },
-  packets = { 'integer', 1, BIG },
-  reverse = { 'boolean' },
-  bidir = { 'boolean' },
-  omit_s = { 'number', 0, 3600 },
-  interval_s = { 'number', 0.1, 3600 },
-  window_bytes = { 'integer', 1, INT_MAX },
-  sndbuf_bytes = { 'integer', 1, INT_MAX },
-  rcvbuf_bytes = { 'integer', 1, INT_MAX },
-  bitrate_bps = { 'integer', 0, 1 << 50 },
-  length_bytes = { 'integer', 1, 1 << 24 },
-  congestion = { 'string', 15 },
-  mss_bytes = { 'integer', 88, 32767 },
-  tos = { 'integer', 0, 255 },
-  nodelay = { 'boolean' },
-  fq_rate_bps = { 'integer', 1, 1 << 50 },
-  bind_address = { 'string' },
-  bind_device = { 'string', 15 },
-  netns = { 'netns' },
-  connect_timeout_s = { 'number', 0.001, 3600 },
-  udp_batch = { 'integer', 1, 1024 },
-  udp_gso = { 'boolean' },
-  udp_drain_s = { 'number', 0, 60 },
-  title = { 'string' },
-}
-
-local SERVER_KEYS = {
-  port = { 'integer', 0, 65535 },
-  bind_address = { 'string' },
-  netns = { 'netns' },
-  one_off = { 'boolean' },
-  window_bytes = { 'integer', 1, INT_MAX },
-  sndbuf_bytes = { 'integer', 1, INT_MAX },
-  rcvbuf_bytes = { 'integer', 1, INT_MAX },
-  idle_timeout_s = { 'number', 0.001, 86400 },
-  max_tests = { 'integer', 1, 4096 },
-  keep_results = { 'integer', 0, 100000 },
-  max_tests_per_address = { 'integer', 1, 4096 },
-  max_streams_per_address = { 'integer', 1, 65536 },
-  max_unidentified = { 'integer', 1, 65536 },
-  max_unidentified_per_address = { 'integer', 1, 65536 },
-  data_idle_s = { 'number', 0.001, 86400 },
-  max_duration_s = { 'number', 0.001, 2678400 },
-  test_buffer_bytes = { 'integer', 1, 1 << 40 },
-}
-
-local function allowed(keys)
-  local a = {}
-  for k in pairs(keys) do a[k] = true end
-  return a
-end
-local CLIENT_ALLOWED, SERVER_ALLOWED = allowed(CLIENT_KEYS), allowed(SERVER_KEYS)
-
--- Error levels: `depth` is the number of frames from check_opts up to the
--- public function, so errors point at the line that called that function.
--- (check.X(level) raises at level + 3 counted from check.fail; check.fail
--- at level + 2; check.keys at level + 1.)
-local function check_opts(ctx, opts, keys, allowed_set, depth)
-  local L = depth + 1
-  check.table(ctx, 'opts', opts, L)
-  check.keys(ctx, 'opts', opts, allowed_set, L + 1)
-  for k, spec in pairs(keys) do
-    local v, field = opts[k], 'opts.' .. k
-    local kind = spec[1]
-    if kind == 'string' then
-      check.cstring(ctx, field, v, nil, L)
-      if v == '' then check.fail(ctx, field, 'a non-empty string', v, L) end
-      if v and spec[2] and #v > spec[2] then
-        check.fail(ctx, field, string.format('at most %d characters (IFNAMSIZ, TCP_CA_NAME_MAX)',
-          spec[2]), v, L)
-      end
-    elseif kind == 'netns' then check.netns(ctx, field, v, nil, L)
-    elseif kind == 'integer' then check.integer(ctx, field, v, spec[2], spec[3], nil, L)
-    elseif kind == 'number' then check.number(ctx, field, v, spec[2], spec[3], nil, L)
-    elseif kind == 'boolean' then check.boolean(ctx, field, v, nil, L)
-    elseif kind == 'enum' then check.enum(ctx, field, v, spec[2], nil, L)
-    end
-  end
-end
-
--- Called directly from a public function.
-local function check_client(ctx, opts)
-  -- UDP's datagram range first, so -u -l 0 names it rather than TCP's
-  if type(opts) == 'table' and opts.proto == 'udp' and math.type(opts.length_bytes) == 'integer'
-      and (opts.length_bytes < 16 or opts.length_bytes > 65507) then
-    check.fail(ctx, 'opts.length_bytes', 'an integer in [16, 65507] for UDP', opts.length_bytes, 2)
-  end
-  check_opts(ctx, opts, CLIENT_KEYS, CLIENT_ALLOWED, 2)
-  if opts.host == nil then check.fail(ctx, 'opts.host', 'a host name or address', nil, 2) end
-  local udp = opts.proto == 'udp'
-  local function conflict(msg) error(ctx .. ': ' .. msg, 4) end
-  if opts.duration_s and (opts.bytes or opts.packets) then
-    conflict('opts.duration_s: cannot be combined with opts.bytes or opts.packets (one end condition)')
-  end
-  if opts.bytes and opts.packets then
-    conflict('opts.packets: cannot be combined with opts.bytes (one end condition)')
-  end
-  if opts.packets and not udp then
-    conflict('opts.packets: only for proto = "udp" (use opts.bytes for TCP)')
-  end
-  if opts.reverse and opts.bidir then
-    conflict('opts.bidir: cannot be combined with opts.reverse (bidir already runs both directions)')
-  end
-  if opts.window_bytes and (opts.sndbuf_bytes or opts.rcvbuf_bytes) then
-    conflict('opts.window_bytes: sets both buffers; use it or opts.sndbuf_bytes/opts.rcvbuf_bytes, not both')
-  end
-  if udp and opts.length_bytes and (opts.length_bytes < 16 or opts.length_bytes > 65507) then
-    check.fail(ctx, 'opts.length_bytes', 'an integer in [16, 65507] for UDP', opts.length_bytes, 2)
-  end
-  -- TCP_CONGESTION names: what the kernel's modules register and what a
-  -- qoslab server accepts from its peer; whether this kernel has it is
-  -- checked when the test starts (a failure of the world, not a mistake).
-  if opts.congestion and not opts.congestion:match('^[a-z0-9_]+$') then
-    check.fail(ctx, 'opts.congestion', 'a congestion control name (1..15 of a-z, 0-9, _; '
-      .. 'e.g. "cubic", "bbr")', opts.congestion, 2)
-  end
-  if udp and (opts.mss_bytes or opts.congestion or opts.nodelay ~= nil) then
-    local k = opts.mss_bytes and 'mss_bytes' or opts.congestion and 'congestion' or 'nodelay'
-    conflict('opts.' .. k .. ': a TCP option, not valid with proto = "udp"')
-  end
-  if not udp and (opts.udp_batch or opts.udp_gso ~= nil or opts.udp_drain_s) then
-    local k = opts.udp_batch and 'udp_batch' or opts.udp_gso ~= nil and 'udp_gso' or 'udp_drain_s'
-    conflict('opts.' .. k .. ': a UDP option, only valid with proto = "udp"')
-  end
+-- Every rule of the options (keys, types, ranges, the cross-field rules) is
+-- the C core's, written once (csrc/core/engine/options.c) and run by the
+-- binding's check-only calls; their message is raised at the line that
+-- called the public function, also for a test that starts later. Returns
+-- the options as the test will run them (the core's defaults filled in).
+local function checked_client(ctx, opts)
+  local filled = check.call(3, core().traffic_client_check, opts, ctx)
+  return filled  -- not a tail call: the level counts this frame
 end
 
 local function copy(t)
@@ -243,38 +110,52 @@ M.Result = require('qoslab.traffic.result').Result
 --   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
---   1–1024), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
+--   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
 --   sender's last datagram, 0-60 s, default max(0.25 s, 2 × the control
 --   connection's smoothed RTT)), `title`. No string may hold a NUL byte;
 --   `netns` is a namespace name (1–200 bytes, no "/"; `''` is an error).
 -- @treturn qoslab.Test a pending test (see module text)
 -- @raise on a wrong type, unknown key, out-of-range value or contradictory
---   combination, naming the field: "qoslab.client: opts.parallel: expected ..."
+--   combination, naming the field: "qoslab.client: opts.parallel: expected
+--   an integer in [1, 128], got 0", at the caller's line (the C core's one
+--   check, `core.traffic_client_check`)
 -- @usage print(qoslab.client{host = '127.0.0.1', duration_s = 2})
 function M.client(opts)
-  check_client('qoslab.client', opts)
-  return test.pending(copy(opts))
+  local filled = checked_client('qoslab.client', opts)
+  return test.pending(copy(opts), filled)
 end
 
 --- Run a test now and return its result (the eager form of `client`).
 -- @tparam table opts as for `client`
 -- @treturn table the result table (see the module text), or nil, message,
---   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EINTR on
---   SIGINT/SIGTERM, EPROTO for a peer that breaks the protocol, ENOTSUP or
+--   CODE (ECONNREFUSED, ETIMEDOUT, ENOENT for a missing namespace, EPROTO
+--   for a peer that breaks the protocol, ECONNRESET
+--   for one that closes mid-test, EBUSY when the server refuses the test as
+--   busy or over a per-address limit, ECONNABORTED when it refuses it for
+--   another reason (e.g. over its max_duration_s) or ends it, ENOTSUP or
 --   EPERM for an unusable congestion control, ...)
--- @raise like `client`
+-- @raise like `client`; and on SIGINT, SIGTERM or SIGHUP while qoslab's
+--   signal handlers are installed (`qoslab run`, the CLI): the test stops and
+--   qoslab.core's interruption error (code "EINTR", `signal` the signal's
+--   name) is raised, so the plan ends and `qoslab run` exits 130/143/129
+--   (also when the plan catches it with pcall). Under a plain lua5.4, the
+--   interpreter raises its own "interrupted!".
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)
-  check_client('qoslab.traffic.run', opts)
-  return test.run(copy(opts))
+  local filled = checked_client('qoslab.traffic.run', opts)
+  return test.run(copy(opts), filled)
 end
 
 --- Start a test now and return its live handle (`client(opts):start()`).
 -- @tparam table opts as for `client`
--- @treturn qoslab.Test running handle, or nil, message, CODE
+-- @treturn qoslab.Test running handle, or nil, message, CODE when it cannot
+--   start: ENOTSUP or EPERM for an unusable `congestion`, ENOMEM or EAGAIN
+--   (no memory or thread); a failure once it runs (ECONNREFUSED, ENOENT
+--   for a missing namespace, ... as `run`) comes from the handle's `:wait()`
+-- @raise like `client`, naming qoslab.traffic.start
 function M.start(opts)
-  check_client('qoslab.traffic.start', opts)
-  return test.start(copy(opts))
+  local filled = checked_client('qoslab.traffic.start', opts)
+  return test.start(copy(opts), filled)
 end
 
 -- ------------------------------------------------------------- server ----
@@ -301,8 +182,10 @@ end
 --   `max_tests_per_address` (running tests per peer address, 1-4096, default 2:
 --   one peer cannot take more than 2 of the 64 slots, and a plan's
 --   one-test-at-a-time sweeps never notice), `max_streams_per_address`
---   (data streams of those tests, bidir counts both ways, 1-65536, default 128 =
---   the client's `parallel` maximum), `max_unidentified_per_address`
+--   (data streams of those tests, 1-65536, default 128: the client's
+--   `parallel` maximum one way; a bidir test counts its streams twice, so
+--   `parallel = 128, bidir = true` asks 256 and is refused, EBUSY, unless
+--   this is raised), `max_unidentified_per_address`
 --   (connections not yet past the cookie and parameter exchange, per
 --   address, 1-65536, default 8: a client opens its data connections one at a time,
 --   so 8 leaves room for several clients behind one NAT; an address whose
@@ -339,11 +222,12 @@ end
 --   `:problems()`, `:limits()`,
 --   `:done()`, `:stop()`; or nil,
 --   message, CODE (EADDRINUSE, EACCES, ENOENT for a missing namespace, ...)
--- @raise on a wrong type, unknown key or out-of-range value, naming the field
+-- @raise on a wrong type, unknown key or out-of-range value, naming the field,
+--   at the caller's line (the C core's one check, `core.traffic_server_check`)
 -- @usage local srv <close> = assert(qoslab.server{port = 0})
 function M.server(opts)
   opts = opts or {}
-  check_opts('qoslab.server', opts, SERVER_KEYS, SERVER_ALLOWED, 1)
+  check.call(2, core().traffic_server_check, opts, 'qoslab.server')
   local ud, msg, code = core().traffic_server(copy(opts))
   if not ud then return nil, msg, code end
   return setmetatable({ _ud = ud }, Server)
@@ -353,7 +237,6 @@ end
 
 M.format_bytes = summary.format_bytes
 M.format_rate = summary.format_rate
-M.measuring_side = summary.measuring_side
 M.summary = summary.summary
 M.interval_lines = summary.interval_lines
 M.to_iperf3_json = iperf3_json.to_iperf3_json

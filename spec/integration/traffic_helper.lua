@@ -190,6 +190,14 @@ function H.close_to(a, b, tol, what)
       tol * 100))
 end
 
+--- The end of a test that measures `role` in direction `dir`: the specs'
+-- own oracle for the `side` each engine entry carries.
+-- @usage H.measuring_side('reverse', 'receiver') --> "client"
+function H.measuring_side(dir, role)
+  if (dir == 'reverse') == (role == 'sender') then return 'server' end
+  return 'client'
+end
+
 -- A result shaped like traffic.run's (manual/results.md) with consistent numbers:
 -- 3 one-second intervals, per stream k and interval i the sender writes
 -- 1000 * k + 10 * i bytes and the receiver gets all but 3 bytes of them.
@@ -207,9 +215,9 @@ function H.fixture(o)
   local streams, totals = {}, {}
   local id = 0
   for _, dir in ipairs(dirs) do
-    local ts = { side = traffic.measuring_side(dir, 'sender'), bytes = 0, seconds = 3.0,
+    local ts = { side = H.measuring_side(dir, 'sender'), bytes = 0, seconds = 3.0,
       writes = 0, retransmits = not udp and 0 or nil, packets = udp and 0 or nil }
-    local tr = { side = traffic.measuring_side(dir, 'receiver'), bytes = 0, seconds = 3.0 }
+    local tr = { side = H.measuring_side(dir, 'receiver'), bytes = 0, seconds = 3.0 }
     if udp then
       tr.packets, tr.unique_packets, tr.lost_packets = 0, 0, 0
       tr.duplicate_packets, tr.out_of_order_packets, tr.late_packets = 0, 0, 0
@@ -236,9 +244,9 @@ function H.fixture(o)
       for i = 1, nint do
         local sb = 1000 * k + 10 * i
         local rb = sb - 3
-        local se = { id = id, direction = dir, role = 'sender', bytes = sb,
+        local se = { id = id, direction = dir, role = 'sender', side = ts.side, bytes = sb,
           bits_per_second = sb * 8.0 }
-        local re = { id = id, direction = dir, role = 'receiver', bytes = rb,
+        local re = { id = id, direction = dir, role = 'receiver', side = tr.side, bytes = rb,
           bits_per_second = rb * 8.0 }
         s.sender.bytes = s.sender.bytes + sb
         s.receiver.bytes = s.receiver.bytes + rb
@@ -246,6 +254,7 @@ function H.fixture(o)
         if udp then
           se.packets = 10
           re.packets, re.unique_packets, re.lost_packets, re.jitter_ms = 9, 9, 1, 0.05 * k
+          re.lost_pct = 10.0
           re.duplicate_packets, re.out_of_order_packets, re.late_packets = 0, 0, 0
           s.sender.packets = s.sender.packets + 10
           s.receiver.packets = s.receiver.packets + 9
@@ -284,7 +293,13 @@ function H.fixture(o)
     for _, e in ipairs(intervals[i].streams) do
       if e.direction == dirs[1] then
         local t = e.role == 'sender' and ss or rs
+        t.side = e.side
         t.bytes = t.bytes + e.bytes
+        if e.lost_packets then
+          t.lost_packets = (t.lost_packets or 0) + e.lost_packets
+          t.unique_packets = (t.unique_packets or 0) + e.unique_packets
+          t.lost_pct = 100.0 * t.lost_packets / (t.lost_packets + t.unique_packets)
+        end
       end
     end
     ss.bits_per_second, rs.bits_per_second = ss.bytes * 8.0, rs.bytes * 8.0

@@ -51,8 +51,8 @@ local function shape(res, o)
   assert.equal('client', res.local_role)
   assert.equal(o.port, res.port)
   local dir = o.reverse and 'reverse' or 'forward'
-  assert.equal(traffic.measuring_side(dir, 'sender'), res.sent.side)
-  assert.equal(traffic.measuring_side(dir, 'receiver'), res.received.side)
+  assert.equal(H.measuring_side(dir, 'sender'), res.sent.side)
+  assert.equal(H.measuring_side(dir, 'receiver'), res.received.side)
   assert.equal((o.parallel or 1) * (o.bidir and 2 or 1), #res.streams)
   if o.bidir then
     assert.equal('server', res.reverse_sent.side)
@@ -63,8 +63,8 @@ local function shape(res, o)
   for _, s in ipairs(res.streams) do
     assert.is_table(s.sender.sndbuf)
     assert.is_table(s.receiver.rcvbuf)
-    assert.equal(traffic.measuring_side(s.direction, 'sender'), s.sender.side)
-    assert.equal(traffic.measuring_side(s.direction, 'receiver'), s.receiver.side)
+    assert.equal(H.measuring_side(s.direction, 'sender'), s.sender.side)
+    assert.equal(H.measuring_side(s.direction, 'receiver'), s.receiver.side)
   end
   assert.is_table(res.warnings)
   assert.is_table(res.cpu.client)

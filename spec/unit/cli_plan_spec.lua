@@ -273,6 +273,24 @@ mark('finished')
       assert.is_nil(require('qoslab.fs').kind(o))
     end)
 
+    -- A plan that caught the interruption with pcall and then ended normally
+    -- exited 0 after SIGTERM: a signal received during the run is its status.
+    it('SIGTERM caught by a pcall in the plan still exits 143', function()
+      write(dir .. '/catch.lua', "io.open(QOSLAB_RUN.out .. '/../started', 'w'):close() "
+        .. "local ok = pcall(qoslab.timer.sleep, 10) "
+        .. "io.open(QOSLAB_RUN.out .. '/caught', 'w'):write(tostring(ok)):close()")
+      local o = dir .. '/c'
+      run_bg(q(dir .. '/catch.lua') .. ' --out ' .. q(o))
+      local t0 = timer.now()
+      while not slurp(dir .. '/started') and timer.now() - t0 < 15 do timer.sleep(0.02) end
+      os.execute('kill -TERM ' .. assert(tonumber(slurp(dir .. '/pid'))))
+      while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+      local log = slurp(dir .. '/log')
+      assert.equal('143\n', slurp(dir .. '/rc'), log)
+      assert.equal('false', slurp(o .. '/caught'), log)
+      assert.matches('qoslab run: interrupted by SIGTERM\n', log, 1, true)
+    end)
+
     it('two runs in the same second get two folders; a non-empty --out needs --resume', function()
       write(dir .. '/p.lua', "io.open(QOSLAB_RUN.out .. '/x', 'w'):close() print(QOSLAB_RUN.out)")
       local bin = q(require('qoslab.fs').cwd() .. '/bin/qoslab')

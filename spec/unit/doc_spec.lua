@@ -4,6 +4,14 @@
 -- that is gone makes ldoc stop. The command-line modules (qoslab.cli*) are not
 -- an API and stay out. Also: the README points at topics that exist, and it
 -- cites no document that is not in the repository.
+--
+-- And the HTML ldoc writes says what the source says. A placeholder written
+-- bare in a comment or topic (`"<ctx>: spec.<field>: expected ..."` without
+-- its backquotes) reached the browser as an unknown tag, which it hides:
+-- netem.check's Raises read ": spec.: expected ...". A code span holding
+-- another (`{... `delay_ms = 100` ...}`) came out inverted, the inner words
+-- as prose between two code spans. A list item continued by a line indented
+-- four spaces became a code block, its backquotes printed as they are.
 local lfs = require 'lfs'
 
 local function read(path)
@@ -86,6 +94,111 @@ describe('README and topics', function()
       for _, pat in ipairs { 'case %d%d%d', 'traffic%-contract', 'shared/', 'design%.md', 'issue %d+ point' } do
         assert(not s:find(pat), f .. ' cites something outside the repository: ' .. pat)
       end
+    end
+  end)
+end)
+
+-- HTML elements ldoc and discount write; any other tag is text the browser
+-- would swallow.
+local HTML_TAGS = {}
+for t in ([[a b big blockquote body br code dd div dl dt em h1 h2 h3 h4 h5 h6 head hr
+  html i img li link meta ol p pre span strong sub sup table tbody td th thead title tr
+  ul]]):gmatch('%S+') do HTML_TAGS[t] = true end
+
+-- The reference of this checkout, written by ldoc to a fresh directory:
+-- { [path under it] = html }.
+local function build_reference()
+  local dir = os.tmpname()
+  os.remove(dir)
+  local cmd = string.format('ldoc --fatalwarnings -q -d %s . 2>&1', dir)
+  local p = assert(io.popen(cmd, 'r'))
+  local log = p:read('a')
+  local ok = p:close()
+  local pages = {}
+  local function walk(d, rel)
+    for name in lfs.dir(d) do
+      if name ~= '.' and name ~= '..' then
+        local path, r = d .. '/' .. name, rel .. name
+        if lfs.attributes(path, 'mode') == 'directory' then
+          walk(path, r .. '/')
+        else
+          if name:match('%.html$') then pages[r] = read(path) end
+          os.remove(path)
+        end
+      end
+    end
+    lfs.rmdir(d)
+  end
+  if lfs.attributes(dir, 'mode') == 'directory' then walk(dir, '') end
+  return ok, log, pages
+end
+
+local function line_of(html, pos)
+  local n = 1
+  for _ in html:sub(1, pos):gmatch('\n') do n = n + 1 end
+  return n
+end
+
+describe('the generated reference (ldoc)', function()
+  local have_ldoc = os.execute('command -v ldoc >/dev/null 2>&1')
+  if not have_ldoc then
+    pending('ldoc is not installed (make doc installs it)')
+    return
+  end
+  local ok, log, pages = build_reference()
+
+  it('builds without a warning', function()
+    assert(ok, 'ldoc --fatalwarnings failed:\n' .. log)
+    assert.is_not_nil(pages['index.html'])
+  end)
+
+  it('has no placeholder left as a bare <word> tag', function()
+    local bad = {}
+    for path, html in pairs(pages) do
+      for pos, name in html:gmatch('()</?([%a_][%w_%-]*)') do
+        if not HTML_TAGS[name:lower()] then
+          bad[#bad + 1] = string.format('%s:%d: <%s>', path, line_of(html, pos), name)
+        end
+      end
+    end
+    table.sort(bad)
+    assert(#bad == 0, 'unescaped placeholders (write them in a code span):\n' .. table.concat(bad, '\n'))
+  end)
+
+  it('has no inverted or broken code spans', function()
+    local bad = {}
+    for path, html in pairs(pages) do
+      -- prose glued to code on both sides: `a `b` c` read as two spans
+      for pos, between in html:gmatch('</code>()([^<]*)<code>') do
+        if between:match('^[%w_]') and between:match('[%w_]$') then
+          bad[#bad + 1] = string.format('%s:%d: inverted code span around "%s"',
+            path, line_of(html, pos), between)
+        end
+      end
+      -- a backquote that reached the page: outside <pre> it is an unpaired
+      -- one; in an API page's <pre> (a Lua example) it is prose that became
+      -- a code block (a topic may quote a message that holds backquotes)
+      local api = path:match('^modules/') or path:match('^classes/')
+      local rest = html:gsub('<pre.-</pre>', function(block)
+        if api and block:find('`', 1, true) then
+          bad[#bad + 1] = string.format('%s: backquotes in a code block: %s', path,
+            (block:gsub('<[^>]*>', ''):match('[^\n]*`[^\n]*')))
+        end
+        return ''
+      end)
+      local pos = rest:find('`', 1, true)
+      if pos then
+        bad[#bad + 1] = string.format('%s: an unpaired backquote: %s', path,
+          rest:sub(math.max(1, pos - 40), pos + 40))
+      end
+    end
+    table.sort(bad)
+    assert(#bad == 0, table.concat(bad, '\n'))
+  end)
+
+  it('links no standard type to the Lua 5.1 manual', function()
+    for path, html in pairs(pages) do
+      assert(not html:find('lua.org/manual/5.1', 1, true), path .. ' links the Lua 5.1 manual')
     end
   end)
 end)

@@ -18,6 +18,7 @@
 #include <time.h>
 
 #include "control.h"
+#include "options.h"
 #include "report.h"
 #include "results.h"
 #include "sockopt.h"
@@ -32,9 +33,10 @@ void ql_client_opts_init(ql_client_opts *o)
 	memset(o, 0, sizeof *o);
 	o->port = QL_DEFAULT_PORT;
 	o->parallel = 1;
-	o->duration_s = 10;
 	o->interval_s = 1;
 	o->tos = -1;
+	o->nodelay = -1;
+	o->udp_gso = -1;
 	o->udp_drain_s = -1;
 }
 
@@ -441,33 +443,9 @@ static void *client_main(void *arg)
 int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 {
 	*out = NULL;
-	if (!o->host || !*o->host)
-		return ql_err_usage(e, "opts.host: expected a host name or address");
-	if (o->parallel < 1 || o->parallel > QL_PARALLEL_MAX)
-		return ql_err_usage(e, "opts.parallel: expected 1..128, got %d", o->parallel);
-	if (!(o->interval_s >= 0.1 && o->interval_s <= 3600))
-		return ql_err_usage(e, "opts.interval_s: expected 0.1..3600, got %g", o->interval_s);
-	if (!o->bytes && !o->packets && !(o->duration_s > 0 && o->duration_s <= 86400))
-		return ql_err_usage(e, "opts.duration_s: expected (0, 86400], got %g", o->duration_s);
-	if (!(o->omit_s >= 0 && o->omit_s <= 3600))
-		return ql_err_usage(e, "opts.omit_s: expected 0..3600, got %g", o->omit_s);
-	if (o->port < 1 || o->port > 65535)
-		return ql_err_usage(e, "opts.port: expected 1..65535, got %d", o->port);
-	if (o->proto == QL_PROTO_UDP && o->length_bytes &&
-	    (o->length_bytes < QL_UDP_MIN_BYTES || o->length_bytes > QL_UDP_MAX_BYTES))
-		return ql_err_usage(e, "opts.length_bytes: expected 16..65507 for UDP, got %d",
-				    o->length_bytes);
-	if (o->length_bytes < 0 || o->length_bytes > (1 << 24))
-		return ql_err_usage(e, "opts.length_bytes: expected 1..16777216, got %d",
-				    o->length_bytes);
-	if (o->packets && o->proto != QL_PROTO_UDP)
-		return ql_err_usage(e, "opts.packets: only for proto \"udp\" (use bytes for tcp)");
-	if (o->reverse && o->bidir)
-		return ql_err_usage(e, "opts.bidir: cannot be combined with opts.reverse");
-	if (o->congestion && strlen(o->congestion) >= 16)
-		return ql_err_usage(e, "opts.congestion: name too long");
-	if (o->bind_device && strlen(o->bind_device) >= 16)
-		return ql_err_usage(e, "opts.bind_device: interface names have at most 15 characters");
+	int rc = ql_client_opts_validate(o, e);
+	if (rc < 0)
+		return rc;
 	ql_test *t = test_new(QL_SIDE_CLIENT);
 	if (!t)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
@@ -477,9 +455,10 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	copy_str(t->netns, sizeof t->netns, o->netns);
 	copy_str(t->bind_address, sizeof t->bind_address, o->bind_address);
 	copy_str(t->bind_device, sizeof t->bind_device, o->bind_device);
-	t->udp_batch = o->udp_batch > 0 ? o->udp_batch : 32;
-	t->udp_gso = o->udp_gso;
-	t->prm.udp_gso = o->udp_gso;
+	if (o->udp_batch > 0)
+		t->udp_batch = o->udp_batch;
+	t->udp_gso = o->udp_gso > 0;
+	t->prm.udp_gso = o->udp_gso > 0;
 	if (o->connect_timeout_s > 0)
 		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
 	ql_params *p = &t->prm;
@@ -488,7 +467,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	t->limit_bytes = o->bytes;
 	t->limit_packets = o->packets;
 	t->limited = o->bytes || o->packets;
-	p->time_s = t->limited ? 0 : o->duration_s;
+	p->time_s = t->limited ? 0 : o->duration_s > 0 ? o->duration_s : QL_DURATION_DEFAULT_S;
 	p->num_bytes = o->bytes;
 	p->parallel = o->parallel;
 	p->reverse = o->reverse;
@@ -502,7 +481,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 				  : o->bitrate_bps;
 	p->fqrate_bps = o->fq_rate_bps;
 	p->tos = o->tos;
-	p->nodelay = o->nodelay;
+	p->nodelay = o->nodelay > 0;
 	p->mss_bytes = o->mss_bytes;
 	copy_str(p->congestion, sizeof p->congestion, o->congestion);
 	copy_str(p->title, sizeof p->title, o->title);
@@ -516,7 +495,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	 * until then the client takes the peer for one: it sends its extras,
 	 * which a stock iperf3 ignores. */
 	t->peer = QL_PEER_QOSLAB;
-	int rc = streams_alloc(t, e);
+	rc = streams_alloc(t, e);
 	if (rc < 0) {
 		test_release(t);
 		free(t);

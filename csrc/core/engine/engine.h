@@ -68,15 +68,22 @@
 #define QL_TCP_DEFAULT_LEN 131072
 #define QL_UDP_DEFAULT_LEN 1460
 #define QL_UDP_DEFAULT_BPS 1000000ULL
+#define QL_DURATION_DEFAULT_S 10.0
+#define QL_CONNECT_TIMEOUT_DEFAULT_S 10.0
+/* Datagrams per sendmmsg call of a UDP sender (client: opts.udp_batch = 0;
+ * a server's tests always), and the most a client may ask (UIO_MAXIOV). */
+#define QL_UDP_BATCH_DEFAULT 32
+#define QL_UDP_BATCH_MAX 1024
 
 /* ------------------------------------------------------------- client -- */
 
 typedef struct ql_client_opts {
 	const char *host;            /* required: name or address */
-	int port;                    /* 0 = 5201 */
+	int port;                    /* 1..65535 (init: QL_DEFAULT_PORT) */
 	int proto;                   /* QL_PROTO_* */
 	int parallel;                /* 1..128 */
-	double duration_s;           /* used when no byte/packet limit */
+	double duration_s;           /* used when no byte/packet limit;
+	                                0 = QL_DURATION_DEFAULT_S */
 	uint64_t bytes;              /* total byte limit over all streams, 0 = none */
 	uint64_t packets;            /* UDP datagram limit, 0 = none */
 	int reverse, bidir;
@@ -90,12 +97,12 @@ typedef struct ql_client_opts {
 	const char *congestion;
 	int mss_bytes;
 	int tos;                     /* -1 = unset */
-	int nodelay;
+	int nodelay;                 /* -1 = not given (TCP: off) */
 	uint64_t fq_rate_bps;
 	const char *bind_address, *bind_device, *netns;
-	double connect_timeout_s;    /* 0 = 10 s */
-	int udp_batch;               /* datagrams per sendmmsg, 1..1024, 0 = 32 */
-	int udp_gso;
+	double connect_timeout_s;    /* 0 = QL_CONNECT_TIMEOUT_DEFAULT_S */
+	int udp_batch;               /* 1..1024, 0 = QL_UDP_BATCH_DEFAULT (32) */
+	int udp_gso;                 /* -1 = not given (off) */
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;
 } ql_client_opts;
@@ -105,8 +112,9 @@ void ql_client_opts_init(ql_client_opts *o);
 typedef struct ql_test ql_test;
 
 /*
- * Check the options (usage errors name the field, e.g. "opts.parallel:
- * expected 1..128") and start the test in background threads. The control
+ * Check the options (ql_client_opts_validate in options.h: usage errors
+ * name the field, e.g. "opts.parallel: expected an integer in [1, 128],
+ * got 129") and start the test in background threads. The control
  * handshake happens in the background: its failures show in ql_test_wait.
  */
 int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
@@ -212,6 +220,7 @@ void ql_server_opts_init(ql_server_opts *o);
 
 typedef struct ql_server ql_server;
 
+/* Check the options (ql_server_opts_validate in options.h), then listen. */
 int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e);
 int ql_server_port(const ql_server *s);
 int ql_server_tests_running(ql_server *s);

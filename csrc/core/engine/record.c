@@ -64,6 +64,11 @@ void ql_result_free(ql_result *r)
 void ql_entry_finish(ql_entry *x)
 {
 	x->bits_per_second = ql_bits_per_second(x->bytes, x->seconds);
+	/* the one derivation of an entry's loss: the codec, the books and
+	 * the result merge all finish their entries here, and the binding
+	 * and the Lua writers read lost_pct as carried */
+	if (x->valid & QL_E_UDPRX)
+		x->lost_pct = ql_loss_pct(x->lost_packets, x->lost_packets + x->unique_packets);
 }
 
 /* Add entry x (direction d, role r) into the running sum *s, counting the

@@ -248,7 +248,7 @@ static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
 			uint64_t sent = udp_measured_sent(t, (int)(s - t->st));
 			if (x->unique_packets <= sent && x->unique_packets + x->lost_packets < sent) {
 				x->lost_packets = sent - x->unique_packets;
-				x->lost_pct = ql_loss_pct(x->lost_packets, sent);
+				ql_entry_finish(x);
 			}
 		}
 		return 1;
@@ -396,6 +396,7 @@ static void complete_peer_intervals(ql_test *t, ql_result *r)
 		}
 		if (last && tot->lost_packets > sum) {
 			last->lost_packets += tot->lost_packets - sum;
+			ql_entry_finish(last);
 			ql_interval_sums(last_iv);
 		}
 	}
@@ -457,11 +458,6 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 				sr->has_sender = 1;
 			}
 		}
-		/* UDP receiver loss relative to the sender's count. */
-		if (sr->has_receiver && (sr->receiver.valid & QL_E_UDPRX)) {
-			uint64_t sent = sr->receiver.unique_packets + sr->receiver.lost_packets;
-			sr->receiver.lost_pct = ql_loss_pct(sr->receiver.lost_packets, sent);
-		}
 		for (int k = 0; k < 2; k++) {
 			if (!(k == 0 ? sr->has_sender : sr->has_receiver))
 				continue;
@@ -482,9 +478,6 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 				tt->jitter_ms /= njit[d][k];
 				tt->valid |= QL_E_JITTER;
 			}
-			if (tt->valid & QL_E_UDPRX)
-				tt->lost_pct = ql_loss_pct(tt->lost_packets,
-							   tt->lost_packets + tt->unique_packets);
 			ql_entry_finish(tt);
 		}
 	free(loc);

@@ -279,11 +279,7 @@ static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 	}
 #undef GV
 #undef G
-	x->bits_per_second = x->seconds > 0 ? (double)x->bytes * 8.0 / x->seconds : 0.0;
-	if ((x->valid & QL_E_UDPRX)) {
-		uint64_t sent = x->lost_packets + x->unique_packets;
-		x->lost_pct = sent ? 100.0 * (double)x->lost_packets / (double)sent : 0.0;
-	}
+	ql_entry_finish(x);
 	return 0;
 }
 

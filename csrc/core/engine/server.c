@@ -22,6 +22,7 @@
 #include "server_admit.h"
 #include "server_int.h"
 #include "server_session.h"
+#include "options.h"
 #include "sockopt.h"
 #include "test.h"
 #include "../nl.h"
@@ -429,30 +430,9 @@ static int server_sockets(ql_server *s, ql_err *e)
 int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 {
 	*out = NULL;
-	if (o->port < -1 || o->port > 65535)
-		return ql_err_usage(e, "opts.port: expected 0..65535, got %d", o->port);
-	if (o->idle_timeout_s < 0 || o->idle_timeout_s > 86400)
-		return ql_err_usage(e, "opts.idle_timeout_s: expected 0..86400");
-	if (o->keep_results < 0 || o->keep_results > QL_KEEP_RESULTS_MAX)
-		return ql_err_usage(e, "opts.keep_results: expected 0..%d, got %d",
-				    QL_KEEP_RESULTS_MAX, o->keep_results);
-	static const struct { const char *name; int hi; } lim[] = {
-		{ "max_tests", 4096 }, { "max_tests_per_address", 4096 },
-		{ "max_streams_per_address", 65536 }, { "max_unidentified", 65536 },
-		{ "max_unidentified_per_address", 65536 },
-	};
-	const int val[] = { o->max_tests, o->max_tests_per_address, o->max_streams_per_address,
-			    o->max_unidentified, o->max_unidentified_per_address };
-	for (size_t i = 0; i < sizeof val / sizeof val[0]; i++)
-		if (val[i] < 0 || val[i] > lim[i].hi)
-			return ql_err_usage(e, "opts.%s: expected 1..%d (0 = default), got %d",
-					    lim[i].name, lim[i].hi, val[i]);
-	if (!(o->data_idle_s >= 0 && o->data_idle_s <= 86400))
-		return ql_err_usage(e, "opts.data_idle_s: expected 0..86400 s (0 = default)");
-	if (!(o->max_duration_s >= 0 && o->max_duration_s <= 31 * 86400.0))
-		return ql_err_usage(e, "opts.max_duration_s: expected 0..2678400 s (0 = default)");
-	if (o->test_buffer_bytes < 0)
-		return ql_err_usage(e, "opts.test_buffer_bytes: expected >= 0 (0 = default)");
+	int vrc = ql_server_opts_validate(o, e);
+	if (vrc < 0)
+		return vrc;
 	ql_server *s = calloc(1, sizeof *s);
 	if (!s)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");

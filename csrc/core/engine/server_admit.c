@@ -228,7 +228,7 @@ static int64_t test_buffer_need(const ql_test *t, int nstreams, char *how, size_
 		per_snd = l;
 		per_rcv = TCP_RX_BYTES;
 	} else {
-		int64_t batch = UDP_TX_BATCH;
+		int64_t batch = t->udp_batch;
 		if (p->udp_gso && batch * l > 65000)
 			batch = 65000 / l > 0 ? 65000 / l : 1;
 		per_snd = batch * l;

@@ -184,7 +184,7 @@ ql_test *test_new(int side)
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	ql_params_init(&t->prm);
-	t->udp_batch = 32;
+	t->udp_batch = QL_UDP_BATCH_DEFAULT;
 	t->connect_timeout_ns = CTL_TIMEOUT_NS;
 	return t;
 }

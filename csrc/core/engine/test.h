@@ -21,7 +21,6 @@
 #define CTL_TIMEOUT_NS (10 * QL_NS_PER_S)
 #define TCP_DRAIN_CAP_NS (3 * QL_NS_PER_S)
 #define TCP_RX_BYTES (128 * 1024)
-#define UDP_TX_BATCH 64
 #define RX_BATCH 64
 
 enum {

@@ -56,7 +56,7 @@ void udp_send_loop(ql_stream *s)
 	int64_t wrote_at = 0;   /* the pacer's clock read before the last send */
 	ql_test *t = s->t;
 	size_t len = (size_t)t->prm.len_bytes;
-	int batch = t->udp_batch > 0 ? t->udp_batch : UDP_TX_BATCH;
+	int batch = t->udp_batch > 0 ? t->udp_batch : QL_UDP_BATCH_DEFAULT;
 	int gso = t->udp_gso;
 	int seq64 = t->prm.udp_counters_64bit;
 	if (gso && (size_t)batch * len > 65000)

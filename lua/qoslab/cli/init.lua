@@ -255,8 +255,10 @@ function M.main(argv)
     if M.signal_status(e) or os.getenv('QOSLAB_DEBUG') ~= '1' then return e end
     return debug.traceback(e, 2)
   end, a)
-  if good then return status or 0 end
-  local sig_status, sig = M.signal_status(status)
+  -- A signal received during the run is the run's end status even when the
+  -- command (a plan calling pcall) caught the interruption it raised.
+  local sig_status, sig = M.signal_status(not good and status or nil)
+  if good and not sig_status then return status or 0 end
   if sig_status then
     io.stderr:write('qoslab ', name, ': interrupted by ', sig, '\n')
     return sig_status

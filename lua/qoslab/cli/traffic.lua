@@ -25,20 +25,23 @@ local M = {}
 
 -- ---------------------------------------------------------- converters --
 
+-- Returns the value, or nil, message and a code ("NEGATIVE" for a value
+-- below 0, "EINVAL" for anything else) that callers decide on.
 local function parse_scaled(s, base, what)
-  if type(s) ~= 'string' then return nil, what .. ': expected a string' end
+  if type(s) ~= 'string' then return nil, what .. ': expected a string', 'EINVAL' end
   if s:match('^%s*%-') then
     return nil, string.format("%s: '%s' is negative: expected %s >= 0 (K/M/G/T = %d)",
-      what, s, what == 'rate' and 'bits/s' or 'bytes', base)
+      what, s, what == 'rate' and 'bits/s' or 'bytes', base), 'NEGATIVE'
   end
   local num, suffix = s:match('^%s*([%d%.]+[eE]?[%+%-]?%d*)%s*([kKmMgGtT]?)%s*$')
   local n = num and tonumber(num)
   if not n or n ~= n or n == math.huge then
     if s:find('/', 1, true) then
-      return nil, string.format("%s: '%s': burst mode (rate/count) is not supported", what, s)
+      return nil, string.format("%s: '%s': burst mode (rate/count) is not supported", what, s),
+        'EINVAL'
     end
     return nil, string.format("%s: '%s' is not a number with an optional K, M, G or T suffix",
-      what, s)
+      what, s), 'EINVAL'
   end
   local exp = ({ k = 1, m = 2, g = 3, t = 4 })[suffix:lower()] or 0
   return n * base ^ exp
@@ -58,9 +61,9 @@ end
 -- @tparam string s
 -- @treturn integer bytes, or nil, message
 function M.parse_size(s)
-  local v, err = parse_scaled(s, 1024, 'size')
-  if not v then return nil, err end
-  if v >= 2 ^ 63 then return nil, string.format("size: '%s' is too large", s) end
+  local v, err, code = parse_scaled(s, 1024, 'size')
+  if not v then return nil, err, code end
+  if v >= 2 ^ 63 then return nil, string.format("size: '%s' is too large", s), 'EINVAL' end
   return math.floor(v)
 end
 
@@ -75,9 +78,9 @@ end
 
 -- A size of at least 1 byte (-w, --test-buffer: 0 is not a size there).
 local function size_at_least_1(s)
-  local v, err = M.parse_size(s)
+  local v, err, code = M.parse_size(s)
   if v ~= nil and v < 1 then v, err = nil, nil end
-  if v == nil and (err == nil or err:find('negative', 1, true)) then
+  if v == nil and (err == nil or code == 'NEGATIVE') then
     return nil, string.format("expected a size >= 1 byte (K/M/G/T = 1024), got '%s'", s)
   end
   return v, err
@@ -129,7 +132,8 @@ end
 --- Add the `server` flags to an argparse command.
 function M.describe_server(cmd)
   cmd:summary('Run an iperf3-compatible server (many tests at once).')
-  cmd:option('-p --port', 'Port to listen on (0 picks a free one).', '5201')
+  local port = tostring(require('qoslab.core').traffic_defaults().port)
+  cmd:option('-p --port', 'Port to listen on (0 picks a free one).', port)
     :convert(conv('-p', int_in(0, 65535)))
   cmd:flag('-1 --one-off', 'Serve one test, then exit.')
   cmd:option('-B --bind', 'Address to listen on.')
@@ -164,7 +168,8 @@ end
 function M.describe_client(cmd)
   cmd:summary('Run a test against an iperf3 or qoslab server.')
   cmd:argument('host', 'Server host name or address.')
-  cmd:option('-p --port', 'Server port.', '5201'):convert(conv('-p', int_in(1, 65535)))
+  local port = tostring(require('qoslab.core').traffic_defaults().port)
+  cmd:option('-p --port', 'Server port.', port):convert(conv('-p', int_in(1, 65535)))
   cmd:flag('-u --udp', 'Use UDP instead of TCP.')
   cmd:option('-b --bitrate', 'Target bitrate per stream, bits/s (K/M/G/T = 1000; 0 = unlimited).')
     :convert(conv('-b', M.parse_rate))
@@ -380,10 +385,13 @@ local function run_client(a)
         end
       end
       nlive = nlive + 1
-      if core.signal_pending() then error(core.interruption()) end
+      if core.signal_pending() then break end
     end
   end)
-  if not ok_loop and not cli.interrupted_by(err_loop) then
+  -- A stop signal (SIGINT/SIGTERM/SIGHUP) ends the loop, also through the
+  -- error its hook raises: decided on that error's code or the signal
+  -- state, never on its text.
+  if not ok_loop and not (cli.interrupted_by(err_loop) or core.signal_pending()) then
     error(err_loop, 0)
   end
   if not ok_loop or core.signal_pending() then
@@ -502,21 +510,22 @@ local function run_server(a)
     end
     shown = total
   end
+  local interrupted = false
   local ok_loop, err_loop = pcall(function()
     while true do
       poll()
       if opts.one_off and srv:done() then poll() return end
       local slept, _, scode = timer.sleep(0.1)
-      if not slept and scode == 'EINTR' then
-        error(require('qoslab.core').interruption())
-      end
+      if not slept and scode == 'EINTR' then interrupted = true return end
     end
   end)
-  if not ok_loop then
-    if not cli.interrupted_by(err_loop) then
-      srv:stop()
-      error(err_loop, 0)
-    end
+  -- A stop signal ends the loop, also through the error its hook raises:
+  -- decided on that error's code or the signal state, never on its text.
+  if not ok_loop and not (cli.interrupted_by(err_loop) or require('qoslab.core').signal_pending()) then
+    srv:stop()
+    error(err_loop, 0)
+  end
+  if interrupted or not ok_loop then
     status = cli.signal_status(err_loop) or 130
     log(nil, 'interrupted: the server has stopped')
   end

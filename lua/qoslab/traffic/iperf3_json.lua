@@ -1,19 +1,27 @@
 --- A traffic result in iperf3's `-J` JSON schema (iperf3 3.12's layout):
 -- a pure function over a result table (see qoslab.traffic).
 -- @module qoslab.traffic.iperf3_json
-local measuring_side = require('qoslab.traffic.summary').measuring_side
-
 local M = {}
+
+local core_mod
+local function core()
+  if not core_mod then core_mod = require 'qoslab.core' end
+  return core_mod
+end
 
 -- ---------------------------------------------------------- iperf3 JSON --
 
-local function local_entry(res, dir, role)
-  return measuring_side(dir, role) == res.local_role
+-- iperf3 -J prints what its own end measured: the entries whose `side`
+-- (the end that measured them, carried by each entry) is the local one.
+local function local_entry(res, s)
+  return s.side == res.local_role
 end
 
--- iperf3's "sender" flag: is the local end the sender of that direction.
+-- iperf3's "sender" flag: is the local end the sender of that direction
+-- (the direction's sent total names the end that sent it).
 local function local_sends(res, dir)
-  return (dir == 'forward') == (res.local_role == 'client')
+  local sent = (res.bidir and dir == 'reverse') and res.reverse_sent or res.sent
+  return sent ~= nil and sent.side == res.local_role
 end
 
 local function data_dir(res) return res.reverse and 'reverse' or 'forward' end
@@ -25,17 +33,15 @@ local function interval_json(res, iv)
   local secs = iv.seconds or ((iv.end_s or 0) - (iv.start_s or 0))
   for _, s in ipairs(iv.streams or {}) do
     local dir = s.direction or data_dir(res)
-    if local_entry(res, dir, s.role) then
+    if local_entry(res, s) then
       local e = { socket = s.id, start = iv.start_s, ['end'] = iv.end_s, seconds = secs,
         bytes = s.bytes, bits_per_second = s.bits_per_second, omitted = iv.omitted == true,
         sender = local_sends(res, dir) }
       if s.role == 'sender' and not udp then
         e.retransmits = s.retransmits
         e.snd_cwnd = s.snd_cwnd_bytes
-        e.snd_wnd = s.snd_wnd_bytes
         e.rtt = s.rtt_us
         e.rttvar = s.rttvar_us
-        e.pmtu = s.pmtu_bytes
       elseif udp then
         e.packets = s.packets
         if s.role == 'receiver' then
@@ -43,7 +49,7 @@ local function interval_json(res, iv)
           if s.unique_packets then e.packets = s.unique_packets + (s.lost_packets or 0) end
           e.jitter_ms = s.jitter_ms or 0.0
           e.lost_packets = s.lost_packets or 0
-          e.lost_percent = e.packets > 0 and 100.0 * e.lost_packets / e.packets or 0.0
+          e.lost_percent = s.lost_pct or 0.0
         end
       end
       out.streams[#out.streams + 1] = e
@@ -65,7 +71,9 @@ local function interval_json(res, iv)
     sum.bits_per_second = secs > 0 and sum.bytes * 8 / secs or 0.0
     if sum._nj > 0 then sum.jitter_ms = sum._jit / sum._nj end
     if sum.lost_packets then
-      sum.lost_percent = (sum.packets or 0) > 0 and 100.0 * sum.lost_packets / sum.packets or 0.0
+      -- the engine's sum of the direction's receivers (this end's entries)
+      local csum = key == 'reverse' and iv.reverse_sum or iv.sum
+      sum.lost_percent = csum and csum.receiver and csum.receiver.lost_pct or 0.0
     end
     sum._jit, sum._nj = nil, nil
     if key == 'reverse' then out.sum_bidir_reverse = sum else out.sum = sum end
@@ -108,14 +116,17 @@ end
 -- for UDP, `sum_sent`, `sum_received`, for bidir `sum_sent_bidir_reverse`
 -- and `sum_received_bidir_reverse`, for UDP `sum`, and
 -- `cpu_utilization_percent` with host_* from the local end and remote_*
--- from the peer). `socket` holds qoslab's stream id. Keys qoslab did not
--- measure (e.g. `snd_wnd`, `pmtu`) are left out rather than set to 0;
--- `sender` is true where the local end sent that direction's data.
+-- from the peer). `socket` holds qoslab's stream id. Keys qoslab does not
+-- measure (`snd_wnd`, `pmtu`: the engine reads neither from TCP_INFO) are
+-- left out rather than set to 0; `sender` is true where the local end sent
+-- that direction's data. Loss percentages are the engine's (`lost_pct`),
+-- defaults the engine's (`core.traffic_defaults`).
 -- @tparam table res a result table
 -- @treturn table a plain table; encode with cjson / dkjson
 -- @usage print(require('cjson').encode(traffic.to_iperf3_json(res)))
 function M.to_iperf3_json(res)
   local o = res.options or {}
+  local D = core().traffic_defaults()
   local udp = res.proto == 'udp'
   local st1 = res.streams and res.streams[1] or {}
   local lsnd = local_sends(res, data_dir(res))
@@ -127,14 +138,14 @@ function M.to_iperf3_json(res)
     if udp and res.sent and (res.sent.packets or 0) > 0 then
       blksize = res.sent.bytes // res.sent.packets
     else
-      blksize = udp and 1460 or 131072
+      blksize = udp and D.udp_length_bytes or D.tcp_length_bytes
     end
   end
-  local target = o.bitrate_bps or (udp and 1000000 or 0)
+  local target = o.bitrate_bps or (udp and D.udp_bitrate_bps or D.tcp_bitrate_bps)
   local start_time = res.start_time_unix_s or 0
   local start = {
     connected = {},
-    version = 'qoslab ' .. tostring(require('qoslab.core')._VERSION),
+    version = 'qoslab ' .. tostring(core()._VERSION),
     system_info = M._uname(),
     timestamp = { time = os.date('!%a, %d %b %Y %H:%M:%S GMT', math.floor(start_time)),
       timesecs = math.floor(start_time) },
@@ -146,7 +157,8 @@ function M.to_iperf3_json(res)
     test_start = {
       protocol = udp and 'UDP' or 'TCP', num_streams = res.parallel,
       blksize = blksize, omit = o.omit_s or res.omit_s or 0,
-      duration = o.duration_s or ((o.bytes or o.packets) and 0 or 10),
+      duration = o.duration_s or ((o.bytes or o.packets) and 0
+        or math.tointeger(D.duration_s) or D.duration_s),
       bytes = o.bytes or 0, blocks = o.packets or 0,
       reverse = res.reverse and 1 or 0, tos = o.tos or 0,
       target_bitrate = math.tointeger(target) or target,

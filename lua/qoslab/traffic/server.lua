@@ -6,9 +6,25 @@ local as_result = require('qoslab.traffic.result').as_result
 local Server = { __name = 'qoslab.Server' }
 Server.__index = Server
 
+-- Call the binding's method `name` for a Server method: a call with '.'
+-- instead of ':' (self not a qoslab.Server) and the binding's errors (a
+-- closed server) are raised at the method's caller.
+local function call(self, name, ...)
+  if getmetatable(self) ~= Server then
+    error(string.format('qoslab.Server:%s: expected a qoslab.Server as self (call it as srv:%s(...)), got %s',
+      name, name, type(self)), 3)
+  end
+  local ud = self._ud
+  local r = table.pack(pcall(ud[name], ud, ...))
+  if not r[1] then error(r[2], 3) end
+  return table.unpack(r, 2, r.n)
+end
+
 --- The listening port (useful with `port = 0`).
 -- @treturn integer
-function Server:port() return self._ud:port() end
+-- @raise after `stop()` (`"qoslab.Server: the server was closed"`), as
+--   every method but `stop` and `done` does
+function Server:port() return (call(self, 'port')) end
 
 --- Results of the last tests this server finished, oldest first (server
 -- view: `local_role = "server"`). Only the last `keep_results` (default
@@ -20,23 +36,23 @@ function Server:port() return self._ud:port() end
 -- @treturn integer number of tests finished since the start: the last
 --   result listed is test number `total`, the first `total - #list + 1`
 function Server:results()
-  local list, total = self._ud:results()
+  local list, total = call(self, 'results')
   for _, r in ipairs(list) do as_result(r) end
   return list, total
 end
 
 --- Number of tests finished since the start (kept or already freed).
 -- @treturn integer
-function Server:finished() return self._ud:finished() end
+function Server:finished() return (call(self, 'finished')) end
 
 --- Number of tests running now.
 -- @treturn integer
-function Server:tests_running() return self._ud:tests_running() end
+function Server:tests_running() return (call(self, 'tests_running')) end
 
 --- Number of control connections the server refused (bad cookie,
 -- malformed or oversized messages, silent clients).
 -- @treturn integer
-function Server:rejected() return self._ud:rejected() end
+function Server:rejected() return (call(self, 'rejected')) end
 
 --- What went wrong so far, for a server's log.
 -- @treturn integer control connections rejected (bad cookie, malformed or
@@ -64,7 +80,8 @@ function Server:problems(since_seq)
   if since_seq ~= nil and (math.type(since_seq) ~= 'integer' or since_seq < 0) then
     error('since_seq: expected an integer >= 0, got ' .. tostring(since_seq), 2)
   end
-  return self._ud:problems(since_seq)
+  local rejected, failed, last, log = call(self, 'problems', since_seq)
+  return rejected, failed, last, log
 end
 
 --- The limits in effect (see `server`; defaults filled in).
@@ -73,18 +90,21 @@ end
 --   automatic rule), `max_duration_s`, `test_buffer_bytes`, `idle_timeout_s`
 --   (0 = 10 s for the cookie, 30 s for the parameters)
 -- @usage print(srv:limits().max_tests_per_address) --> 2
-function Server:limits() return self._ud:limits() end
+function Server:limits() return (call(self, 'limits')) end
 
 --- Tests started so far (parameters accepted), for a server's log.
 -- @treturn integer tests started since the server started
 -- @treturn string|nil the last one: peer address, protocol, streams,
 --   direction, length and client kind, e.g. "test 3 from 10.0.0.2 port 41234: UDP,
 --   4 streams, reverse (server sends), 10 s at 100 Mbit/s each, qoslab client"
-function Server:started() return self._ud:started() end
+function Server:started()
+  local n, last = call(self, 'started')
+  return n, last
+end
 
 --- True once a `one_off` server has served its test, or after `stop()`.
 -- @treturn boolean
-function Server:done() return self._ud:done() end
+function Server:done() return (call(self, 'done')) end
 
 --- Wait until at least n tests have finished since the start.
 -- @tparam[opt=1] integer n number of finished tests to wait for
@@ -92,6 +112,8 @@ function Server:done() return self._ud:done() end
 -- @treturn table|nil the results list (the kept ones, as `results()`), or
 --   nil, message, "ETIMEDOUT" / "EINTR"
 -- @treturn integer tests finished since the start
+-- @raise on n not an integer in 1..2^30 or timeout_s not in 0..86400, and
+--   after `stop()`
 function Server:wait_results(n, timeout_s)
   n = check.integer('qoslab.Server:wait_results', 'n', n, 1, 1 << 30, 1)
   timeout_s = check.number('qoslab.Server:wait_results', 'timeout_s', timeout_s, 0, 86400, 30)
@@ -111,6 +133,9 @@ end
 
 --- Stop accepting and end running tests (idempotent).
 function Server:stop()
+  if getmetatable(self) ~= Server then
+    error('qoslab.Server:stop: expected a qoslab.Server as self (call it as srv:stop()), got ' .. type(self), 2)
+  end
   if self._ud then self._ud:stop() end
   return true
 end

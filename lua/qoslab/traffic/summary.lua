@@ -39,17 +39,6 @@ end
 
 local function short_dir(d) return d == 'reverse' and 'rev' or 'fwd' end
 
---- The end of a test that measures `role` in direction `dir`.
--- @tparam string dir "forward" (client sends) or "reverse" (server sends)
--- @tparam string role "sender" or "receiver"
--- @treturn string "client" or "server"
--- @usage traffic.measuring_side('reverse', 'receiver') --> "client"
-local function measuring_side(dir, role)
-  if (dir == 'reverse') == (role == 'sender') then return 'server' end
-  return 'client'
-end
-M.measuring_side = measuring_side
-
 local function udp_receiver_text(r)
   if not r or r.lost_packets == nil then return '' end
   local total = (r.unique_packets or 0) + (r.lost_packets or 0)

@@ -59,6 +59,17 @@ local function finish(p)
   p.mode = 'done'
 end
 
+-- The private state of a Test method's self: a call with '.' instead of ':'
+-- (self not a qoslab.Test) raises at the method's caller.
+local function state(self, method)
+  local p = priv[self]
+  if not p then
+    error(string.format('qoslab.Test:%s: expected a qoslab.Test as self (call it as h:%s(...)), got %s',
+      method, method, type(self)), 3)
+  end
+  return p
+end
+
 -- Run a pending test and turn the object into its result table.
 local function materialize(self)
   local p = priv[self]
@@ -99,10 +110,9 @@ Test.__tostring = function(self)
     materialize(self)
     return summary.summary(self)
   end
-  local o = p.opts
-  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto or 'tcp',
-    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host,
-    o.port or 5201)
+  local o = p.filled
+  return string.format('qoslab.Test (%s, %s %s:%d)', p.mode, o.proto,
+    tostring(o.host):find(':', 1, true) and ('[' .. o.host .. ']') or o.host, o.port)
 end
 -- A handle going out of scope stops its test (the C object also stops on GC).
 Test.__close = function(self)
@@ -114,12 +124,13 @@ end
 -- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
 -- `:stop()`; it is to-be-closed (closing stops the test).
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
---   (ECONNREFUSED, ENOENT for a missing namespace, ENOTSUP or EPERM for a
---   congestion control this kernel or user cannot use, ...)
+--   (ENOTSUP or EPERM for a congestion control this kernel or user cannot
+--   use, ENOMEM or EAGAIN; ECONNREFUSED, a missing namespace's ENOENT and
+--   the other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
-  local p = priv[self]
-  if not p or p.mode ~= 'pending' then
+  local p = state(self, 'start')
+  if p.mode ~= 'pending' then
     error('qoslab.Test:start: the test was already started', 2)
   end
   local ok, msg, code = begin(p)
@@ -138,7 +149,7 @@ end
 -- @treturn table|false|nil an interval table (shape as in `res.intervals`,
 --   plus `peer_missing`), false when the test is over, nil on timeout
 function methods:next_interval(timeout_s)
-  local p = priv[self]
+  local p = state(self, 'next_interval')
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
   if p.mode ~= 'running' then return false end
   return p.ud:next_interval(timeout_s)
@@ -148,7 +159,7 @@ end
 -- @treturn function iterator yielding interval tables
 -- @usage for iv in h:intervals() do print(iv.end_s, iv.sum.receiver.bits_per_second) end
 function methods.intervals(self)
-  local p = priv[self]
+  local p = state(self, 'intervals')
   return function()
     while p.mode == 'running' do
       local iv = p.ud:next_interval(0.5)
@@ -161,9 +172,9 @@ end
 
 --- Wait for the end of the test.
 -- @treturn table the result table (same table on every call), or nil,
---   message, CODE when the test failed
+--   message, CODE when the test failed (the codes of `qoslab.traffic.run`)
 function methods.wait(self)
-  local p = priv[self]
+  local p = state(self, 'wait')
   finish(p)
   if p.failure then return nil, p.failure[1], p.failure[2] end
   return p.result
@@ -171,7 +182,7 @@ end
 
 --- End the test early; `wait()` still returns a result for the time run.
 function methods.stop(self)
-  local p = priv[self]
+  local p = state(self, 'stop')
   if p.mode == 'running' then p.ud:stop() end
   return true
 end
@@ -181,18 +192,21 @@ methods.close = Test.__close
 
 --- A pending test of checked options `opts` (the caller's copy).
 -- @tparam table opts
+-- @tparam table filled the options as the test runs them (what
+--   `core.traffic_client_check` returns: the core's defaults filled in)
 -- @treturn qoslab.Test
-function M.pending(opts)
+function M.pending(opts, filled)
   local t = setmetatable({}, Test)
-  priv[t] = { opts = opts, mode = 'pending' }
+  priv[t] = { opts = opts, filled = filled, mode = 'pending' }
   return t
 end
 
 --- Run a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn table the result table, or nil, message, CODE
-function M.run(opts)
-  local p = { opts = opts, mode = 'pending' }
+-- @tparam table filled as for `pending`
+-- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
+function M.run(opts, filled)
+  local p = { opts = opts, filled = filled, mode = 'pending' }
   local ok, msg, code = begin(p)
   if not ok then return nil, msg, code end
   finish(p)
@@ -202,9 +216,10 @@ end
 
 --- Start a test of checked options `opts` now.
 -- @tparam table opts
--- @treturn qoslab.Test running handle, or nil, message, CODE
-function M.start(opts)
-  return methods.start(M.pending(opts))
+-- @tparam table filled as for `pending`
+-- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
+function M.start(opts, filled)
+  return methods.start(M.pending(opts, filled))
 end
 
 return M
