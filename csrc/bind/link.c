@@ -180,6 +180,8 @@ static int l_link_delete(lua_State *L)
 
 #define MTU_MIN 68     /* IPv4's minimum (RFC 791) */
 #define MTU_MAX 65535
+#define IPV6_MTU_MIN 1280 /* RFC 8200 */
+#define VETH_MTU_DEFAULT 1500
 
 static int l_link_set(lua_State *L)
 {
@@ -414,6 +416,31 @@ static int l_testbed_check(lua_State *L)
 	}
 	if (has_burst && !has_rate)
 		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
+	if (ipv6 && has_mtu && mtu < IPV6_MTU_MIN)
+		return luaL_error(L, "%s: opts.mtu_bytes: expected at least %d with opts.ipv6 "
+				  "(IPv6 needs a link MTU of 1280, RFC 8200), got %d", ctx,
+				  IPV6_MTU_MIN, (int)mtu);
+	if (has_rate) {
+		/* The shaper the testbed will apply on each end, checked by
+		 * shape's own rules against the MTU its links will have, under
+		 * the testbed's names. */
+		static const ql_shape_names names = {
+			.kind = "opts.shape", .rate = "opts.rate_bps", .burst = "opts.burst_bytes",
+			.ceil = "opts.rate_bps", .cburst = "opts.burst_bytes",
+			.limit = "opts.rate_bps", .latency = "opts.rate_bps",
+		};
+		ql_shape sh = { .kind = kind == 0 ? QL_SHAPE_TBF : QL_SHAPE_HTB,
+				.rate_bytes_per_s = (uint64_t)rate / 8,
+				.burst_bytes = (uint32_t)burst };
+		uint32_t bt, cbt;
+		ql_err e;
+		if (ql_shape_validate_named(&sh, &names, &e) < 0 ||
+		    ql_shape_resolve(&sh, has_mtu ? (uint32_t)mtu : VETH_MTU_DEFAULT,
+				     has_mtu ? "the testbed's links as opts.mtu_bytes sets it"
+					     : "the testbed's veth links",
+				     &names, &bt, &cbt, &e) < 0)
+			return fail(L, ctx, &e);
+	}
 	lua_createtable(L, 0, 7);
 	if (has_rate)
 		qlb_set_integer(L, "rate_bps", rate);

@@ -163,10 +163,11 @@ static size_t read_dist(lua_State *L, int idx, const char *ctx, const char *fiel
 	return (size_t)len;
 }
 
-/* Read spec at idx into s. Buffers for tables are left on the stack (the
- * caller keeps them until the spec has been used). */
-static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
-		      int *auto_limit)
+/* Read the fields of spec at idx into s, each checked on its own (the
+ * rules between fields are ql_netem_validate's). Buffers for tables are
+ * left on the stack (the caller keeps them until the spec has been used). */
+static void read_spec_fields(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
+			     int *auto_limit)
 {
 	idx = lua_absindex(L, idx);
 	qlb_check_table(L, idx, ctx, "spec");
@@ -189,8 +190,16 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
 	else if (s->reorder_frac32)
 		s->reorder_gap_packets = 1;  /* tc's default: every packet may be reordered */
 	double dv;
-	if (qlb_opt_number(L, idx, ctx, "spec", "rate_bps", 0, 8.0 * 9.2e18 / 8, &dv))
+	if (qlb_opt_number(L, idx, ctx, "spec", "rate_bps", 0, 8.0 * 9.2e18 / 8, &dv)) {
+		/* The kernel takes whole bytes/s (64-bit), 0 = no limit: below
+		 * 8 bit/s would become 0, no limit at all; above, the rate is
+		 * rounded down to whole bytes/s (15 -> 8), as tc does. */
+		if (dv > 0 && dv < 8)
+			luaL_error(L, "%s: spec.rate_bps: expected 0 (no limit) or at least 8 "
+				   "(bits/s; the kernel takes whole bytes/s), got %s", ctx,
+				   lua_pushfstring(L, "%f", dv));
 		s->rate_bytes_per_s = (uint64_t)(dv / 8);  /* as tc: bits/s -> bytes/s */
+	}
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_packet_overhead_bytes", INT32_MIN, INT32_MAX, &iv))
 		s->packet_overhead_bytes = (int32_t)iv;
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_cell_bytes", 0, UINT32_MAX, &iv))
@@ -276,9 +285,61 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
 			luaL_error(L, "%s: spec.slot: needs min_delay_ms (and max_delay_ms) or distribution with delay_ms/jitter_ms", ctx);
 	}
 	lua_pop(L, 1);
+}
+
+/* Read spec at idx into s: every field, then the rules between them. */
+static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
+		      int *auto_limit)
+{
+	read_spec_fields(L, idx, ctx, s, auto_limit);
 	ql_err e;
 	if (ql_netem_validate(s, &e) < 0)
 		usage_fail(L, ctx, &e);
+}
+
+/* changes_fields(table, ctx): read_spec_fields of a copy of changes. */
+static int changes_fields(lua_State *L)
+{
+	ql_netem_spec s;
+	memset(&s, 0, sizeof s);
+	int auto_limit = 0;
+	read_spec_fields(L, 1, lua_tostring(L, 2), &s, &auto_limit);
+	return 0;
+}
+
+/* The changes of update at idx: known keys, and each value not false (a
+ * key turned off; ecn is a boolean anyway) by the rule of its field. The
+ * rules between fields wait for the merged spec. */
+static void check_changes(lua_State *L, int idx, const char *ctx)
+{
+	idx = lua_absindex(L, idx);
+	qlb_check_keys(L, idx, ctx, "changes", spec_keys);
+	lua_newtable(L);
+	int copy = lua_gettop(L);
+	lua_pushnil(L);
+	while (lua_next(L, idx)) {
+		if (lua_type(L, -1) == LUA_TBOOLEAN && !lua_toboolean(L, -1) &&
+		    strcmp(lua_tostring(L, -2), "ecn") != 0) {
+			lua_pop(L, 1);
+			continue;
+		}
+		lua_pushvalue(L, -2);
+		lua_insert(L, -2);
+		lua_settable(L, copy);
+	}
+	lua_pushcfunction(L, changes_fields);
+	lua_pushvalue(L, copy);
+	lua_pushstring(L, ctx);
+	if (lua_pcall(L, 2, 0, 0) != LUA_OK) {
+		/* the fields are the caller's changes, not a spec */
+		char pat[160];
+		snprintf(pat, sizeof pat, "%s: spec.", ctx);
+		char rep[160];
+		snprintf(rep, sizeof rep, "%s: changes.", ctx);
+		luaL_gsub(L, lua_tostring(L, -1), pat, rep);
+		lua_error(L);
+	}
+	lua_settop(L, copy - 1);
 }
 
 /* The shortest decimal percent that encodes to the same u32. */
@@ -468,7 +529,9 @@ static void push_opts(lua_State *L, int idx, const char *ctx, int with_handle)
 	qlb_opt_string(L, idx, ctx, "opts", "handle", &w.handle, NULL);
 	qlb_opt_enum(L, idx, ctx, "opts", "direction", directions, &dir);
 	w.ingress = dir == 1;
-	qlb_opt_string(L, idx, ctx, "opts", "ingress_src", &w.ingress_src, NULL);
+	if (qlb_opt_string(L, idx, ctx, "opts", "ingress_src", &w.ingress_src, NULL) &&
+	    ql_ifb_src_check(w.ingress_src, &e) < 0)
+		usage_fail(L, ctx, &e);
 	qlb_opt_boolean(L, idx, ctx, "opts", "quiet", &quiet);
 	uint32_t parent, handle;
 	if (ql_netem_where_check(&w, with_handle, &parent, &handle, &e) < 0)
@@ -492,8 +555,9 @@ enum { CHECK_SPEC, CHECK_APPLY, CHECK_TABLE, CHECK_UPDATE, CHECK_TARGET };
  * Every rule of the qoslab.netem arguments, without touching the kernel.
  * mode: "spec" (spec alone; limit_packets "auto" kept), "apply" (ifname,
  * spec, opts with handle), "table" (ifname, a spec table not checked
- * further, opts with handle), "update" (as "table", the table named
- * "changes"), "target" (ifname, opts without handle).
+ * further, opts with handle), "update" (ifname, a table named "changes"
+ * whose keys and values not false each pass their field's rule, opts with
+ * handle), "target" (ifname, opts without handle).
  */
 static int l_check(lua_State *L)
 {
@@ -510,6 +574,8 @@ static int l_check(lua_State *L)
 	else
 		push_opts(L, 5, ctx, mode != CHECK_TARGET);
 	int opts_idx = lua_gettop(L);
+	if (mode == CHECK_UPDATE)
+		check_changes(L, 4, ctx);
 	if (mode == CHECK_SPEC || mode == CHECK_APPLY)
 		push_canonical(L, 4, ctx, 1);
 	else

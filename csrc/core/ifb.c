@@ -213,6 +213,15 @@ static int parse_src(const char *src, int *family, unsigned char addr[16], int *
 	return 0;
 }
 
+int ql_ifb_src_check(const char *src, ql_err *e)
+{
+	int family = 0, prefix = 0;
+	unsigned char addr[16];
+	if (!src || !*src)
+		return 0;
+	return parse_src(src, &family, addr, &prefix, e);
+}
+
 static int filter_add(struct nl_sock *sk, int ifindex, int ifb_index, const char *src, ql_err *e)
 {
 	int family = 0, prefix = 0, rc;

@@ -37,6 +37,11 @@ int ql_link_exists(const char *netns, const char *name, int *exists, ql_err *e);
 int ql_ifb_attach(const char *netns, const char *ifname, const char *ifb_name,
 		  const char *src, int *created_ifb, ql_err *e);
 
+/* The rule of ql_ifb_attach's src, without touching the kernel: NULL, "",
+ * "ADDR" or "ADDR/PREFIX" (IPv4 or IPv6, prefix 1..32 or 1..128); else a
+ * usage error naming opts.ingress_src. */
+int ql_ifb_src_check(const char *src, ql_err *e);
+
 /* Remove the ingress qdisc of ifname (and its filters) and the ifb link.
  * Parts already gone are skipped; *removed = 1 if anything was there. */
 int ql_ifb_detach(const char *netns, const char *ifname, const char *ifb_name,

@@ -263,22 +263,106 @@ static int send_tc(struct nl_sock *sk, struct nl_msg *msg, const char *what, ql_
 	return rc;
 }
 
-int ql_shape_validate(const ql_shape *s, ql_err *e)
+const ql_shape_names ql_shape_spec_names = {
+	.kind = "spec.kind", .rate = "spec.rate_bps", .ceil = "spec.ceil_bps",
+	.burst = "spec.burst_bytes", .cburst = "spec.cburst_bytes",
+	.limit = "spec.limit_bytes", .latency = "spec.latency_ms",
+};
+
+int ql_shape_validate_named(const ql_shape *s, const ql_shape_names *n, ql_err *e)
 {
 	if (s->kind != QL_SHAPE_TBF && s->kind != QL_SHAPE_HTB)
-		return ql_err_usage(e, "spec.kind: expected \"tbf\" or \"htb\"");
+		return ql_err_usage(e, "%s: expected \"tbf\" or \"htb\"", n->kind);
 	if (s->rate_bytes_per_s == 0)
-		return ql_err_usage(e, "spec.rate_bps: expected at least 8 (one byte per second)");
+		return ql_err_usage(e, "%s: expected at least 8 (one byte per second)", n->rate);
 	if (s->latency_us && s->limit_bytes)
-		return ql_err_usage(e, "spec.latency_ms: give either latency_ms or limit_bytes, not both");
+		return ql_err_usage(e, "%s: give either latency_ms or limit_bytes, not both", n->latency);
 	if (s->kind == QL_SHAPE_TBF && (s->ceil_bytes_per_s || s->cburst_bytes))
-		return ql_err_usage(e, "spec.%s: only for kind \"htb\"",
-				    s->ceil_bytes_per_s ? "ceil_bps" : "cburst_bytes");
+		return ql_err_usage(e, "%s: only for kind \"htb\"",
+				    s->ceil_bytes_per_s ? n->ceil : n->cburst);
 	if (s->kind == QL_SHAPE_HTB && (s->limit_bytes || s->latency_us))
-		return ql_err_usage(e, "spec.%s: only for kind \"tbf\"",
-				    s->limit_bytes ? "limit_bytes" : "latency_ms");
+		return ql_err_usage(e, "%s: only for kind \"tbf\"",
+				    s->limit_bytes ? n->limit : n->latency);
 	if (s->kind == QL_SHAPE_HTB && s->ceil_bytes_per_s && s->ceil_bytes_per_s < s->rate_bytes_per_s)
-		return ql_err_usage(e, "spec.ceil_bps: expected at least spec.rate_bps");
+		return ql_err_usage(e, "%s: expected at least %s", n->ceil, n->rate);
+	return 0;
+}
+
+int ql_shape_validate(const ql_shape *s, ql_err *e)
+{
+	return ql_shape_validate_named(s, &ql_shape_spec_names, e);
+}
+
+/* The lowest rate (bytes/s) at which `bytes` drain within the longest
+ * bucket time the kernel takes (2^32 - 1 ticks, about 275 s). */
+static uint64_t min_rate_for(uint64_t bytes)
+{
+	unsigned __int128 den = (unsigned __int128)UINT32_MAX * TICK_NS;
+	return (uint64_t)(((unsigned __int128)bytes * 1000000000u + den - 1) / den);
+}
+
+/* A bucket of `bytes` at `rate` in ticks; when it takes too long, the
+ * error names the field given (the bucket's) or, for a default bucket,
+ * the rate. */
+static int bucket_ticks(uint32_t bytes, int given, uint64_t rate, const char *bucket_field,
+			const char *rate_field, uint32_t *ticks, ql_err *e)
+{
+	if (bytes_to_ticks(bytes, rate, ticks) == 0)
+		return 0;
+	uint64_t need = min_rate_for(bytes) * 8;
+	if (given)
+		return ql_err_usage(e, "%s: %u bytes take too long to send at this rate (more than "
+				    "2^32 kernel ticks of 64 ns); expected a smaller burst or a rate of "
+				    "at least %llu bit/s", bucket_field, bytes, (unsigned long long)need);
+	return ql_err_usage(e, "%s: expected at least %llu bit/s: the default burst (%u bytes, "
+			    "10 MTU-sized frames) takes too long to send at this rate (more than "
+			    "2^32 kernel ticks of 64 ns)", rate_field, (unsigned long long)need, bytes);
+}
+
+int ql_shape_resolve(ql_shape *s, uint32_t mtu, const char *link, const ql_shape_names *n,
+		     uint32_t *buf_ticks, uint32_t *cbuf_ticks, ql_err *e)
+{
+	int rc;
+	int burst_given = s->burst_bytes != 0;
+	if (!burst_given)
+		s->burst_bytes = default_burst(s->rate_bytes_per_s, mtu);
+	else if (s->burst_bytes < mtu)
+		return ql_err_usage(e, "%s: expected at least the MTU of %s (%u bytes), got %u",
+				    n->burst, link, mtu, s->burst_bytes);
+	if ((rc = bucket_ticks(s->burst_bytes, burst_given, s->rate_bytes_per_s, n->burst, n->rate,
+			       buf_ticks, e)) < 0)
+		return rc;
+	*cbuf_ticks = 0;
+	if (s->kind == QL_SHAPE_TBF) {
+		if (!s->limit_bytes) {
+			uint64_t lat = s->latency_us ? s->latency_us : QL_SHAPE_DEFAULT_LATENCY_US;
+			unsigned __int128 l = (unsigned __int128)s->rate_bytes_per_s * lat / 1000000u +
+					      s->burst_bytes;
+			if (l > UINT32_MAX)
+				return ql_err_usage(e, "%s: rate * latency (%g ms) + burst exceeds 4 GiB, "
+						    "the largest tbf queue; expected a lower rate%s",
+						    s->latency_us ? n->latency : n->rate, (double)lat / 1000.0,
+						    s->latency_us ? " or a shorter latency" : "");
+			s->limit_bytes = (uint32_t)l;
+		} else if (s->limit_bytes < mtu + QL_SHAPE_FRAME_HEADER_BYTES) {
+			/* tbf queues in a byte fifo that drops a packet which does
+			 * not fit whole: below one full frame nothing full-sized
+			 * would ever pass. */
+			return ql_err_usage(e, "%s: expected at least one MTU-sized frame of %s (%u + %u "
+					    "bytes of link header), got %u", n->limit, link, mtu,
+					    QL_SHAPE_FRAME_HEADER_BYTES, s->limit_bytes);
+		}
+		s->latency_us = 0;
+	} else {
+		if (!s->ceil_bytes_per_s)
+			s->ceil_bytes_per_s = s->rate_bytes_per_s;
+		int cburst_given = s->cburst_bytes != 0;
+		if (!cburst_given)
+			s->cburst_bytes = default_burst(s->ceil_bytes_per_s, mtu);
+		if ((rc = bucket_ticks(s->cburst_bytes, cburst_given, s->ceil_bytes_per_s, n->cburst,
+				       n->ceil, cbuf_ticks, e)) < 0)
+			return rc;
+	}
 	return 0;
 }
 
@@ -294,19 +378,10 @@ int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *in,
 	uint32_t mtu;
 	if ((rc = open_dev(ifname, netns, &sk, &ifindex, &mtu, e)) < 0)
 		return rc;
-	if (!s.burst_bytes)
-		s.burst_bytes = default_burst(s.rate_bytes_per_s, mtu);
-	else if (s.burst_bytes < mtu) {
-		rc = ql_err_usage(e, "spec.burst_bytes: expected at least the MTU of %s (%u bytes), got %u",
-				  ifname, mtu, s.burst_bytes);
+	uint32_t buf_ticks, cbuf_ticks;
+	if ((rc = ql_shape_resolve(&s, mtu, ifname, &ql_shape_spec_names, &buf_ticks, &cbuf_ticks,
+				   e)) < 0)
 		goto out;
-	}
-	uint32_t buf_ticks, cbuf_ticks = 0;
-	if (bytes_to_ticks(s.burst_bytes, s.rate_bytes_per_s, &buf_ticks) < 0) {
-		rc = ql_err_usage(e, "spec.burst_bytes: %u bytes take too long to send at this rate",
-				  s.burst_bytes);
-		goto out;
-	}
 	char what[128];
 	snprintf(what, sizeof what, "%s rate limit on %s in namespace %s",
 		 s.kind == QL_SHAPE_TBF ? "tbf" : "htb", ifname, netns && *netns ? netns : "(this process's)");
@@ -329,17 +404,6 @@ int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *in,
 		ri.found = 0;
 	}
 	if (s.kind == QL_SHAPE_TBF) {
-		if (!s.limit_bytes) {
-			uint64_t lat = s.latency_us ? s.latency_us : QL_SHAPE_DEFAULT_LATENCY_US;
-			unsigned __int128 l = (unsigned __int128)s.rate_bytes_per_s * lat / 1000000u +
-					      s.burst_bytes;
-			if (l > UINT32_MAX) {
-				rc = ql_err_usage(e, "spec.latency_ms: rate * latency + burst exceeds 4 GiB");
-				goto out;
-			}
-			s.limit_bytes = (uint32_t)l;
-		}
-		s.latency_us = 0;
 		msg = tc_msg(RTM_NEWQDISC, NLM_F_CREATE | NLM_F_REPLACE, ifindex, HANDLE_1, TC_H_ROOT, "tbf");
 		if (!msg || put_tbf(msg, &s, buf_ticks) < 0) {
 			nlmsg_free(msg);
@@ -348,14 +412,6 @@ int ql_shape_apply(const char *ifname, const char *netns, const ql_shape *in,
 		}
 		rc = send_tc(sk, msg, what, e);
 	} else {
-		if (!s.ceil_bytes_per_s)
-			s.ceil_bytes_per_s = s.rate_bytes_per_s;
-		if (!s.cburst_bytes)
-			s.cburst_bytes = default_burst(s.ceil_bytes_per_s, mtu);
-		if (bytes_to_ticks(s.cburst_bytes, s.ceil_bytes_per_s, &cbuf_ticks) < 0) {
-			rc = ql_err_usage(e, "spec.cburst_bytes: too long to send at the ceil rate");
-			goto out;
-		}
 		/* htb cannot change its own parameters in place: keep a root
 		 * that is already ours (and the leaf qdisc under its class). */
 		if (!(ri.found && strcmp(ri.kind, "htb") == 0 && ri.handle == HANDLE_1 &&

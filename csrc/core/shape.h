@@ -42,11 +42,37 @@ typedef struct ql_shape_result {
 	uint32_t netem_parent;      /* 0x10001 (tbf) or 0x10010 (htb) */
 } ql_shape_result;
 
+/* The names a caller's spec gives the shaper's fields, for errors. */
+typedef struct ql_shape_names {
+	const char *kind, *rate, *ceil, *burst, *cburst, *limit, *latency;
+} ql_shape_names;
+
+/* qoslab.shape's own: "spec.kind", "spec.rate_bps", ... */
+extern const ql_shape_names ql_shape_spec_names;
+
+/* Bytes of link-layer header a frame carries in the qdisc besides the MTU
+ * (Ethernet's, as on veth); a tbf limit below MTU + this drops every full
+ * frame. */
+#define QL_SHAPE_FRAME_HEADER_BYTES 14u
+
 /* The rules of a shaper spec that need no device: kind, rate, the fields
  * each kind takes, latency or limit, ceil at least rate. A violation is
- * ql_err_usage naming the spec field. (The burst's floor, the MTU, is the
- * device's: ql_shape_apply checks it.) */
+ * ql_err_usage naming the spec field. (The rules that need the link's MTU
+ * are ql_shape_resolve's.) ql_shape_validate names the fields as
+ * ql_shape_spec_names. */
+int ql_shape_validate_named(const ql_shape *s, const ql_shape_names *n, ql_err *e);
 int ql_shape_validate(const ql_shape *s, ql_err *e);
+
+/* The rest of the rules, given the MTU of the link (`link` names it in
+ * errors): the burst at least the MTU and drained within the kernel's
+ * longest bucket time (likewise cburst at the ceil), the tbf limit (rate *
+ * latency + burst within 4 GiB, or a given limit_bytes at least one
+ * MTU-sized frame). Fills the defaults into *s as ql_shape_apply sends
+ * them (burst, cburst, ceil, limit; latency_us becomes 0) and the buckets
+ * in kernel ticks. Needs no device: a caller that knows the MTU a link
+ * will have can refuse a spec before making anything. */
+int ql_shape_resolve(ql_shape *s, uint32_t mtu, const char *link, const ql_shape_names *n,
+		     uint32_t *buf_ticks, uint32_t *cbuf_ticks, ql_err *e);
 
 /* Create or atomically replace the root rate limit of ifname. Validates
  * first. A qdisc

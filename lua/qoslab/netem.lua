@@ -30,7 +30,8 @@
 -- * `reorder_pct`, `reorder_corr_pct`, `reorder_gap_packets` (default 1 when
 --   reordering: packets go out without the delay with that probability;
 --   with gap N every Nth packet is eligible); reordering needs `delay_ms`;
--- * `rate_bps` (bits/s, sent as bytes/s), `rate_packet_overhead_bytes`
+-- * `rate_bps` (bits/s: 0 = no limit, else at least 8; sent as whole bytes/s,
+--   rounded down: 15 becomes 8), `rate_packet_overhead_bytes`
 --   (may be negative), `rate_cell_bytes`, `rate_cell_overhead_bytes`;
 -- * `slot` = `{min_delay_ms =, max_delay_ms = (default min), packets =, bytes =}`
 --   or `{distribution =, delay_ms =, jitter_ms =, packets =, bytes =}`:
@@ -338,6 +339,8 @@ function M.update(ifname, changes, opts)
   for k, v in pairs(changes) do
     if v == false and k ~= 'ecn' then spec[k] = nil else spec[k] = v end
   end
+  -- the rules between fields, on the merged spec, raised at the caller's line
+  checked('qoslab.netem.update', 'apply', ifname, spec, opts)
   return M.apply(ifname, spec, opts)
 end
 
@@ -485,7 +488,7 @@ end
 --   stderr instead, and the block's error goes on)
 -- @usage do local g <close> = assert(netem.scope('veth0', {delay_ms = 100})) run() end
 function M.scope(ifname, spec, opts)
-  local _, o = checked('qoslab.netem.scope', 'table', ifname, spec, opts)
+  local _, o = checked('qoslab.netem.scope', 'apply', ifname, spec, opts)
   local gopts = {}
   for k, v in pairs(opts or {}) do gopts[k] = v end
   gopts.handle = nil
@@ -538,7 +541,7 @@ function M.parse(text)
   for t in text:gmatch('%S+') do toks[#toks + 1] = t end
   local i = 1
   if toks[1] == 'netem' then i = 2 end
-  local spec = {}
+  local spec, auto_limit = {}, false
   local function fail(what, expected, got)
     error(string.format('%s: %s: expected %s, got %s', ctx, what, expected,
       got == nil and 'end of text' or string.format('%q', got)), 0)
@@ -576,7 +579,10 @@ function M.parse(text)
     i = i + 1
     if kw == 'limit' then
       once('limit_packets', 'limit')
-      spec.limit_packets = int(toks[i], 'limit', 1); i = i + 1
+      if auto_limit then fail('limit', 'it once', 'a second limit') end
+      if toks[i] == 'auto' then auto_limit = true  -- sized by apply, as qoslab.netem documents
+      else spec.limit_packets = int(toks[i], 'limit', 1) end
+      i = i + 1
     elseif kw == 'delay' or kw == 'latency' then
       once('delay_ms', 'delay')
       spec.delay_ms = time_ms(toks[i], 'delay'); i = i + 1
@@ -665,7 +671,9 @@ function M.parse(text)
     end
   end
   -- tc sets gap 1 for reorder only when gap is missing; so does normalize.
-  return normalize(spec, ctx, 2)
+  local canon = normalize(spec, ctx, 2)
+  if auto_limit then canon.limit_packets = 'auto' end
+  return canon
 end
 
 local function fmt_num(v)

@@ -43,7 +43,9 @@ end
 -- @tparam string ifname device
 -- @tparam table spec `{kind = "tbf"|"htb", rate_bps = 8..8e15 (bits/s),
 --   burst_bytes = 1..2^32-1 (>= MTU; default above), latency_ms = >0 (tbf: queue
---   as time at rate; default 20) | limit_bytes = 1..2^32-1 (tbf: queue in bytes),
+--   as time at rate; default 20; rate × latency + burst within 4 GiB) |
+--   limit_bytes = 1..2^32-1 (tbf: queue in bytes; >= MTU + 14, one full frame:
+--   a smaller queue drops every full-sized packet),
 --   ceil_bps = rate_bps.. (htb: borrowing ceiling; default rate_bps),
 --   cburst_bytes = (htb: bucket at ceil; default rule with the ceil)}`
 -- @tparam[opt] table opts `{netns = NS}`
@@ -53,9 +55,11 @@ end
 --   kernel's reason)
 -- @raise on unknown keys, wrong types, out-of-range values, latency_ms with
 --   limit_bytes, ceil_bps/cburst_bytes with tbf, limit_bytes/latency_ms with
---   htb, burst_bytes below the MTU: `"qoslab.shape.apply: spec.<field>: ..."`,
---   positioned at the caller's line (except the MTU rule, which needs the
---   device and is raised by the kernel step)
+--   htb, burst_bytes below the MTU or too long to send at the rate,
+--   limit_bytes below one full frame, a queue above 4 GiB:
+--   `"qoslab.shape.apply: spec.<field>: ..."`, positioned at the caller's line
+--   (except the rules that need the device's MTU, raised once it is read,
+--   before anything is changed)
 -- @usage shape.apply('veth0', {kind = 'tbf', rate_bps = 1e9}, {netns = 'a'})
 function M.apply(ifname, spec, opts)
   -- The binding's one check, raised at the caller's line.

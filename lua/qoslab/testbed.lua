@@ -101,8 +101,12 @@ end
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
--- @raise on unknown keys, wrong types, values out of range or burst_bytes
---   without rate_bps (`"qoslab.testbed: opts.<field>: ..."`; an impairment's
+-- @raise on unknown keys, wrong types, values out of range, burst_bytes
+--   without rate_bps, a shaper the links cannot take (qoslab.shape's rules on
+--   the spec the testbed builds, against the links' MTU: e.g. a rate whose
+--   default 20 ms queue exceeds 4 GiB, above about 1.7e12, or below 440 for
+--   the default burst; a burst below the MTU), mtu_bytes below 1280 with ipv6
+--   (`"qoslab.testbed: opts.<field>: ..."`; an impairment's
 --   field as `opts.impair.<field>`), at the caller's line, before anything is
 --   made; the rules are the binding's (`core.testbed_check`, and
 --   `core.netem_check` for the impairments)

@@ -50,6 +50,41 @@ TEST(shape_rules_name_the_field)
 	CHECK_STR(e.msg, "spec.ceil_bps: expected at least spec.rate_bps");
 }
 
+/* The rules that need the link's MTU, under the caller's names: a tbf
+ * limit_bytes below one MTU-sized frame (the MTU + 14 bytes of Ethernet
+ * header) would drop every full frame and is refused; the queue a rate
+ * implies must fit 4 GiB; a default bucket too long to drain names the
+ * rate. */
+TEST(shape_resolve_rules)
+{
+	ql_err e;
+	uint32_t bt, cbt;
+	ql_shape s = { .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 125000, .limit_bytes = 1 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), -EINVAL);
+	CHECK(e.usage);
+	CHECK_STR(e.msg, "spec.limit_bytes: expected at least one MTU-sized frame of eth9 (1500 + 14 "
+		  "bytes of link header), got 1");
+	s = (ql_shape){ .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 125000, .limit_bytes = 1513 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), -EINVAL);
+	s = (ql_shape){ .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 125000, .limit_bytes = 1514 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), 0);
+	CHECK_EQ_INT(s.burst_bytes, 15000);
+	s = (ql_shape){ .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 1000000000000000ull };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), -EINVAL);
+	CHECK(strncmp(e.msg, "spec.rate_bps: rate * latency (20 ms) + burst exceeds 4 GiB", 59) == 0);
+	s = (ql_shape){ .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 1000000000000000ull, .latency_us = 1000 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), -EINVAL);
+	CHECK(strncmp(e.msg, "spec.latency_ms: rate * latency (1 ms)", 38) == 0);
+	s = (ql_shape){ .kind = QL_SHAPE_HTB, .rate_bytes_per_s = 1 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), -EINVAL);
+	CHECK(strncmp(e.msg, "spec.rate_bps: expected at least 440 bit/s", 42) == 0);
+	/* the defaults as apply sends them */
+	s = (ql_shape){ .kind = QL_SHAPE_TBF, .rate_bytes_per_s = 125000000 };
+	CHECK_EQ_INT(ql_shape_resolve(&s, 1500, "eth9", &ql_shape_spec_names, &bt, &cbt, &e), 0);
+	CHECK_EQ_INT(s.burst_bytes, 500000);
+	CHECK_EQ_INT(s.limit_bytes, 500000 + 125000000 / 50);
+}
+
 TEST(netns_prefix_rule)
 {
 	ql_err e;
@@ -73,6 +108,7 @@ TEST(netns_prefix_rule)
 int main(void)
 {
 	RUN(shape_rules_name_the_field);
+	RUN(shape_resolve_rules);
 	RUN(netns_prefix_rule);
 	return ctest_done();
 }

@@ -143,6 +143,11 @@ TEST(framed_json_caps_length)
 	CHECK_EQ_INT(write(sv[0], &huge, 4), 4);
 	CHECK_EQ_INT(ql_io_read_json(sv[1], QL_PARAMS_MAX_BYTES, &txt, &n,
 				     ql_now_ns() + QL_NS_PER_S, NULL), -EMSGSIZE);
+	/* A length of 0 is an empty message, told apart from an oversized one. */
+	uint32_t zero = 0;
+	CHECK_EQ_INT(write(sv[0], &zero, 4), 4);
+	CHECK_EQ_INT(ql_io_read_json(sv[1], QL_PARAMS_MAX_BYTES, &txt, &n,
+				     ql_now_ns() + QL_NS_PER_S, NULL), -ENODATA);
 	/* A silent peer times out instead of hanging. */
 	int64_t t0 = ql_now_ns();
 	CHECK_EQ_INT(ql_io_read_json(sv[1], 100, &txt, &n, t0 + 100000000, NULL), -ETIMEDOUT);

@@ -265,6 +265,14 @@ describe('qoslab.shape', function()
       shape.apply('qls0', { kind = 'tbf', rate_bps = 1e6, burst_bytes = 100 }, { netns = a })
     end, 'qoslab.shape.apply: spec.burst_bytes: expected at least the MTU')
     assert.is_nil(shape.get('qls0', { netns = a }))
+    -- a tbf queue below one full frame (MTU + Ethernet header) would drop
+    -- every full-sized packet: refused before anything is set
+    assert.error_matches(function()
+      shape.apply('qls0', { kind = 'tbf', rate_bps = 1e6, limit_bytes = 1 }, { netns = a })
+    end, 'qoslab.shape.apply: spec.limit_bytes: expected at least one MTU%-sized frame of qls0 %(1500 %+ 14')
+    assert.is_nil(shape.get('qls0', { netns = a }))
+    assert(shape.apply('qls0', { kind = 'tbf', rate_bps = 1e6, limit_bytes = 1514 }, { netns = a }))
+    assert(shape.clear('qls0', { netns = a }))
   end)
 
   it('really limits TCP to the tbf rate (iperf3, 2 s)', function()

@@ -136,9 +136,10 @@ describe('testbed options: one check in C, raised at the caller', function()
 
   it('core.testbed_check fills the defaults', function()
     assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab' }, core.testbed_check(nil))
-    assert.same({ rate_bps = 1000000, shape = 'htb', burst_bytes = 3000, offloads = true, mtu_bytes = 9000,
+    -- (a burst of at least the MTU: shape.apply would refuse a smaller one)
+    assert.same({ rate_bps = 1000000, shape = 'htb', burst_bytes = 9000, offloads = true, mtu_bytes = 9000,
                   ipv6 = true, prefix = 'x' },
-      core.testbed_check { rate_bps = 1e6, shape = 'htb', burst_bytes = 3000, offloads = true,
+      core.testbed_check { rate_bps = 1e6, shape = 'htb', burst_bytes = 9000, offloads = true,
                            mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {} })
   end)
 

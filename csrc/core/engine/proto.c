@@ -414,7 +414,9 @@ int ql_io_read_json(int fd, size_t max_len, char **out, size_t *outlen,
 	if (rc < 0)
 		return rc;
 	uint32_t n = ntohl(be);
-	if (n == 0 || n > max_len)
+	if (n == 0)
+		return -ENODATA;
+	if (n > max_len)
 		return -EMSGSIZE;
 	char *s = malloc((size_t)n + 1);
 	if (!s)

@@ -173,8 +173,9 @@ int ql_io_write_state(int fd, int state, int64_t deadline_ns,
 		      const volatile int *stop);
 int ql_io_read_state(int fd, int *state, int64_t deadline_ns,
 		     const volatile int *stop);
-/* Length-prefixed JSON: reads a 4-byte big-endian length (> max_len or 0 is
- * -EMSGSIZE) then the text, returned malloc'd and NUL-terminated. */
+/* Length-prefixed JSON: reads a 4-byte big-endian length (> max_len is
+ * -EMSGSIZE, 0 is -ENODATA: an empty message) then the text, returned
+ * malloc'd and NUL-terminated. */
 int ql_io_read_json(int fd, size_t max_len, char **out, size_t *outlen,
 		    int64_t deadline_ns, const volatile int *stop);
 int ql_io_write_json(int fd, const char *text, int64_t deadline_ns,

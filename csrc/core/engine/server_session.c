@@ -394,7 +394,7 @@ static int server_protocol(ql_test *t)
 	char *js = NULL;
 	size_t jl = 0;
 	rc = ql_io_read_json(t->ctl_fd, QL_PARAMS_MAX_BYTES, &js, &jl, ql_now_ns() + idle, stop);
-	if (rc == -EMSGSIZE)
+	if (rc == -EMSGSIZE || rc == -ENODATA)
 		server_error(t, 8, EMSGSIZE);
 	if (rc < 0)
 		return fail_io(t, rc, "reading parameters");
@@ -549,7 +549,12 @@ void *server_test_main(ql_test *t)
 		}
 	if (t->admitted && !t->published)
 		s->running--;
-	if (s->o.one_off)
+	/* A one-off server ends after the test it served: one whose
+	 * parameters were accepted and that got to TEST_START (start_ns is
+	 * set there), whatever its end. A connection refused before that (bad
+	 * cookie, bad parameters, silence, a limit) leaves it serving, so a
+	 * stray peer cannot end a server shared with a real client. */
+	if (s->o.one_off && t->start_ns != 0)
 		atomic_store(&s->stop, 1);
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);

@@ -377,6 +377,8 @@ int fail_io(ql_test *t, int rc, const char *what)
 				  what);
 	if (rc == -EMSGSIZE)
 		return ql_err_set(&t->err, EMSGSIZE, NULL, "oversized message during %s", what);
+	if (rc == -ENODATA)  /* refused as an oversized one is, under the same code */
+		return ql_err_set(&t->err, EMSGSIZE, NULL, "empty message (length 0) during %s", what);
 	return ql_err_set(&t->err, -rc, NULL, "%s: %s", what, strerror(-rc));
 }
 

@@ -39,13 +39,7 @@ local function run(a)
     elseif verb == 'stats' then return netem.stats(dev, o)
     end
     if #a.spec == 0 then error('qoslab netem set: needs tc-netem options, e.g. delay 50ms loss 1%', 0) end
-    local words, auto = {}, false
-    for i, w in ipairs(a.spec) do
-      if w == 'auto' and a.spec[i - 1] == 'limit' then auto = true; words[#words] = nil
-      else words[#words + 1] = w end
-    end
-    local spec = netem.parse(table.concat(words, ' '))
-    if auto then spec.limit_packets = 'auto' end
+    local spec = netem.parse(table.concat(a.spec, ' '))  -- `limit auto` included
     if o then o.quiet = true else o = { quiet = true } end
     return netem.apply(dev, spec, o)
   end)
