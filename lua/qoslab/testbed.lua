@@ -29,6 +29,15 @@ local counter = 0
 
 local TB = {}
 TB.__index = TB
+
+-- A Testbed method called with '.' instead of ':' (self not a testbed)
+-- raises at the method's caller.
+local function self_check(self, method)
+  if getmetatable(self) ~= TB then
+    error(string.format('qoslab.Testbed:%s: expected a qoslab.Testbed as self (call it as tb:%s(...)), got %s',
+      method, method, type(self)), 3)
+  end
+end
 TB.__name = 'qoslab.Testbed'
 
 local function netem()
@@ -185,6 +194,7 @@ end
 -- @raise when direction is not one of those, or the testbed is closed
 -- @usage tb:impair({delay_ms = 100, loss_pct = 1})
 function TB:impair(spec, direction)
+  self_check(self, 'impair')
   direction = check.enum('qoslab.Testbed:impair', 'direction', direction,
     { 'forward', 'reverse' }, 'forward')
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
@@ -207,6 +217,7 @@ end
 -- @raise when the testbed is closed
 -- @usage print(tb:get().client.shape.rate_bps, tb:get().client.impair.delay_ms)
 function TB:get()
+  self_check(self, 'get')
   if self._closed then error('qoslab.Testbed:get: the testbed is closed', 2) end
   local out = {}
   for _, d in ipairs { 'forward', 'reverse' } do
@@ -231,6 +242,7 @@ end
 -- @raise when the testbed is closed
 -- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
 function TB:stats()
+  self_check(self, 'stats')
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
   local c, msg, code = shape.stats(self.client_ifname, { netns = self.client_netns })
   if not c then return nil, msg, code end
@@ -246,6 +258,7 @@ end
 -- @treturn boolean true
 -- @usage tb:close()
 function TB:close()
+  self_check(self, 'close')
   if self._closed then return true end
   self._closed = true
   local m = self._made

@@ -97,6 +97,14 @@ describe('qoslab.testbed', function()
   it('keeps offloads on when asked and works without a rate limit', function()
     local before = snapshot()
     local tb = assert(testbed { offloads = true })
+    -- Methods called with '.' returned true and did nothing (tb.impair{...})
+    -- or failed inside qoslab: they name the method at the caller's line.
+    for _, m in ipairs { 'impair', 'get', 'stats', 'close' } do
+      local ok, err = pcall(function() local r = tb[m]({ delay_ms = 1 }) return r end)
+      assert.is_false(ok, m)
+      assert.matches('11%-testbed_spec%.lua:%d+: qoslab%.Testbed:' .. m ..
+        ': expected a qoslab%.Testbed as self %(call it as tb:' .. m .. '%(%.%.%.%)%), got table', err)
+    end
     assert.is_nil(shape.get(tb.client_ifname, { netns = tb.client_netns }))
     assert.matches('tcp%-segmentation%-offload: on', sh('ip netns exec ' .. tb.client_netns .. ' ethtool -k ' .. tb.client_ifname))
     assert.is_true(tb:close())

@@ -26,6 +26,8 @@ describe('traffic methods', function()
       .. '(call it as srv:port(...)), got nil', err:match('[^/]*' .. THIS:gsub('%.', '%%.') .. ':.*$'))
     err = raised(function() local v = srv.limits({}) return v end)
     assert.matches('qoslab.Server:limits: expected a qoslab.Server as self', err, 1, true)
+    err = raised(function() local v = srv.wait_results() return v end)
+    assert.matches('qoslab.Server:wait_results: expected a qoslab.Server as self', err, 1, true)
     err = raised(function() local v = srv.stop(42) return v end)
     assert.matches('qoslab.Server:stop: expected a qoslab.Server as self (call it as srv:stop()), got number',
       err, 1, true)
@@ -40,7 +42,7 @@ describe('traffic methods', function()
     assert.equal('table', type(log))
     srv:stop()
     assert.is_true(srv:done())
-    for _, m in ipairs { 'port', 'limits', 'finished', 'rejected' } do
+    for _, m in ipairs { 'port', 'limits', 'finished', 'rejected', 'wait_results' } do
       local err, line = raised(function() local v = srv[m](srv) return v end)
       assert.equal(THIS .. ':' .. line .. ': qoslab.Server: the server was closed',
         err:match('[^/]*' .. THIS:gsub('%.', '%%.') .. ':.*$'), m)
@@ -53,7 +55,7 @@ describe('traffic methods', function()
     assert.equal(THIS .. ':' .. line .. ': qoslab.Test:start: expected a qoslab.Test as self '
       .. '(call it as h:start(...)), got nil', err:match('[^/]*' .. THIS:gsub('%.', '%%.') .. ':.*$'))
     assert(h:start())
-    for _, m in ipairs { 'wait', 'stop', 'intervals' } do
+    for _, m in ipairs { 'wait', 'stop', 'intervals', 'close' } do
       err = raised(function() local v = h[m]({}) return v end)
       assert.matches('qoslab.Test:' .. m .. ': expected a qoslab.Test as self', err, 1, true)
     end

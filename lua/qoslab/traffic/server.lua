@@ -115,12 +115,17 @@ function Server:done() return (call(self, 'done')) end
 -- @raise on n not an integer in 1..2^30 or timeout_s not in 0..86400, and
 --   after `stop()`
 function Server:wait_results(n, timeout_s)
+  if getmetatable(self) ~= Server then
+    error('qoslab.Server:wait_results: expected a qoslab.Server as self (call it as '
+      .. 'srv:wait_results(...)), got ' .. type(self), 2)
+  end
   n = check.integer('qoslab.Server:wait_results', 'n', n, 1, 1 << 30, 1)
   timeout_s = check.number('qoslab.Server:wait_results', 'timeout_s', timeout_s, 0, 86400, 30)
   local timer = require 'qoslab.timer'
   local deadline = timer.now() + timeout_s
   while true do
-    local done = self:finished()
+    local alive, done = pcall(self._ud.finished, self._ud)
+    if not alive then error(done, 2) end   -- a stopped server: at the caller's line
     if done >= n then return self:results() end
     if timer.now() >= deadline then
       return nil, string.format('%d of %d tests finished within %g s', done, n, timeout_s),

@@ -188,7 +188,10 @@ function methods.stop(self)
 end
 
 --- Close: stop if running (same as leaving a `<close>` scope).
-methods.close = Test.__close
+function methods.close(self)
+  state(self, 'close')
+  Test.__close(self)
+end
 
 --- A pending test of checked options `opts` (the caller's copy).
 -- @tparam table opts
