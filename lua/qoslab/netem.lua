@@ -173,7 +173,8 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 -- Under a shaper (`opts.parent` not "root") the packets arrive at most at
 -- the shaper's rate (htb: its ceil), so that rate is used before the link's.
 -- @tparam[opt] table opts `{netns =, parent =}`
--- @treturn integer packets needed (0 without delay)
+-- @treturn integer packets needed (0 without delay; at most 4294967295,
+--   the largest limit the kernel takes)
 -- @treturn number the rate in bits/s the rule used
 -- @treturn string where that rate came from: "spec.rate_bps", "shaper rate",
 --   "link speed", "default 1 Gbit/s"
@@ -181,8 +182,10 @@ local DEFAULT_QDISCS = { noqueue = true, pfifo_fast = true, fq_codel = true, mq 
 -- @raise on a bad ifname, spec or opts, as `check` and `apply` do, naming
 --   qoslab.netem.needed_limit
 -- @usage local need = netem.needed_limit('veth0', {delay_ms = 100})
+local LIMIT_MAX = 4294967295   -- netem's limit is a 32-bit packet count
+
 function M.needed_limit(ifname, spec, opts)
-  local _, o = checked('qoslab.netem.needed_limit', 'table', ifname, spec, opts)
+  local _, o = checked('qoslab.netem.needed_limit', 'apply', ifname, spec, opts)
   local ns, parent = o.netns, o.parent
   local delay_s = ((tonumber(spec.delay_ms) or 0) + (tonumber(spec.jitter_ms) or 0)) / 1000
   local rate_bps, source = tonumber(spec.rate_bps), 'spec.rate_bps'
@@ -195,7 +198,7 @@ function M.needed_limit(ifname, spec, opts)
     if mbps then rate_bps, source = mbps * 1e6, 'link speed'
     else rate_bps, source = 1e9, 'default 1 Gbit/s' end
   end
-  local need = math.ceil(rate_bps / 8 * delay_s / 1514 * 1.5)
+  local need = math.min(math.ceil(rate_bps / 8 * delay_s / 1514 * 1.5), LIMIT_MAX)
   return math.tointeger(need) or 0, rate_bps, source
 end
 
@@ -236,6 +239,12 @@ function M.apply(ifname, spec, opts)
   local auto = canon.limit_packets == 'auto'
   local warnings = {}
   local need, rate_bps, source = M.needed_limit(ifname, canon, o)
+  if need >= LIMIT_MAX then
+    warnings[#warnings + 1] = string.format(
+      '%s (%s) x %g ms delay needs more than %d packets, the largest limit the kernel takes: ' ..
+      'netem will tail-drop', fmt_rate(rate_bps), source,
+      (canon.delay_ms or 0) + (canon.jitter_ms or 0), LIMIT_MAX)
+  end
   if auto then
     canon.limit_packets = math.max(1000, need)
   elseif canon.limit_packets < need then
@@ -517,34 +526,19 @@ local RATE_UNITS = {
 local function is_num(tok) return tok ~= nil and tok:match('^%d') ~= nil or (tok and tok:match('^%.%d')) ~= nil end
 local function is_snum(tok) return tok ~= nil and (is_num(tok) or tok:match('^%-%d') ~= nil) end
 
---- Parse tc-netem(8) option syntax into a spec (canonical, as `apply` returns it).
--- Accepts everything tc-netem(8) documents: `limit PACKETS`, `delay|latency TIME
--- [JITTER [CORR]]`, `distribution NAME`, `loss [random] PCT [CORR]`, `loss state
--- P13 [P31 [P32 [P23 [P14]]]]`, `loss gemodel P [R [1-H [1-K]]]`, `duplicate`,
--- `corrupt`, `reorder PCT [CORR]`, `gap N`, `ecn`, `rate RATE [PACKETOVERHEAD
--- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
--- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
--- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
--- rejected, so `delay 50` is never read in a unit nobody meant); percentages
--- may omit the `%`; rates take tc's
--- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
--- Beyond tc, `limit auto` gives `limit_packets = "auto"` (the limit rule
--- above, resolved by `apply`), as `qoslab netem set` takes it.
--- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
--- @treturn table spec
--- @raise `"qoslab.netem.parse: <what>: expected ..., got ..."` on a syntax error
--- @usage netem.apply('veth0', netem.parse('delay 100ms loss 1%'))
-function M.parse(text)
-  local ctx = 'qoslab.netem.parse'
-  if type(text) ~= 'string' then check.fail(ctx, 'text', 'a string', text) end
+-- The tokens of a tc-netem(8) text into a spec (not yet normalized) and
+-- whether it said `limit auto`; a syntax error is thrown as {parse_error =}.
+local function parse_tokens(text, ctx)
   local toks = {}
   for t in text:gmatch('%S+') do toks[#toks + 1] = t end
   local i = 1
   if toks[1] == 'netem' then i = 2 end
   local spec, auto_limit = {}, false
+  -- A syntax error is thrown as a marked table and raised again by the pcall
+  -- below at parse's caller's line (fail is reached at several depths).
   local function fail(what, expected, got)
-    error(string.format('%s: %s: expected %s, got %s', ctx, what, expected,
-      got == nil and 'end of text' or string.format('%q', got)), 0)
+    error({ parse_error = string.format('%s: %s: expected %s, got %s', ctx, what, expected,
+      got == nil and 'end of text' or string.format('%q', got)) })
   end
   local function int(tok, what, min)
     local v = math.tointeger(tonumber(tok))
@@ -669,6 +663,34 @@ function M.parse(text)
       fail('option', 'a tc-netem(8) keyword (limit, delay, distribution, loss, duplicate, corrupt, ' ..
         'reorder, gap, ecn, rate, slot, seed)', kw)
     end
+  end
+  return spec, auto_limit
+end
+
+--- Parse tc-netem(8) option syntax into a spec (canonical, as `apply` returns it).
+-- Accepts everything tc-netem(8) documents: `limit PACKETS`, `delay|latency TIME
+-- [JITTER [CORR]]`, `distribution NAME`, `loss [random] PCT [CORR]`, `loss state
+-- P13 [P31 [P32 [P23 [P14]]]]`, `loss gemodel P [R [1-H [1-K]]]`, `duplicate`,
+-- `corrupt`, `reorder PCT [CORR]`, `gap N`, `ecn`, `rate RATE [PACKETOVERHEAD
+-- [CELLSIZE [CELLOVERHEAD]]]`, `slot MIN [MAX] [packets N] [bytes N]`, `slot
+-- distribution NAME DELAY JITTER [packets N] [bytes N]`, `seed N`; a leading
+-- `netem` is skipped. Times need a unit (s, ms, us, ns: a bare number is
+-- rejected, so `delay 50` is never read in a unit nobody meant); percentages
+-- may omit the `%`; rates take tc's
+-- units (bit, kbit, mbit, gbit, tbit, the IEC kibit..., and bps = bytes/s).
+-- Beyond tc, `limit auto` gives `limit_packets = "auto"` (the limit rule
+-- above, resolved by `apply`), as `qoslab netem set` takes it.
+-- @tparam string text e.g. "delay 50ms 5ms 25% loss 3%"
+-- @treturn table spec
+-- @raise `"qoslab.netem.parse: <what>: expected ..., got ..."` on a syntax error
+-- @usage netem.apply('veth0', netem.parse('delay 100ms loss 1%'))
+function M.parse(text)
+  local ctx = 'qoslab.netem.parse'
+  if type(text) ~= 'string' then check.fail(ctx, 'text', 'a string', text) end
+  local ok, spec, auto_limit = pcall(parse_tokens, text, ctx)
+  if not ok then
+    if type(spec) == 'table' and spec.parse_error then error(spec.parse_error, 2) end
+    error(spec, 0)
   end
   -- tc sets gap 1 for reorder only when gap is missing; so does normalize.
   local canon = normalize(spec, ctx, 2)
