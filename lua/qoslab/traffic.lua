@@ -63,9 +63,10 @@ local function checked_client(ctx, opts)
   return filled  -- not a tail call: the level counts this frame
 end
 
+-- A raw copy (no __pairs), as the check reads the options raw.
 local function copy(t)
   local c = {}
-  for k, v in pairs(t) do c[k] = v end
+  for k, v in next, t do c[k] = v end
   return c
 end
 
