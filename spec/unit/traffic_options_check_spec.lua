@@ -49,6 +49,14 @@ describe('traffic client options: one check in C, raised at the caller', functio
     local proxy = setmetatable({}, { __index = { host = '127.0.0.1' } })
     expect('qoslab.traffic.run: opts.host: expected a host name or address, got nil', traffic.run, proxy)
     expect('qoslab.client: opts.host: expected a host name or address, got nil', traffic.client, proxy)
+    -- A __pairs that shows other keys: the test runs on what was checked
+    -- (it failed inside qoslab on "opts.bogus: unknown key").
+    local shown = { host = '127.0.0.1', port = 9, bogus = 1 }
+    local odd = setmetatable({ host = '127.0.0.1', port = 9, connect_timeout_s = 1 },
+      { __pairs = function() return next, shown, nil end })
+    local res, _, code = traffic.run(odd)
+    assert.is_nil(res)
+    assert.equal('ECONNREFUSED', code)
   end)
 
   it('a wrong type names the field and what was expected', function()
