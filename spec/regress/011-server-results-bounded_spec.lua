@@ -118,7 +118,7 @@ describe('regress 011: a long-running server holds a bounded number of results',
       local out = p:read('a')
       local ok = p:close()
       assert(ok, out)
-      grown = tonumber(out:match('grown (%d+)'))
+      grown = tonumber(out:match('grown (%-?%d+)'))
       assert(grown, out)
     end
     print(string.format('  [011] RSS growth over %d tests: %d KiB', N - WARM, grown))
