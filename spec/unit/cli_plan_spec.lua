@@ -243,6 +243,8 @@ mark('finished')
         assert.equal('x', slurp(o .. '/teardown_point_err'), slurp(dir .. '/log'))
         assert.is_nil(slurp(o .. '/finished'))
         assert.matches('qoslab run: interrupted by SIG' .. sig[1] .. '\n', slurp(dir .. '/log'), 1, true)
+        local _, said = slurp(dir .. '/log'):gsub('interrupted by SIG', '')
+        assert.equal(1, said, slurp(dir .. '/log'))
         assert.is_nil(slurp(dir .. '/log'):find('stack traceback', 1, true), slurp(dir .. '/log'))
         assert.matches('qoslab run: results so far in ' .. o .. ' (continue with: qoslab run '
           .. dir .. '/slow.lua --resume --out ' .. o .. ')\n', slurp(dir .. '/log'), 1, true)

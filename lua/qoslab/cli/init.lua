@@ -255,8 +255,10 @@ function M.main(argv)
     if M.signal_status(e) or os.getenv('QOSLAB_DEBUG') ~= '1' then return e end
     return debug.traceback(e, 2)
   end, a)
-  -- A signal received during the run is the run's end status even when the
-  -- command (a plan calling pcall) caught the interruption it raised.
+  -- A command that handled a signal itself returns its status (and has said
+  -- so); otherwise a signal received during the run is the run's end status
+  -- even when the command (a plan calling pcall) caught the interruption.
+  if good and status and status ~= 0 then return status end
   local sig_status, sig = M.signal_status(not good and status or nil)
   if good and not sig_status then return status or 0 end
   if sig_status then
