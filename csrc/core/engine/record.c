@@ -122,16 +122,24 @@ void ql_interval_sums(ql_interval *iv)
 			ql_entry *s = &iv->sum[d][r];
 			if (!iv->sum_present[d][r])
 				continue;
-			if (nret[d][r] == ncnt[d][r] && nret[d][r] > 0)
-				s->valid |= QL_E_RETRANS;
-			if (njit[d][r]) {
-				s->jitter_ms /= njit[d][r];
-				s->valid |= QL_E_JITTER;
-			}
 			if (s->seconds <= 0)
 				s->seconds = iv->seconds;
-			ql_entry_finish(s);
+			ql_sum_close(s, ncnt[d][r], nret[d][r], njit[d][r]);
 		}
+}
+
+/* Close a sum that ql_entry_add built from n entries: retransmits are valid
+ * only when every entry had them, jitter is the mean of those that had it,
+ * then the derived values (ql_entry_finish). */
+void ql_sum_close(ql_entry *s, int n, int nret, int njit)
+{
+	if (nret > 0 && nret == n)
+		s->valid |= QL_E_RETRANS;
+	if (njit) {
+		s->jitter_ms /= njit;
+		s->valid |= QL_E_JITTER;
+	}
+	ql_entry_finish(s);
 }
 
 static void entry_accumulate(ql_entry *x, const ql_entry *y);

@@ -146,6 +146,7 @@ void ql_bufinfo_fill(ql_bufinfo *b, int64_t requested, int64_t granted,
 void ql_entry_finish(ql_entry *x);
 void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
 		  int r, int *ncnt, int *nret, int *njit);
+void ql_sum_close(ql_entry *s, int n, int nret, int njit);
 void ql_interval_sums(ql_interval *iv);
 void ql_interval_fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
 const char *ql_side_label(int side);

@@ -472,13 +472,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 			ql_entry *tt = &r->tot[d][k];
 			if (!r->tot_present[d][k])
 				continue;
-			if (nret[d][k] && nret[d][k] == nsum[d][k])
-				tt->valid |= QL_E_RETRANS;
-			if (njit[d][k]) {
-				tt->jitter_ms /= njit[d][k];
-				tt->valid |= QL_E_JITTER;
-			}
-			ql_entry_finish(tt);
+			ql_sum_close(tt, nsum[d][k], nret[d][k], njit[d][k]);
 		}
 	free(loc);
 	merge_remote_intervals(t, r);
