@@ -59,6 +59,7 @@ enum {
 /* Limits of the hardened control path. */
 #define QL_PARAMS_MAX_BYTES 8192        /* like iperf3's server cap */
 #define QL_RESULTS_MAX_BYTES (4 << 20)  /* qoslab results carry intervals */
+#define QL_INTERVAL_MAX_BYTES (1 << 20) /* one live interval record */
 
 /* The UDP "connect" handshake: 4 bytes each way. iperf3 writes its host-
  * order integer 0x36373839 ("9876" on x86) and replies 0x39383736; older
