@@ -1,7 +1,8 @@
 /*
  * client.c - the client role (engine.h): options, the control protocol,
  * creating the streams, the run, next_interval. Stands on control.h,
- * results.h, udp_books.h, report.h, workers.h, sockopt.h and test.h.
+ * ctl_reader.h, results.h, udp_books.h, report.h, workers.h, sockopt.h and
+ * test.h.
  */
 #include "engine.h"
 
@@ -18,6 +19,7 @@
 #include <time.h>
 
 #include "control.h"
+#include "ctl_reader.h"
 #include "options.h"
 #include "report.h"
 #include "results.h"
@@ -206,15 +208,22 @@ static int client_run(ql_test *t)
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
+		/* Only what has come is read: the rest of a message whose
+		 * segments trickle in waits in the reader, and the grid ticks
+		 * on meanwhile (a blocking read held it for seconds). */
 		if (wait_io(t->ctl_fd, POLLIN, ms) > 0) {
 			int st;
-			int rc = ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
+			char *js = NULL;
+			size_t jl = 0;
+			int rc = ql_ctl_reader_recv(&t->ctl_rd, t->ctl_fd);
 			if (rc < 0)
 				return fail_io(t, rc, "the test");
+			if (rc == 0 || ql_ctl_reader_take(&t->ctl_rd, &st, &js, &jl) < 0)
+				continue;
 			if (st == QL_ST_QL_SENDER_DONE)
 				sender_done_signal = 1;
-			else if (st == QL_ST_QL_INTERVAL && (rc = read_peer_interval(t)) < 0)
-				return rc;
+			else if (st == QL_ST_QL_INTERVAL)
+				peer_interval_take(t, js, jl);
 			else if (st == QL_ST_QL_LIVE)
 				peer_announced_live(t);
 			else if (st == QL_ST_SERVER_TERMINATE || st == QL_ST_SERVER_ERROR ||
@@ -294,15 +303,18 @@ static int client_protocol(ql_test *t)
 	memset(&cpu, 0, sizeof cpu);
 	for (;;) {
 		int st;
+		char *live = NULL;
+		size_t live_len = 0;
 		/* Once the test ran, a stop request only shortens it: the
 		 * results exchange still happens (bounded by the deadline). */
 		int64_t dl = ql_now_ns() + 30 * QL_NS_PER_S;
-		rc = ql_io_read_state(t->ctl_fd, &st, dl, t->state == T_RUNNING ? NULL
+		rc = ql_ctl_reader_wait(&t->ctl_rd, t->ctl_fd, dl, t->state == T_RUNNING ? NULL
 					: (const volatile int *)&t->stop_req);
 		if (rc == -EINTR && t->state == T_NEW)
 			return fail_io(t, rc, "the handshake");
 		if (rc < 0)
 			return fail_io(t, rc, "the control exchange");
+		ql_ctl_reader_take(&t->ctl_rd, &st, &live, &live_len);
 		switch (st) {
 		case QL_ST_PARAM_EXCHANGE: {
 			char *js = NULL;
@@ -375,8 +387,7 @@ static int client_protocol(ql_test *t)
 			peer_announced_live(t);
 			break;
 		case QL_ST_QL_INTERVAL:
-			if ((rc = read_peer_interval(t)) < 0)
-				return rc;
+			peer_interval_take(t, live, live_len);
 			break;
 		case QL_ST_ACCESS_DENIED: {
 			/* a qoslab server says which of its limits refused us; a

@@ -1,7 +1,7 @@
 /*
  * control.c - the control channel around the run: live records both ways,
  * waiting out senders and receivers, the results exchange. Stands on
- * results.h, udp_books.h, report.h and test.h.
+ * ctl_reader.h, results.h, udp_books.h, report.h and test.h.
  */
 #include "control.h"
 
@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <sys/socket.h>
 
+#include "ctl_reader.h"
 #include "report.h"
 #include "results.h"
 #include "test.h"
@@ -38,18 +39,20 @@ int ship_live(ql_test *t)
 	return 0;
 }
 
-/* Client: take the server's live records that are waiting on the control
- * connection, and only those (a peek at the state byte: every other state
- * is left for the protocol loop). */
+/* Client: take the server's live records that are on the control
+ * connection, and only those: any other message stays in the reader for
+ * the protocol loop, and so does a record that has not all come yet (an
+ * error too: the protocol loop's next read reports it). */
 static void take_live(ql_test *t)
 {
-	signed char st;
+	int st;
 	while (t->side == QL_SIDE_CLIENT && t->peer_live && t->ctl_fd >= 0 &&
-	       recv(t->ctl_fd, &st, 1, MSG_PEEK | MSG_DONTWAIT) == 1 && st == QL_ST_QL_INTERVAL) {
-		int state;
-		if (ql_io_read_state(t->ctl_fd, &state, ql_now_ns() + CTL_TIMEOUT_NS, NULL) < 0 ||
-		    read_peer_interval(t) < 0)
-			return;
+	       ql_ctl_reader_recv(&t->ctl_rd, t->ctl_fd) == 1 &&
+	       ql_ctl_reader_peek(&t->ctl_rd, &st) == 0 && st == QL_ST_QL_INTERVAL) {
+		char *js = NULL;
+		size_t jl = 0;
+		ql_ctl_reader_take(&t->ctl_rd, &st, &js, &jl);
+		peer_interval_take(t, js, jl);
 	}
 }
 
@@ -133,20 +136,16 @@ void drain_receivers(ql_test *t)
 	streams_join(t, 0, 1);
 }
 
-/* Read a QL_ST_QL_INTERVAL body and keep it for the live queue. */
-int read_peer_interval(ql_test *t)
+/* Keep a QL_ST_QL_INTERVAL body (js[0..jl), taken over and freed) for the
+ * live queue. */
+void peer_interval_take(ql_test *t, char *js, size_t jl)
 {
-	char *js = NULL;
-	size_t jl = 0;
-	int rc = ql_io_read_json(t->ctl_fd, 1 << 20, &js, &jl, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
-	if (rc < 0)
-		return fail_io(t, rc, "reading a server interval");
 	ql_interval iv;
 	ql_err e;
-	rc = ql_interval_parse(js, jl, &iv, &e);
+	int rc = js ? ql_interval_parse(js, jl, &iv, &e) : -EINVAL;
 	free(js);
 	if (rc < 0)
-		return 0;   /* a bad live record only costs the live view */
+		return;   /* a bad live record only costs the live view */
 	int64_t g0, g1;
 	iv_slots(t, &iv, &g0, &g1);
 	pthread_mutex_lock(&t->mu);
@@ -157,7 +156,6 @@ int read_peer_interval(ql_test *t)
 	live_release(t, ql_now_ns());
 	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
-	return 0;
 }
 
 int exchange_results(ql_test *t, int client_first, ql_cpu_result *cpu)

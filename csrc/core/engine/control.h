@@ -13,7 +13,7 @@ int ship_live(ql_test *t);
 int receivers_eof(ql_test *t);
 void wait_senders(ql_test *t);
 void drain_receivers(ql_test *t);
-int read_peer_interval(ql_test *t);
+void peer_interval_take(ql_test *t, char *js, size_t jl);
 int exchange_results(ql_test *t, int client_first, ql_cpu_result *cpu);
 
 #endif

@@ -181,6 +181,7 @@ ql_test *test_new(int side)
 		return NULL;
 	t->side = side;
 	t->ctl_fd = -1;
+	ql_ctl_reader_init(&t->ctl_rd, QL_INTERVAL_MAX_BYTES);
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 	ql_params_init(&t->prm);
@@ -273,6 +274,7 @@ void test_release(ql_test *t)
 	if (t->ctl_fd >= 0)
 		close(t->ctl_fd);
 	t->ctl_fd = -1;
+	ql_ctl_reader_free(&t->ctl_rd);
 	for (int i = 0; i < t->niv; i++)
 		ql_interval_clear(&t->iv[i]);
 	free(t->iv);

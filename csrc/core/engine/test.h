@@ -1,7 +1,7 @@
 /*
  * test.h - one test's state (ql_test, its streams ql_stream) and the calls of
  * its lifetime, shared by the engine's files. Stands on record.h, results_json.h,
- * stats.h and proto.h.
+ * stats.h, ctl_reader.h and proto.h.
  */
 #ifndef QL_TEST_H
 #define QL_TEST_H
@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "ctl_reader.h"
 #include "engine.h"
 #include "proto.h"
 #include "record.h"
@@ -76,6 +77,9 @@ struct ql_test {
 	_Atomic int64_t budget[2];
 	int limited;
 	int ctl_fd;
+	/* client: the control connection's messages, read without blocking
+	 * while the grid ticks (a partial one is kept between loop turns) */
+	ql_ctl_reader ctl_rd;
 	char cookie[QL_COOKIE_SIZE];
 	struct sockaddr_storage peer_addr;
 	socklen_t peer_len;
