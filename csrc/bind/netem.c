@@ -342,23 +342,10 @@ static void check_changes(lua_State *L, int idx, const char *ctx)
 	lua_settop(L, copy - 1);
 }
 
-/* The shortest decimal percent that encodes to the same u32. */
-static double canon_pct(uint32_t f)
-{
-	char buf[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, ql_netem_frac32_to_pct(f));
-		double v = strtod(buf, NULL);
-		if (ql_netem_pct_to_frac32(v) == f)
-			return v;
-	}
-	return ql_netem_frac32_to_pct(f);
-}
-
 static void set_pct(lua_State *L, const char *key, uint32_t f, int always)
 {
 	if (f || always)
-		qlb_set_number(L, key, canon_pct(f));
+		qlb_set_number(L, key, ql_netem_frac32_to_short_pct(f));
 }
 
 static void set_ms(lua_State *L, const char *key, int64_t ns)

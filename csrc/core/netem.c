@@ -44,6 +44,18 @@ double ql_netem_frac32_to_pct(uint32_t frac)
 	return 100.0 * (double)frac / (double)QL_FRAC32_ONE;
 }
 
+double ql_netem_frac32_to_short_pct(uint32_t frac)
+{
+	char buf[40];
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof buf, "%.*g", prec, ql_netem_frac32_to_pct(frac));
+		double v = strtod(buf, NULL);
+		if (ql_netem_pct_to_frac32(v) == frac)
+			return v;
+	}
+	return ql_netem_frac32_to_pct(frac);
+}
+
 uint32_t ql_netem_ns_to_ticks(int64_t ns)
 {
 	if (ns <= 0)

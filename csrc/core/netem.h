@@ -100,6 +100,9 @@ typedef struct ql_netem_info {
 uint32_t ql_netem_pct_to_frac32(double pct);
 /* u32 fraction -> percent, exact inverse up to rounding. */
 double ql_netem_frac32_to_pct(uint32_t frac);
+/* The shortest decimal percent that encodes to the same u32 (5 %, not
+ * 4.99999999906 %): how percentages are read back. */
+double ql_netem_frac32_to_short_pct(uint32_t frac);
 /* ns -> psched ticks for the compat qopt fields (saturated at UINT32_MAX). */
 uint32_t ql_netem_ns_to_ticks(int64_t ns);
 
