@@ -7,7 +7,8 @@
  * them all without the kernel, for the Lua layer to raise at its caller.
  *
  * core.netem_check(ctx, mode, ifname, spec, opts)
- *     -> canonical spec|false, opts with defaults   (raises; see l_check)
+ *     -> canonical spec|false, opts with defaults, advice list
+ *                                           (raises; see l_check)
  * core.netem_normalize(spec[, ctx])            -> canonical spec table
  * core.netem_apply(ifname, spec, netns, parent, handle[, ctx])
  *     -> true, was_netem, other_kind|nil, spec read back|false
@@ -33,6 +34,7 @@
 
 #include "../core/ifb.h"
 #include "../core/netem.h"
+#include "../core/netem_advice.h"
 #include "../core/netns.h"
 #include "bind.h"
 
@@ -445,9 +447,43 @@ static void copy_dist(lua_State *L, int idx)
 	}
 }
 
+/* Push the advice list of a valid spec (ql_netem_advise): a sequence of
+ * {code =, field =, message =, kernel_loss_pct =, mean_burst_packets =,
+ * changes = {...}} (changes, for netem.update, only with a suggestion). */
+static void push_advice(lua_State *L, const ql_netem_spec *s)
+{
+	ql_netem_advice adv[QL_NETEM_ADVICE_MAX];
+	int n = ql_netem_advise(s, adv, QL_NETEM_ADVICE_MAX);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		const ql_netem_advice *a = &adv[i];
+		lua_createtable(L, 0, 6);
+		qlb_set_string(L, "code", a->code);
+		qlb_set_string(L, "field", a->field);
+		qlb_set_string(L, "message", a->msg);
+		qlb_set_number(L, "kernel_loss_pct", a->kernel_loss_pct);
+		if (a->has_gilbert) {
+			qlb_set_number(L, "mean_burst_packets", a->mean_burst_packets);
+			lua_createtable(L, 0, 3);
+			qlb_set_boolean(L, "loss_pct", 0);
+			qlb_set_boolean(L, "loss_corr_pct", 0);
+			lua_createtable(L, 0, 4);
+			set_pct(L, "p_pct", a->ge_p_frac32, 1);
+			set_pct(L, "r_pct", a->ge_r_frac32, 1);
+			qlb_set_number(L, "one_minus_h_pct", 100);
+			qlb_set_number(L, "one_minus_k_pct", 0);
+			lua_setfield(L, -2, "loss_gemodel");
+			lua_setfield(L, -2, "changes");
+		}
+		lua_seti(L, -2, i + 1);
+	}
+}
+
 /* Check the spec at idx and push its canonical table (with auto_limit,
- * limit_packets = "auto" is kept as given). Leaves buffers below it. */
-static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_auto)
+ * limit_packets = "auto" is kept as given), and with advice its advice list
+ * above it. Leaves buffers below them. */
+static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_auto,
+			   int advice)
 {
 	idx = lua_absindex(L, idx);
 	ql_netem_spec s;
@@ -468,13 +504,15 @@ static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_aut
 	push_spec(L, &s, dist_idx, slot_dist_idx);
 	if (auto_limit)
 		qlb_set_string(L, "limit_packets", "auto");
+	if (advice)
+		push_advice(L, &s);
 }
 
 static int l_normalize(lua_State *L)
 {
 	const char *ctx = luaL_optstring(L, 2, CTX_APPLY);
 	lua_settop(L, 2);
-	push_canonical(L, 1, ctx, 0);
+	push_canonical(L, 1, ctx, 0, 0);
 	return 1;
 }
 
@@ -538,7 +576,8 @@ static void push_opts(lua_State *L, int idx, const char *ctx, int with_handle)
 enum { CHECK_SPEC, CHECK_APPLY, CHECK_TABLE, CHECK_UPDATE, CHECK_TARGET };
 
 /*
- * check(ctx, mode, ifname, spec, opts) -> canonical spec | false, opts | nil
+ * check(ctx, mode, ifname, spec, opts) -> canonical spec | false, opts | nil,
+ *                                         advice (a list, see push_advice)
  * Every rule of the qoslab.netem arguments, without touching the kernel.
  * mode: "spec" (spec alone; limit_packets "auto" kept), "apply" (ifname,
  * spec, opts with handle), "table" (ifname, a spec table not checked
@@ -563,12 +602,16 @@ static int l_check(lua_State *L)
 	int opts_idx = lua_gettop(L);
 	if (mode == CHECK_UPDATE)
 		check_changes(L, 4, ctx);
-	if (mode == CHECK_SPEC || mode == CHECK_APPLY)
-		push_canonical(L, 4, ctx, 1);
-	else
+	if (mode == CHECK_SPEC || mode == CHECK_APPLY) {
+		push_canonical(L, 4, ctx, 1, 1);
+	} else {
 		lua_pushboolean(L, 0);
+		lua_newtable(L);
+	}
+	lua_pushvalue(L, -2);
 	lua_pushvalue(L, opts_idx);
-	return 2;
+	lua_pushvalue(L, -3);
+	return 3;
 }
 
 /* ifname, netns, parent, handle at first .. first+3. */

@@ -17,7 +17,8 @@
 --   /usr/lib/x86_64-linux-gnu/tc, /usr/lib/tc, /usr/share/tc or $TC_LIB_DIR)
 --   or a custom table: a list of 1..16384 integers in [-32768, 32767] in
 --   units of jitter/8192 (the kernel's NETEM_DIST_SCALE); needs jitter;
--- * `loss_pct`, `loss_corr_pct` (random loss); or `loss_state` =
+-- * `loss_pct`, `loss_corr_pct` (random loss; a correlation gives much
+--   less loss than asked, see **Advice**); or `loss_state` =
 --   `{p13_pct =, p31_pct =, p32_pct =, p23_pct =, p14_pct =}` (4-state Markov
 --   model; only p13_pct is required, the rest default as tc's: p31 = 100 −
 --   p13, p32 = 0, p23 = 100, p14 = 0); or `loss_gemodel` = `{p_pct =, r_pct =,
@@ -53,6 +54,31 @@
 -- /sys/class/net/DEV/speed; veth reports 10 Gbit/s), else 1 Gbit/s; 1514 is
 -- a full Ethernet frame and 1.5 the margin chaosblade uses. A lower limit
 -- gives a warning; `"auto"` takes `max(1000, needed)`.
+--
+-- **Advice**: `check` and `apply` (and so `qoslab netem set`, testbeds and
+-- plans) report what a valid spec does that its fields do not say, as a
+-- list of `{code =, field =, message =, ...}`; `apply` also prints each
+-- message as a warning (unless `opts.quiet`) and applies the spec as given.
+-- Match `code`; the message is prose for people. One code so far:
+--
+-- * `CORRELATED_LOSS` (`field = "spec.loss_corr_pct"`): sch_netem's
+--   correlated generator returns a weighted mean of a fresh random number
+--   and its own last answer; that narrows the numbers' spread around 1/2
+--   instead of making losses come in bursts, so `loss_pct = 5,
+--   loss_corr_pct = 25` loses about 0.19 % (measured in a guest: the same;
+--   above 50 % it loses more than asked). `kernel_loss_pct` is the loss the
+--   kernel will give (computed from the generator's stationary
+--   distribution); `changes` (for `update`, absent at a 100 % correlation)
+--   is the simple Gilbert model with the asked mean loss p and the burst a
+--   correlation ρ between successive losses means, P(loss after a loss) =
+--   p + ρ(1 − p): `loss_gemodel = {p_pct = 100 p(1 − ρ), r_pct = 100 (1 −
+--   p)(1 − ρ), one_minus_h_pct = 100, one_minus_k_pct = 0}`, whose mean
+--   loss is p_GE/(p_GE + r) = p and mean burst 1/r packets
+--   (`mean_burst_packets`). For a mean loss p and mean burst b of your own:
+--   r = 1/b, p_GE = p/(b(1 − p)) (b ≥ 1, p_GE ≤ 1). The same chain as a
+--   4-state model: `loss_state = {p13_pct = p_GE, p31_pct = r, p32_pct = 0,
+--   p23_pct = 100, p14_pct = 0}`. The other `_corr_pct` fields use the same
+--   generator (a delay correlation narrows the jitter).
 --
 -- **The kernel keeps no distribution table readable**: `get` reports the
 -- `distribution` this process last applied to that qdisc (none when another
@@ -111,10 +137,11 @@ end
 
 -- core.netem_check (every rule of the arguments, written once in C), its
 -- error raised at the caller of the public function that called this.
--- Returns the canonical spec (or false) and opts with their defaults.
+-- Returns the canonical spec (or false), opts with their defaults and the
+-- spec's advice list.
 local function checked(ctx, mode, ifname, spec, opts)
-  local canon, o = check.call(3, core.netem_check, ctx, mode, ifname, spec, opts)
-  return canon, o  -- not a tail call: the level counts this frame
+  local canon, o, advice = check.call(3, core.netem_check, ctx, mode, ifname, spec, opts)
+  return canon, o, advice  -- not a tail call: the level counts this frame
 end
 
 -- core.netem_normalize, raising at `level` (1 = the function calling this).
@@ -124,18 +151,22 @@ local function normalize(spec, ctx, level)
 end
 
 --- Check a spec as `apply` would, without touching the kernel: returns the
--- canonical spec (`limit_packets = "auto"` is kept as "auto").
+-- canonical spec (`limit_packets = "auto"` is kept as "auto") and the
+-- advice `apply` will warn with, so a plan can see it before it runs.
 -- @tparam table spec see the module doc (units in the key names)
 -- @tparam[opt] string ctx prefix of error messages (default "qoslab.netem.check")
 -- @treturn table canonical spec: keys at their default left out,
 --   `limit_packets` always present, percentages as the shortest decimal of
 --   their 32-bit fraction
+-- @treturn table advice: a list (empty when there is nothing to say) of
+--   `{code =, field =, message =, ...}` as the module doc's **Advice**
+--   describes; match `code`, never `message`
 -- @raise `"<ctx>: spec.<field>: expected ..., got ..."` (or the cross-field
 --   rule broken) at the caller's line, the same message `apply` raises
--- @usage netem.check{delay_ms = 50, loss_pct = 1}
+-- @usage local canon, advice = netem.check{delay_ms = 50, loss_pct = 1}
 function M.check(spec, ctx)
-  local canon = checked(ctx or 'qoslab.netem.check', 'spec', nil, spec)
-  return canon
+  local canon, _, advice = checked(ctx or 'qoslab.netem.check', 'spec', nil, spec)
+  return canon, advice
 end
 
 local function rec_key(ifname, o)
@@ -227,17 +258,20 @@ end
 -- @tparam string ifname device name
 -- @tparam table spec see the module doc
 -- @tparam[opt] table opts see the module doc
--- @treturn table `{warnings = {string...}, spec = canonical spec as applied
---   (limit resolved, defaults dropped; equal to what get returns)}`
+-- @treturn table `{warnings = {string...}, advice = {...}, spec = canonical
+--   spec as applied}`: the advice as `check` returns it (each message is
+--   also among the warnings), the spec with the limit resolved and defaults
+--   dropped (equal to what get returns)
 -- @return or nil, message, CODE (ENODEV, ENOENT, EPERM, ENOTSUP, ...)
 -- @raise on an unknown key, wrong type, value out of range or contradictory
 --   combination (e.g. reorder without delay, ECN without loss), naming the field
 -- @usage local r = assert(netem.apply('veth0', {delay_ms = 50, loss_pct = 1}))
 function M.apply(ifname, spec, opts)
   local ctx = 'qoslab.netem.apply'
-  local canon, o = checked(ctx, 'apply', ifname, spec, opts)
+  local canon, o, advice = checked(ctx, 'apply', ifname, spec, opts)
   local auto = canon.limit_packets == 'auto'
   local warnings = {}
+  for _, a in ipairs(advice) do warnings[#warnings + 1] = a.message end
   local need, rate_bps, source = M.needed_limit(ifname, canon, o)
   if need >= LIMIT_MAX then
     warnings[#warnings + 1] = string.format(
@@ -322,7 +356,7 @@ function M.apply(ifname, spec, opts)
     end
   end
   emit(warnings, o.quiet)
-  return { warnings = warnings, spec = canon }
+  return { warnings = warnings, advice = advice, spec = canon }
 end
 
 --- Change some settings of the current netem and keep the rest (get, merge,
