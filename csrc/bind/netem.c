@@ -48,7 +48,8 @@ static const char *const spec_keys[] = {
 	"reorder_pct", "reorder_corr_pct", "reorder_gap_packets",
 	"corrupt_pct", "corrupt_corr_pct",
 	"rate_bps", "rate_packet_overhead_bytes", "rate_cell_bytes",
-	"rate_cell_overhead_bytes", "slot", "ecn", "limit_packets", "seed", NULL,
+	"rate_cell_overhead_bytes", "slot", "ecn", "limit_packets", "seed",
+	"keep_order", NULL,
 };
 static const char *const state_keys[] = {
 	"p13_pct", "p31_pct", "p32_pct", "p23_pct", "p14_pct", NULL,
@@ -209,6 +210,7 @@ static void read_spec_fields(lua_State *L, int idx, const char *ctx, ql_netem_sp
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_cell_overhead_bytes", INT32_MIN, INT32_MAX, &iv))
 		s->cell_overhead_bytes = (int32_t)iv;
 	qlb_opt_boolean(L, idx, ctx, "spec", "ecn", &s->ecn);
+	qlb_opt_boolean(L, idx, ctx, "spec", "keep_order", &s->keep_order);
 	int is_auto = 0;
 	if (lua_getfield(L, idx, "limit_packets") == LUA_TSTRING) {
 		size_t len;
@@ -426,6 +428,8 @@ static void push_spec(lua_State *L, const ql_netem_spec *s, int dist_idx, int sl
 	}
 	if (s->ecn)
 		qlb_set_boolean(L, "ecn", 1);
+	if (s->keep_order)
+		qlb_set_boolean(L, "keep_order", 1);
 	qlb_set_integer(L, "limit_packets", s->limit_packets);
 	if (s->has_seed)
 		qlb_set_integer(L, "seed", (lua_Integer)s->seed);

@@ -58,6 +58,11 @@ typedef struct ql_netem_spec {
 	uint32_t corrupt_frac32, corrupt_corr_frac32;
 
 	uint64_t rate_bytes_per_s;     /* 0 = no rate limit */
+	/* Not a kernel field: keep packets in order under jitter, which netem
+	 * does whenever it has a rate (each packet is scheduled after the one
+	 * queued last). qoslab.netem turns it into rate_bytes_per_s (the link
+	 * speed) before building; ql_netem_build refuses it without a rate. */
+	int keep_order;                /* 0/1 */
 	int32_t packet_overhead_bytes;
 	uint32_t cell_size_bytes;
 	int32_t cell_overhead_bytes;

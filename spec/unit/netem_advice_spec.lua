@@ -1,9 +1,17 @@
--- qoslab.netem's advice without a kernel: the check-only path (netem.check,
--- core.netem_check) reports correlated random loss with a stable code and
--- field and a replacement that check accepts. What the kernel then does is
--- spec/netem/netem_advice_spec.lua's, in the guest.
+-- qoslab.netem's advice and keep_order without a kernel: the check-only
+-- path (netem.check, core.netem_check) reports correlated random loss with a
+-- stable code and field and a replacement that check accepts, and checks
+-- keep_order with the other fields (errors name spec.keep_order). What the
+-- kernel then does is spec/netem/netem_advice_spec.lua's, in the guest.
 local netem = require 'qoslab.netem'
 local core = require 'qoslab.core'
+
+local function raises(pattern, f, ...)
+  local ok, err = pcall(f, ...)
+  assert.is_false(ok, 'expected an error matching ' .. pattern)
+  assert.is_truthy(tostring(err):find(pattern, 1, true),
+    'error "' .. tostring(err) .. '" does not contain "' .. pattern .. '"')
+end
 
 describe('qoslab.netem advice on correlated random loss', function()
   it('check returns the advice: code, field, the kernel loss and a Gilbert-Elliott replacement', function()
@@ -63,5 +71,31 @@ describe('qoslab.netem advice on correlated random loss', function()
     local canon, _, none = core.netem_check('qoslab.netem.get', 'target', 'lo')
     assert.is_false(canon)
     assert.same({}, none)
+  end)
+end)
+
+describe('qoslab.netem keep_order', function()
+  it('is kept in the canonical spec (apply resolves it into rate_bps)', function()
+    local canon = netem.check { delay_ms = 50, jitter_ms = 10, keep_order = true }
+    assert.same({ delay_ms = 50, jitter_ms = 10, keep_order = true, limit_packets = 1000 }, canon)
+    assert.same({ delay_ms = 50, limit_packets = 1000 }, (netem.check { delay_ms = 50, keep_order = false }))
+  end)
+
+  it('errors name spec.keep_order', function()
+    raises('spec.keep_order: expected a boolean, got 1', netem.check, { keep_order = 1 })
+    raises('spec.keep_order: cannot be combined with spec.reorder_pct', netem.apply, 'lo',
+      { delay_ms = 50, jitter_ms = 10, reorder_pct = 5, keep_order = true })
+    raises('qoslab.netem.format: spec.keep_order: has no tc-netem(8) syntax', netem.format,
+      { delay_ms = 50, jitter_ms = 10, keep_order = true })
+    -- the binding's apply takes only what the kernel has: keep_order resolved
+    local ok, err = pcall(core.netem_apply, 'lo', { delay_ms = 50, keep_order = true })
+    assert.is_false(ok)
+    assert.matches('spec.keep_order: needs a rate', err, 1, true)
+  end)
+
+  it('with rate_bps the caller\'s rate stays (any rate keeps order)', function()
+    local canon = netem.check { delay_ms = 50, jitter_ms = 10, keep_order = true, rate_bps = 1e8 }
+    assert.equal(100000000, canon.rate_bps)
+    assert.is_true(canon.keep_order)
   end)
 end)
