@@ -7,7 +7,8 @@
  * them all without the kernel, for the Lua layer to raise at its caller.
  *
  * core.netem_check(ctx, mode, ifname, spec, opts)
- *     -> canonical spec|false, opts with defaults   (raises; see l_check)
+ *     -> canonical spec|false, opts with defaults, advice list
+ *                                           (raises; see l_check)
  * core.netem_normalize(spec[, ctx])            -> canonical spec table
  * core.netem_apply(ifname, spec, netns, parent, handle[, ctx])
  *     -> true, was_netem, other_kind|nil, spec read back|false
@@ -33,6 +34,7 @@
 
 #include "../core/ifb.h"
 #include "../core/netem.h"
+#include "../core/netem_advice.h"
 #include "../core/netns.h"
 #include "bind.h"
 
@@ -46,7 +48,8 @@ static const char *const spec_keys[] = {
 	"reorder_pct", "reorder_corr_pct", "reorder_gap_packets",
 	"corrupt_pct", "corrupt_corr_pct",
 	"rate_bps", "rate_packet_overhead_bytes", "rate_cell_bytes",
-	"rate_cell_overhead_bytes", "slot", "ecn", "limit_packets", "seed", NULL,
+	"rate_cell_overhead_bytes", "slot", "ecn", "limit_packets", "seed",
+	"keep_order", NULL,
 };
 static const char *const state_keys[] = {
 	"p13_pct", "p31_pct", "p32_pct", "p23_pct", "p14_pct", NULL,
@@ -207,6 +210,7 @@ static void read_spec_fields(lua_State *L, int idx, const char *ctx, ql_netem_sp
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_cell_overhead_bytes", INT32_MIN, INT32_MAX, &iv))
 		s->cell_overhead_bytes = (int32_t)iv;
 	qlb_opt_boolean(L, idx, ctx, "spec", "ecn", &s->ecn);
+	qlb_opt_boolean(L, idx, ctx, "spec", "keep_order", &s->keep_order);
 	int is_auto = 0;
 	if (lua_getfield(L, idx, "limit_packets") == LUA_TSTRING) {
 		size_t len;
@@ -342,23 +346,10 @@ static void check_changes(lua_State *L, int idx, const char *ctx)
 	lua_settop(L, copy - 1);
 }
 
-/* The shortest decimal percent that encodes to the same u32. */
-static double canon_pct(uint32_t f)
-{
-	char buf[40];
-	for (int prec = 1; prec <= 17; prec++) {
-		snprintf(buf, sizeof buf, "%.*g", prec, ql_netem_frac32_to_pct(f));
-		double v = strtod(buf, NULL);
-		if (ql_netem_pct_to_frac32(v) == f)
-			return v;
-	}
-	return ql_netem_frac32_to_pct(f);
-}
-
 static void set_pct(lua_State *L, const char *key, uint32_t f, int always)
 {
 	if (f || always)
-		qlb_set_number(L, key, canon_pct(f));
+		qlb_set_number(L, key, ql_netem_frac32_to_short_pct(f));
 }
 
 static void set_ms(lua_State *L, const char *key, int64_t ns)
@@ -437,6 +428,8 @@ static void push_spec(lua_State *L, const ql_netem_spec *s, int dist_idx, int sl
 	}
 	if (s->ecn)
 		qlb_set_boolean(L, "ecn", 1);
+	if (s->keep_order)
+		qlb_set_boolean(L, "keep_order", 1);
 	qlb_set_integer(L, "limit_packets", s->limit_packets);
 	if (s->has_seed)
 		qlb_set_integer(L, "seed", (lua_Integer)s->seed);
@@ -458,9 +451,43 @@ static void copy_dist(lua_State *L, int idx)
 	}
 }
 
+/* Push the advice list of a valid spec (ql_netem_advise): a sequence of
+ * {code =, field =, message =, kernel_loss_pct =, mean_burst_packets =,
+ * changes = {...}} (changes, for netem.update, only with a suggestion). */
+static void push_advice(lua_State *L, const ql_netem_spec *s)
+{
+	ql_netem_advice adv[QL_NETEM_ADVICE_MAX];
+	int n = ql_netem_advise(s, adv, QL_NETEM_ADVICE_MAX);
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		const ql_netem_advice *a = &adv[i];
+		lua_createtable(L, 0, 6);
+		qlb_set_string(L, "code", a->code);
+		qlb_set_string(L, "field", a->field);
+		qlb_set_string(L, "message", a->msg);
+		qlb_set_number(L, "kernel_loss_pct", a->kernel_loss_pct);
+		if (a->has_gilbert) {
+			qlb_set_number(L, "mean_burst_packets", a->mean_burst_packets);
+			lua_createtable(L, 0, 3);
+			qlb_set_boolean(L, "loss_pct", 0);
+			qlb_set_boolean(L, "loss_corr_pct", 0);
+			lua_createtable(L, 0, 4);
+			set_pct(L, "p_pct", a->ge_p_frac32, 1);
+			set_pct(L, "r_pct", a->ge_r_frac32, 1);
+			qlb_set_number(L, "one_minus_h_pct", 100);
+			qlb_set_number(L, "one_minus_k_pct", 0);
+			lua_setfield(L, -2, "loss_gemodel");
+			lua_setfield(L, -2, "changes");
+		}
+		lua_seti(L, -2, i + 1);
+	}
+}
+
 /* Check the spec at idx and push its canonical table (with auto_limit,
- * limit_packets = "auto" is kept as given). Leaves buffers below it. */
-static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_auto)
+ * limit_packets = "auto" is kept as given), and with advice its advice list
+ * above it. Leaves buffers below them. */
+static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_auto,
+			   int advice)
 {
 	idx = lua_absindex(L, idx);
 	ql_netem_spec s;
@@ -481,13 +508,15 @@ static void push_canonical(lua_State *L, int idx, const char *ctx, int allow_aut
 	push_spec(L, &s, dist_idx, slot_dist_idx);
 	if (auto_limit)
 		qlb_set_string(L, "limit_packets", "auto");
+	if (advice)
+		push_advice(L, &s);
 }
 
 static int l_normalize(lua_State *L)
 {
 	const char *ctx = luaL_optstring(L, 2, CTX_APPLY);
 	lua_settop(L, 2);
-	push_canonical(L, 1, ctx, 0);
+	push_canonical(L, 1, ctx, 0, 0);
 	return 1;
 }
 
@@ -551,7 +580,8 @@ static void push_opts(lua_State *L, int idx, const char *ctx, int with_handle)
 enum { CHECK_SPEC, CHECK_APPLY, CHECK_TABLE, CHECK_UPDATE, CHECK_TARGET };
 
 /*
- * check(ctx, mode, ifname, spec, opts) -> canonical spec | false, opts | nil
+ * check(ctx, mode, ifname, spec, opts) -> canonical spec | false, opts | nil,
+ *                                         advice (a list, see push_advice)
  * Every rule of the qoslab.netem arguments, without touching the kernel.
  * mode: "spec" (spec alone; limit_packets "auto" kept), "apply" (ifname,
  * spec, opts with handle), "table" (ifname, a spec table not checked
@@ -576,12 +606,16 @@ static int l_check(lua_State *L)
 	int opts_idx = lua_gettop(L);
 	if (mode == CHECK_UPDATE)
 		check_changes(L, 4, ctx);
-	if (mode == CHECK_SPEC || mode == CHECK_APPLY)
-		push_canonical(L, 4, ctx, 1);
-	else
+	if (mode == CHECK_SPEC || mode == CHECK_APPLY) {
+		push_canonical(L, 4, ctx, 1, 1);
+	} else {
 		lua_pushboolean(L, 0);
+		lua_newtable(L);
+	}
+	lua_pushvalue(L, -2);
 	lua_pushvalue(L, opts_idx);
-	return 2;
+	lua_pushvalue(L, -3);
+	return 3;
 }
 
 /* ifname, netns, parent, handle at first .. first+3. */

@@ -44,6 +44,18 @@ double ql_netem_frac32_to_pct(uint32_t frac)
 	return 100.0 * (double)frac / (double)QL_FRAC32_ONE;
 }
 
+double ql_netem_frac32_to_short_pct(uint32_t frac)
+{
+	char buf[40];
+	for (int prec = 1; prec <= 17; prec++) {
+		snprintf(buf, sizeof buf, "%.*g", prec, ql_netem_frac32_to_pct(frac));
+		double v = strtod(buf, NULL);
+		if (ql_netem_pct_to_frac32(v) == frac)
+			return v;
+	}
+	return ql_netem_frac32_to_pct(frac);
+}
+
 uint32_t ql_netem_ns_to_ticks(int64_t ns)
 {
 	if (ns <= 0)
@@ -97,6 +109,8 @@ int ql_netem_validate(const ql_netem_spec *s, ql_err *e)
 		if (s->reorder_gap_packets)
 			return ql_err_usage(e, "spec.reorder_gap_packets: needs spec.reorder_pct > 0");
 	}
+	if (s->keep_order && s->reorder_frac32)
+		return ql_err_usage(e, "spec.keep_order: cannot be combined with spec.reorder_pct (reordering sends packets ahead of the queue on purpose)");
 	if (s->ecn && s->loss_model == QL_NETEM_LOSS_RANDOM && !s->loss_frac32)
 		return ql_err_usage(e, "spec.ecn: ECN marking needs a loss (spec.loss_pct, spec.loss_state or spec.loss_gemodel)");
 	if (!s->rate_bytes_per_s && (s->packet_overhead_bytes || s->cell_size_bytes || s->cell_overhead_bytes))
@@ -183,6 +197,8 @@ int ql_netem_build(struct nl_msg **out, int ifindex, uint32_t parent,
 	int rc = ql_netem_validate(s, e);
 	if (rc < 0)
 		return rc;
+	if (s->keep_order && !s->rate_bytes_per_s)
+		return ql_err_usage(e, "spec.keep_order: needs a rate on the wire (qoslab.netem.apply sets spec.rate_bps to the link speed; the kernel has no such field)");
 	int16_t uniform[UNIFORM_LEN];
 	const int16_t *dist = s->dist;
 	size_t dist_len = s->dist_len;

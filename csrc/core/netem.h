@@ -58,6 +58,11 @@ typedef struct ql_netem_spec {
 	uint32_t corrupt_frac32, corrupt_corr_frac32;
 
 	uint64_t rate_bytes_per_s;     /* 0 = no rate limit */
+	/* Not a kernel field: keep packets in order under jitter, which netem
+	 * does whenever it has a rate (each packet is scheduled after the one
+	 * queued last). qoslab.netem turns it into rate_bytes_per_s (the link
+	 * speed) before building; ql_netem_build refuses it without a rate. */
+	int keep_order;                /* 0/1 */
 	int32_t packet_overhead_bytes;
 	uint32_t cell_size_bytes;
 	int32_t cell_overhead_bytes;
@@ -100,6 +105,9 @@ typedef struct ql_netem_info {
 uint32_t ql_netem_pct_to_frac32(double pct);
 /* u32 fraction -> percent, exact inverse up to rounding. */
 double ql_netem_frac32_to_pct(uint32_t frac);
+/* The shortest decimal percent that encodes to the same u32 (5 %, not
+ * 4.99999999906 %): how percentages are read back. */
+double ql_netem_frac32_to_short_pct(uint32_t frac);
 /* ns -> psched ticks for the compat qopt fields (saturated at UINT32_MAX). */
 uint32_t ql_netem_ns_to_ticks(int64_t ns);
 
