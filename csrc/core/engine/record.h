@@ -36,6 +36,37 @@ typedef struct ql_bufinfo {
 #define QL_E_JITTER    (1u << 8)
 #define QL_E_RTTSUM    (1u << 9)   /* min/max/mean rtt, max cwnd (totals) */
 
+/* Shapes of the path histograms. Loss bursts: bucket k (0-based) holds
+ * bursts of k + 1 lost datagrams for k < 16, the last one 17 and more.
+ * Gaps and extents: bucket k holds 2^k .. 2^(k+1) - 1, the last one
+ * everything from 2^(n-1) on (gaps: >= 32768; extents: >= 4096, which is
+ * also where extents are capped, see udp_path.h). */
+#define QL_BURST_BUCKETS  17
+#define QL_GAP_BUCKETS    16
+#define QL_EXTENT_BUCKETS 13
+
+/*
+ * The path statistics of one receiving stream over the measured test
+ * (udp_path.h says how they are booked): loss runs (bursts of consecutive
+ * sequence numbers ruled lost, gaps of consecutive received ones between
+ * two bursts) and RFC 4737 reordering extents. Counts are datagrams. Only
+ * totals have them, so they live beside an entry (ql_stream_result.path,
+ * ql_result.tot_path, ql_peer_results.paths), not in it: interval records
+ * stay small.
+ */
+typedef struct ql_udp_path {
+	uint64_t bursts;                       /* loss runs */
+	uint64_t burst_packets;                /* Σ their lengths */
+	uint64_t burst_hist[QL_BURST_BUCKETS];
+	uint64_t gaps;                         /* received runs between bursts */
+	uint64_t gap_packets;                  /* Σ their lengths */
+	uint64_t gap_hist[QL_GAP_BUCKETS];
+	uint64_t extent_packets;               /* reordered datagrams measured */
+	uint64_t extent_sum;                   /* Σ extents (capped) */
+	uint64_t extent_max;
+	uint64_t extent_hist[QL_EXTENT_BUCKETS];
+} ql_udp_path;
+
 /*
  * One side's numbers for one stream (or a sum): in an interval the deltas
  * over the interval, in a result the totals after omit.
