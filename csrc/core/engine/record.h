@@ -35,6 +35,10 @@ typedef struct ql_bufinfo {
 #define QL_E_UDPRX     (1u << 7)   /* unique/lost/dup/ooo/late */
 #define QL_E_JITTER    (1u << 8)
 #define QL_E_RTTSUM    (1u << 9)   /* min/max/mean rtt, max cwnd (totals) */
+#define QL_E_JITMEAN   (1u << 10)  /* jitter_pairs, jitter_abs_sum_ms (a
+                                      qoslab receiver's books) */
+#define QL_E_UDPPATH   (1u << 11)  /* a ql_udp_path beside the entry (a
+                                      closed receiver's totals only) */
 
 /* Shapes of the path histograms. Loss bursts: bucket k (0-based) holds
  * bursts of k + 1 lost datagrams for k < 16, the last one 17 and more.
@@ -96,6 +100,10 @@ typedef struct ql_entry {
 	uint64_t invalid_packets;
 	double lost_pct;
 	double jitter_ms;
+	/* mean |D| over pairs of consecutive sequence numbers (udp_path.h):
+	 * the pairs and the sum of their |D| (ql_jitter_mean_abs_ms) */
+	uint64_t jitter_pairs;
+	double jitter_abs_sum_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
 	uint64_t max_snd_cwnd_bytes;
 	ql_bufinfo buf;             /* sender: SO_SNDBUF, receiver: SO_RCVBUF */
@@ -119,6 +127,7 @@ typedef struct ql_stream_result {
 	int id, dir;
 	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
 	int has_sender, has_receiver;
+	ql_udp_path path;            /* the receiver's, with QL_E_UDPPATH */
 } ql_stream_result;
 
 typedef struct ql_cpu_result {
@@ -136,6 +145,8 @@ typedef struct ql_result {
 	/* [dir][role] totals; present flags */
 	int tot_present[2][2];
 	ql_entry tot[2][2];
+	/* [dir] the receivers' path sums, with tot[dir][receiver]'s QL_E_UDPPATH */
+	ql_udp_path tot_path[2];
 	int nstreams;
 	ql_stream_result *streams;
 	int nintervals;
@@ -178,6 +189,8 @@ void ql_entry_finish(ql_entry *x);
 void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
 		  int r, int *ncnt, int *nret, int *njit);
 void ql_sum_close(ql_entry *s, int n, int nret, int njit);
+void ql_udp_path_add(ql_udp_path *to, const ql_udp_path *from);
+double ql_jitter_mean_abs_ms(const ql_entry *x);
 void ql_interval_sums(ql_interval *iv);
 void ql_interval_fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
 const char *ql_side_label(int side);
