@@ -81,6 +81,46 @@ static void set_count(lua_State *L, const char *key, uint64_t v)
 	qlb_set_integer(L, key, (lua_Integer)(v < QL_COUNT_MAX ? v : QL_COUNT_MAX));
 }
 
+static void set_hist(lua_State *L, const char *key, const uint64_t *h, int n)
+{
+	lua_createtable(L, n, 0);
+	for (int i = 0; i < n; i++) {
+		lua_pushinteger(L, (lua_Integer)(h[i] < QL_COUNT_MAX ? h[i] : QL_COUNT_MAX));
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, key);
+}
+
+/* A mean of count items summing to sum, nil (not set) without items. */
+static void set_mean(lua_State *L, const char *key, double sum, uint64_t count)
+{
+	if (count > 0)
+		qlb_set_number(L, key, sum / (double)count);
+}
+
+/* The closed books' loss runs and reordering extents (manual/results.md,
+ * "UDP path statistics"). */
+static void set_path_fields(lua_State *L, const ql_udp_path *p)
+{
+	lua_createtable(L, 0, 8);
+	set_count(L, "bursts", p->bursts);
+	set_count(L, "burst_packets", p->burst_packets);
+	set_mean(L, "mean_burst_packets", (double)p->burst_packets, p->bursts);
+	set_hist(L, "burst_histogram", p->burst_hist, QL_BURST_BUCKETS);
+	set_count(L, "gaps", p->gaps);
+	set_count(L, "gap_packets", p->gap_packets);
+	set_mean(L, "mean_gap_packets", (double)p->gap_packets, p->gaps);
+	set_hist(L, "gap_histogram", p->gap_hist, QL_GAP_BUCKETS);
+	lua_setfield(L, -2, "loss_runs");
+	lua_createtable(L, 0, 5);
+	set_count(L, "packets", p->extent_packets);
+	set_count(L, "max_packets", p->extent_max);
+	set_mean(L, "mean_packets", (double)p->extent_sum, p->extent_packets);
+	set_count(L, "sum_packets", p->extent_sum);
+	set_hist(L, "histogram", p->extent_hist, QL_EXTENT_BUCKETS);
+	lua_setfield(L, -2, "reorder_extent");
+}
+
 /* Fields shared by totals, stream sides and interval entries. Absent
  * measurements (no TCP_INFO sample, no jitter yet) stay nil. */
 static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
@@ -106,6 +146,11 @@ static void set_entry_fields(lua_State *L, const ql_entry *x, int udp)
 	}
 	if (x->valid & QL_E_JITTER)
 		qlb_set_number(L, "jitter_ms", x->jitter_ms);
+	if (x->valid & QL_E_JITMEAN) {
+		set_count(L, "jitter_pairs", x->jitter_pairs);
+		if (x->jitter_pairs > 0)
+			qlb_set_number(L, "jitter_mean_abs_ms", ql_jitter_mean_abs_ms(x));
+	}
 }
 
 static void push_total(lua_State *L, const ql_result *r, int dir, int role)
@@ -124,12 +169,18 @@ static void push_total(lua_State *L, const ql_result *r, int dir, int role)
 		return;
 	}
 	set_entry_fields(L, x, r->proto == QL_PROTO_UDP);
+	if (role == QL_ROLE_RECEIVER && (x->valid & QL_E_UDPPATH))
+		set_path_fields(L, &r->tot_path[dir]);
 }
 
-static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp)
+/* path: the stream's path statistics (its receiver's; NULL for a sender) */
+static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp,
+			     const ql_udp_path *path)
 {
 	lua_createtable(L, 0, 16);
 	set_entry_fields(L, x, udp);
+	if (path && (x->valid & QL_E_UDPPATH))
+		set_path_fields(L, path);
 	if (x->valid & QL_E_RTTSUM) {
 		qlb_set_integer(L, "max_rtt_us", x->max_rtt_us);
 		qlb_set_integer(L, "min_rtt_us", x->min_rtt_us);
@@ -250,11 +301,11 @@ static void push_result(lua_State *L, const ql_result *r)
 		qlb_set_integer(L, "id", s->id);
 		qlb_set_string(L, "direction", dir_name(s->dir));
 		if (s->has_sender) {
-			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp);
+			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp, NULL);
 			lua_setfield(L, -2, "sender");
 		}
 		if (s->has_receiver) {
-			push_stream_side(L, &s->receiver, QL_ROLE_RECEIVER, udp);
+			push_stream_side(L, &s->receiver, QL_ROLE_RECEIVER, udp, &s->path);
 			lua_setfield(L, -2, "receiver");
 		}
 		lua_rawseti(L, -2, i + 1);

@@ -229,12 +229,13 @@ TEST(results_parse_iperf3_and_hostile)
 }
 
 /* A full entry the way a qoslab end encodes it: every field present, and
- * numbers as long as they get (counters at QL_COUNT_MAX). */
+ * numbers as long as they get (counters at QL_COUNT_MAX); the path
+ * statistics beside it come only in totals (full_path). */
 static void full_entry(ql_entry *x, int id)
 {
 	memset(x, 0, sizeof *x);
 	x->id = id;
-	x->valid = 0x3ff;
+	x->valid = 0xfff;
 	x->bytes = x->packets = x->writes = x->retransmits = QL_COUNT_MAX;
 	x->seconds = 0.123456789012345;
 	x->bits_per_second = 9.87654321e9;
@@ -243,9 +244,18 @@ static void full_entry(ql_entry *x, int id)
 	x->unique_packets = x->lost_packets = x->duplicate_packets = QL_COUNT_MAX;
 	x->out_of_order_packets = x->late_packets = x->max_snd_cwnd_bytes = QL_COUNT_MAX;
 	x->jitter_ms = 0.123456789012345;
+	x->jitter_pairs = QL_COUNT_MAX;
+	x->jitter_abs_sum_ms = 1.23456789012345e29;
 	x->buf.present = 1;
 	x->buf.requested_bytes = x->buf.granted_bytes = 2147483647;
 	snprintf(x->buf.sysctl, sizeof x->buf.sysctl, "net.core.wmem_max");
+}
+
+static void full_path(ql_udp_path *p)
+{
+	uint64_t *pv = (uint64_t *)p;   /* ql_udp_path is all counters */
+	for (size_t k = 0; k < sizeof *p / sizeof *pv; k++)
+		pv[k] = QL_COUNT_MAX;
 }
 
 /* A peer's numbers pass a sanity check before they become ours: counters
@@ -303,6 +313,86 @@ TEST(results_values_sane)
 	}
 }
 
+/* The mean |D| parts and the path statistics travel in a totals entry and
+ * come back as they were; a peer's malformed ones are refused by name,
+ * and a stock iperf3's results (none of them) leave them absent. */
+#define TOT_HEAD RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"totals\":[{\"id\":1," \
+	"\"dir\":0,\"role\":1,\"side\":1,\"bytes\":1000,\"seconds\":1"
+#define HIST17 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17]"
+#define HIST16 "[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]"
+#define HIST13 "[1,2,3,4,5,6,7,8,9,10,11,12,13]"
+#define PATH(bh, gh, eh) ",\"udp_path\":{\"bursts\":4,\"burst_packets\":7,\"burst_hist\":" bh \
+	",\"gaps\":3,\"gap_packets\":21,\"gap_hist\":" gh ",\"extent_packets\":2," \
+	"\"extent_sum\":3,\"extent_max\":2,\"extent_hist\":" eh "}"
+TEST(results_path_roundtrip_and_hostile)
+{
+	ql_peer_results pr;
+	ql_err e;
+	const char *ok = TOT_HEAD ",\"jitter_pairs\":5,\"jitter_abs_sum_ms\":18.5"
+		PATH(HIST17, HIST16, HIST13) "}]}}";
+	CHECK_EQ_INT(ql_results_parse(ok, strlen(ok), &pr, &e), 0);
+	CHECK_EQ_INT(pr.nentries, 1);
+	const ql_entry *x = &pr.entries[0];
+	CHECK(x->valid & QL_E_JITMEAN);
+	CHECK(x->valid & QL_E_UDPPATH);
+	CHECK_EQ_U64(x->jitter_pairs, 5);
+	CHECK(ql_jitter_mean_abs_ms(x) == 3.7);
+	CHECK(pr.paths != NULL);
+	const ql_udp_path *p = &pr.paths[0];
+	CHECK_EQ_U64(p->bursts, 4);
+	CHECK_EQ_U64(p->burst_hist[16], 17);
+	CHECK_EQ_U64(p->gap_hist[15], 16);
+	CHECK_EQ_U64(p->extent_hist[12], 13);
+	CHECK_EQ_U64(p->extent_max, 2);
+	/* encode again: the same numbers */
+	char *txt = ql_results_encode(&pr, 1);
+	CHECK(strstr(txt, "\"jitter_pairs\":5,\"jitter_abs_sum_ms\":18.5") != NULL);
+	CHECK(strstr(txt, "\"burst_hist\":" HIST17) != NULL);
+	CHECK(strstr(txt, "\"extent_hist\":" HIST13) != NULL);
+	free(txt);
+	ql_peer_results_free(&pr);
+	/* interval entries carry none: a peer's "udp_path" there is not read */
+	const char *iv = RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"intervals\":[{\"start_s\":0,"
+		"\"end_s\":1,\"entries\":[{\"id\":1,\"bytes\":1,\"seconds\":1"
+		PATH(HIST17, HIST16, HIST13) "}]}]}}";
+	CHECK_EQ_INT(ql_results_parse(iv, strlen(iv), &pr, &e), 0);
+	CHECK_EQ_INT(pr.nintervals, 1);
+	CHECK(!(pr.intervals[0].entries[0].valid & QL_E_UDPPATH));
+	CHECK(pr.paths == NULL);
+	ql_peer_results_free(&pr);
+	/* none of it from a peer that sends none */
+	const char *none = TOT_HEAD "}]}}";
+	CHECK_EQ_INT(ql_results_parse(none, strlen(none), &pr, &e), 0);
+	CHECK(!(pr.entries[0].valid & (QL_E_JITMEAN | QL_E_UDPPATH)));
+	ql_peer_results_free(&pr);
+	static const struct { const char *text, *key; } bad[] = {
+		{ TOT_HEAD ",\"jitter_pairs\":5}]}}", "jitter_abs_sum_ms" },
+		{ TOT_HEAD ",\"jitter_abs_sum_ms\":5}]}}", "jitter_pairs" },
+		{ TOT_HEAD ",\"jitter_pairs\":5,\"jitter_abs_sum_ms\":-1}]}}", "jitter_abs_sum_ms" },
+		{ TOT_HEAD ",\"jitter_pairs\":5,\"jitter_abs_sum_ms\":1e31}]}}", "jitter_abs_sum_ms" },
+		{ TOT_HEAD ",\"jitter_pairs\":0.5,\"jitter_abs_sum_ms\":1}]}}", "jitter_pairs" },
+		{ TOT_HEAD PATH(HIST16, HIST16, HIST13) "}]}}", "burst_hist" },
+		{ TOT_HEAD PATH(HIST17, HIST17, HIST13) "}]}}", "gap_hist" },
+		{ TOT_HEAD PATH(HIST17, HIST16, "[1,2,3,4,5,6,7,8,9,10,11,12,1.5]") "}]}}",
+		  "extent_hist" },
+		{ TOT_HEAD PATH(HIST17, HIST16, "[1,2,3,4,5,6,7,8,9,10,11,12,-1]") "}]}}",
+		  "extent_hist" },
+		{ TOT_HEAD PATH(HIST17, HIST16, "{}") "}]}}", "extent_hist" },
+		{ TOT_HEAD ",\"udp_path\":{\"bursts\":1}}]}}", "burst_packets" },
+		{ TOT_HEAD ",\"udp_path\":[]}]}}", "udp_path" },
+		{ TOT_HEAD ",\"udp_path\":{\"bursts\":1.84e19}}]}}", "bursts" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		int rc = ql_results_parse(bad[i].text, strlen(bad[i].text), &pr, &e);
+		if (rc >= 0) {
+			printf("  accepted: %s\n", bad[i].text);
+			ql_peer_results_free(&pr);
+		}
+		CHECK_EQ_INT(rc, -EPROTO);
+		CHECK(rc >= 0 || strstr(e.msg, bad[i].key) != NULL);
+	}
+}
+
 /* The caps derived from a test: an honest message of the largest shape
  * the test can produce passes, one interval or entry more is refused, and
  * a message of empty entries (3 bytes of text, 240 B parsed each) is
@@ -337,20 +427,25 @@ TEST(results_caps_follow_the_test)
 		r.streams = calloc((size_t)n, sizeof *r.streams);
 		r.nentries = n;
 		r.entries = calloc((size_t)n, sizeof *r.entries);
+		r.paths = calloc((size_t)n, sizeof *r.paths);
 		r.nintervals = k.intervals;
 		r.intervals = calloc((size_t)k.intervals, sizeof *r.intervals);
 		for (int i = 0; i < n; i++) {
 			r.streams[i].id = i + 1;
 			full_entry(&r.entries[i], i + 1);
+			full_path(&r.paths[i]);
 		}
 		for (int j = 0; j < k.intervals; j++) {
-			/* inside the span (short intervals: the count is what counts) */
+			/* inside the span (short intervals: the count is what counts);
+			 * interval entries carry no path statistics */
 			r.intervals[j].start_s = j * 0.5;
 			r.intervals[j].end_s = j * 0.5 + 0.5;
 			r.intervals[j].nentries = n;
 			r.intervals[j].entries = calloc((size_t)n, sizeof(ql_entry));
-			for (int i = 0; i < n; i++)
+			for (int i = 0; i < n; i++) {
 				full_entry(&r.intervals[j].entries[i], i + 1);
+				r.intervals[j].entries[i].valid &= ~QL_E_UDPPATH;   /* never sent */
+			}
 		}
 		char *txt = ql_results_encode(&r, 1);
 		CHECK(txt != NULL);
@@ -360,6 +455,7 @@ TEST(results_caps_follow_the_test)
 		ql_err e;
 		CHECK_EQ_INT(ql_results_parse_capped(txt, len, &k, &pr, &e), 0);
 		CHECK_EQ_INT(pr.nintervals, k.intervals);
+		CHECK(pr.paths != NULL && (pr.entries[n - 1].valid & QL_E_UDPPATH));
 		ql_peer_results_free(&pr);
 		free(txt);
 		/* one interval more than the test allows */
@@ -386,6 +482,7 @@ TEST(results_caps_follow_the_test)
 			free(r.intervals[j].entries);
 		free(r.intervals);
 		free(r.entries);
+		free(r.paths);
 		free(r.streams);
 	}
 	/* hostile: empty entries filling the byte cap */
@@ -449,6 +546,7 @@ int main(void)
 	RUN(buffer_clamp_rule);
 	RUN(results_parse_iperf3_and_hostile);
 	RUN(results_values_sane);
+	RUN(results_path_roundtrip_and_hostile);
 	RUN(results_caps_follow_the_test);
 	return ctest_done();
 }

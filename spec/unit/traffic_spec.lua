@@ -255,6 +255,26 @@ describe('qoslab.traffic summary', function()
       'dup 4', 'ooo 2', 'late 1', 'jitter 0.050 ms'))
   end)
 
+  it('UDP rows show the mean |D|, the loss bursts and the reordering extent when measured',
+    function()
+      local res = fixture { proto = 'udp' }
+      local r = res.streams[1].receiver
+      r.jitter_pairs, r.jitter_mean_abs_ms = 20, 6.6667
+      r.loss_runs = { bursts = 2, burst_packets = 3, mean_burst_packets = 1.5, gaps = 1,
+        gap_packets = 20, mean_gap_packets = 20.0 }
+      r.reorder_extent = { packets = 2, max_packets = 4, mean_packets = 3.0, sum_packets = 6 }
+      local L = lines_of(tostring(res))
+      assert.truthy(find_line(L, '^%[  1%] fwd receiver server', 'jitter 0.050 ms',
+        '|D| 6.667 ms', 'bursts 2 %(mean 1.5%)', 'extent max 4'))
+      -- none of it from a stock iperf3 receiver, nor with nothing to tell
+      r.jitter_mean_abs_ms, r.loss_runs.bursts, r.reorder_extent.packets = nil, 0, 0
+      L = lines_of(tostring(res))
+      local line = find_line(L, '^%[  1%] fwd receiver server')
+      assert.is_nil(line:find('|D|', 1, true))
+      assert.is_nil(line:find('bursts', 1, true))
+      assert.is_nil(line:find('extent', 1, true))
+    end)
+
   it('shows requested and granted buffers, clamping, CPU limits and warnings', function()
     local w = 'SO_RCVBUF clamped to 425984 B by net.core.rmem_max (requested 1048576)'
     local L = lines_of(tostring(fixture { window = 1048576, granted = 425984, clamped = true,
@@ -419,6 +439,19 @@ describe('qoslab.traffic.to_iperf3_json', function()
     assert.equal(res.reverse_sent.bytes, e.sum_sent_bidir_reverse.bytes)
     assert.equal(res.reverse_received.bytes, e.sum_received_bidir_reverse.bytes)
     assert.is_false(e.sum_received_bidir_reverse.sender)
+  end)
+
+  it('UDP: the path statistics stay out of iperf3\'s JSON', function()
+    local res = fixture { proto = 'udp' }
+    local r = res.streams[1].receiver
+    r.jitter_pairs, r.jitter_mean_abs_ms = 20, 6.6667
+    r.loss_runs = { bursts = 2, burst_packets = 3 }
+    r.reorder_extent = { packets = 2, max_packets = 4 }
+    res.received.jitter_mean_abs_ms = 6.6667
+    local text = require('cjson').encode(traffic.to_iperf3_json(res))
+    for _, k in ipairs { 'jitter_pairs', 'jitter_mean_abs_ms', 'loss_runs', 'reorder_extent' } do
+      assert.is_nil(text:find(k, 1, true), k)
+    end
   end)
 
   it('UDP: udp stream objects, loss and jitter from the receiver, packets from the sender', function()

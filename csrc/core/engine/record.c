@@ -71,6 +71,48 @@ void ql_entry_finish(ql_entry *x)
 		x->lost_pct = ql_loss_pct(x->lost_packets, x->lost_packets + x->unique_packets);
 }
 
+/* The one derivation of the mean |D| (ms): 0.0 without pairs (absent). */
+double ql_jitter_mean_abs_ms(const ql_entry *x)
+{
+	return (x->valid & QL_E_JITMEAN) && x->jitter_pairs > 0
+	       ? x->jitter_abs_sum_ms / (double)x->jitter_pairs : 0.0;
+}
+
+/* Counts add, histograms add bucket by bucket, the largest extent wins. */
+void ql_udp_path_add(ql_udp_path *to, const ql_udp_path *from)
+{
+	to->bursts += from->bursts;
+	to->burst_packets += from->burst_packets;
+	for (int k = 0; k < QL_BURST_BUCKETS; k++)
+		to->burst_hist[k] += from->burst_hist[k];
+	to->gaps += from->gaps;
+	to->gap_packets += from->gap_packets;
+	for (int k = 0; k < QL_GAP_BUCKETS; k++)
+		to->gap_hist[k] += from->gap_hist[k];
+	to->extent_packets += from->extent_packets;
+	to->extent_sum += from->extent_sum;
+	if (from->extent_max > to->extent_max)
+		to->extent_max = from->extent_max;
+	for (int k = 0; k < QL_EXTENT_BUCKETS; k++)
+		to->extent_hist[k] += from->extent_hist[k];
+}
+
+/* The mean |D| and the path statistics are whole only when every part had
+ * them: a part without them (a stock iperf3 end) leaves them absent. The
+ * caller adds the paths themselves (ql_udp_path_add: they live beside). */
+static void add_path_parts(ql_entry *s, const ql_entry *x, int first)
+{
+	const unsigned bits = QL_E_JITMEAN | QL_E_UDPPATH;
+	if (first)
+		s->valid |= x->valid & bits;
+	else
+		s->valid &= ~(bits & ~x->valid);
+	if (x->valid & QL_E_JITMEAN) {
+		s->jitter_pairs += x->jitter_pairs;
+		s->jitter_abs_sum_ms += x->jitter_abs_sum_ms;
+	}
+}
+
 /* Add entry x (direction d, role r) into the running sum *s, counting the
  * entries, those with retransmits and those with jitter (for the means). */
 void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
@@ -83,6 +125,7 @@ void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
 		s->side = x->side;
 		s->valid = x->valid & (QL_E_PACKETS | QL_E_WRITES | QL_E_UDPRX);
 	}
+	add_path_parts(s, x, *ncnt == 0);
 	(*ncnt)++;
 	s->bytes += x->bytes;
 	s->packets += x->packets;
@@ -187,6 +230,7 @@ static void entry_accumulate(ql_entry *x, const ql_entry *y)
 	x->out_of_order_packets += y->out_of_order_packets;
 	x->late_packets += y->late_packets;
 	x->invalid_packets += y->invalid_packets;
+	add_path_parts(x, y, 0);
 	/* Gauges (rtt, cwnd, rates, jitter): the later sample wins. */
 	unsigned gauges = QL_E_RTT | QL_E_CWND | QL_E_PACING | QL_E_DELIVERY | QL_E_JITTER;
 	if (y->valid & QL_E_RTT) {

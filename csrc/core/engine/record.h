@@ -35,6 +35,41 @@ typedef struct ql_bufinfo {
 #define QL_E_UDPRX     (1u << 7)   /* unique/lost/dup/ooo/late */
 #define QL_E_JITTER    (1u << 8)
 #define QL_E_RTTSUM    (1u << 9)   /* min/max/mean rtt, max cwnd (totals) */
+#define QL_E_JITMEAN   (1u << 10)  /* jitter_pairs, jitter_abs_sum_ms (a
+                                      qoslab receiver's books) */
+#define QL_E_UDPPATH   (1u << 11)  /* a ql_udp_path beside the entry (a
+                                      closed receiver's totals only) */
+
+/* Shapes of the path histograms. Loss bursts: bucket k (0-based) holds
+ * bursts of k + 1 lost datagrams for k < 16, the last one 17 and more.
+ * Gaps and extents: bucket k holds 2^k .. 2^(k+1) - 1, the last one
+ * everything from 2^(n-1) on (gaps: >= 32768; extents: >= 4096, which is
+ * also where extents are capped, see udp_path.h). */
+#define QL_BURST_BUCKETS  17
+#define QL_GAP_BUCKETS    16
+#define QL_EXTENT_BUCKETS 13
+
+/*
+ * The path statistics of one receiving stream over the measured test
+ * (udp_path.h says how they are booked): loss runs (bursts of consecutive
+ * sequence numbers ruled lost, gaps of consecutive received ones between
+ * two bursts) and RFC 4737 reordering extents. Counts are datagrams. Only
+ * totals have them, so they live beside an entry (ql_stream_result.path,
+ * ql_result.tot_path, ql_peer_results.paths), not in it: interval records
+ * stay small.
+ */
+typedef struct ql_udp_path {
+	uint64_t bursts;                       /* loss runs */
+	uint64_t burst_packets;                /* Σ their lengths */
+	uint64_t burst_hist[QL_BURST_BUCKETS];
+	uint64_t gaps;                         /* received runs between bursts */
+	uint64_t gap_packets;                  /* Σ their lengths */
+	uint64_t gap_hist[QL_GAP_BUCKETS];
+	uint64_t extent_packets;               /* reordered datagrams measured */
+	uint64_t extent_sum;                   /* Σ extents (capped) */
+	uint64_t extent_max;
+	uint64_t extent_hist[QL_EXTENT_BUCKETS];
+} ql_udp_path;
 
 /*
  * One side's numbers for one stream (or a sum): in an interval the deltas
@@ -65,6 +100,10 @@ typedef struct ql_entry {
 	uint64_t invalid_packets;
 	double lost_pct;
 	double jitter_ms;
+	/* mean |D| over pairs of consecutive sequence numbers (udp_path.h):
+	 * the pairs and the sum of their |D| (ql_jitter_mean_abs_ms) */
+	uint64_t jitter_pairs;
+	double jitter_abs_sum_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
 	uint64_t max_snd_cwnd_bytes;
 	ql_bufinfo buf;             /* sender: SO_SNDBUF, receiver: SO_RCVBUF */
@@ -88,6 +127,7 @@ typedef struct ql_stream_result {
 	int id, dir;
 	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
 	int has_sender, has_receiver;
+	ql_udp_path path;            /* the receiver's, with QL_E_UDPPATH */
 } ql_stream_result;
 
 typedef struct ql_cpu_result {
@@ -105,6 +145,8 @@ typedef struct ql_result {
 	/* [dir][role] totals; present flags */
 	int tot_present[2][2];
 	ql_entry tot[2][2];
+	/* [dir] the receivers' path sums, with tot[dir][receiver]'s QL_E_UDPPATH */
+	ql_udp_path tot_path[2];
 	int nstreams;
 	ql_stream_result *streams;
 	int nintervals;
@@ -147,6 +189,8 @@ void ql_entry_finish(ql_entry *x);
 void ql_entry_add(ql_entry *s, int *present, const ql_entry *x, int d,
 		  int r, int *ncnt, int *nret, int *njit);
 void ql_sum_close(ql_entry *s, int n, int nret, int njit);
+void ql_udp_path_add(ql_udp_path *to, const ql_udp_path *from);
+double ql_jitter_mean_abs_ms(const ql_entry *x);
 void ql_interval_sums(ql_interval *iv);
 void ql_interval_fold_peer(ql_interval *iv, int cap, const ql_interval *b, int side);
 const char *ql_side_label(int side);

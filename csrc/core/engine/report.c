@@ -48,7 +48,9 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 		x->out_of_order_packets = c.out_of_order_packets;
 		x->late_packets = c.late_packets;
 		x->invalid_packets = c.invalid_packets;
-		x->valid |= QL_E_PACKETS | QL_E_UDPRX;
+		x->jitter_pairs = c.jitter_pairs;
+		x->jitter_abs_sum_ms = (double)c.jitter_abs_sum_ns / 1e6;
+		x->valid |= QL_E_PACKETS | QL_E_UDPRX | QL_E_JITMEAN;
 		if (samples >= 2) {
 			x->jitter_ms = jit;
 			x->valid |= QL_E_JITTER;

@@ -7,6 +7,7 @@
 
 #include <arpa/inet.h>
 #include <math.h>
+#include <pthread.h>
 #include <netinet/in.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -21,8 +22,9 @@
 #include "udp_books.h"
 #include "../timer.h"
 
-/* Local per-stream totals over the non-omitted intervals. */
-static void local_totals(ql_test *t, ql_entry *out)
+/* Local per-stream totals over the non-omitted intervals, and a closed
+ * receiver's path statistics in paths[i] (paths may be NULL). */
+static void local_totals(ql_test *t, ql_entry *out, ql_udp_path *paths)
 {
 	for (int i = 0; i < t->nstreams; i++) {
 		ql_stream *s = &t->st[i];
@@ -32,7 +34,7 @@ static void local_totals(ql_test *t, ql_entry *out)
 		x->dir = s->dir;
 		x->role = s->sender ? QL_ROLE_SENDER : QL_ROLE_RECEIVER;
 		x->side = t->side;
-		int nret = 0, nint = 0;
+		int nret = 0, nint = 0, njm = 0;
 		double jit = 0, from_s = -1;
 		int has_jit = 0;
 		for (int k = 0; k < t->niv; k++) {
@@ -62,6 +64,23 @@ static void local_totals(ql_test *t, ql_entry *out)
 				jit = y->jitter_ms;   /* the running estimate at the end */
 				has_jit = 1;
 			}
+			if (y->valid & QL_E_JITMEAN) {
+				x->jitter_pairs += y->jitter_pairs;
+				x->jitter_abs_sum_ms += y->jitter_abs_sum_ms;
+				njm++;
+			}
+		}
+		if (njm > 0 && njm == nint)
+			x->valid |= QL_E_JITMEAN;
+		if (t->proto == QL_PROTO_UDP && !s->sender) {
+			/* the loss runs are whole once the books closed */
+			pthread_mutex_lock(&s->mu);
+			if (s->rx.finished) {
+				if (paths)
+					paths[i] = s->rx.trk.path;
+				x->valid |= QL_E_UDPPATH;
+			}
+			pthread_mutex_unlock(&s->mu);
 		}
 		/* The span over which the bytes were counted, on this side's
 		 * clock from the end of the warm-up: a sender's ends when its
@@ -181,10 +200,11 @@ char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 		copy_str(r.congestion_used, sizeof r.congestion_used, t->prm.congestion);
 	ql_entry *tot = calloc((size_t)t->nstreams + 1, sizeof *tot);
 	ql_peer_stream *ps = calloc((size_t)t->nstreams + 1, sizeof *ps);
+	ql_udp_path *paths = calloc((size_t)t->nstreams + 1, sizeof *paths);
 	char *out = NULL;
-	if (!tot || !ps)
+	if (!tot || !ps || !paths)
 		goto done;
-	local_totals(t, tot);
+	local_totals(t, tot, paths);
 	double dur = t->end_ns > t->start_ns + t->omit_ns
 		     ? (double)(t->end_ns - t->start_ns - t->omit_ns) / 1e9 : 0;
 	for (int i = 0; i < t->nstreams; i++) {
@@ -215,6 +235,7 @@ char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 	r.streams = ps;
 	r.nstreams = t->nstreams;
 	r.entries = tot;
+	r.paths = paths;
 	r.nentries = t->nstreams;
 	r.duration_s = dur;
 	r.intervals = t->iv;
@@ -225,18 +246,23 @@ char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 done:
 	free(tot);
 	free(ps);
+	free(paths);
 	return out;
 }
 
 /* The peer's totals for one stream as an entry (qoslab extras or iperf3's
- * basic keys). */
-static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x)
+ * basic keys), and its path statistics in *path when it has them. */
+static int remote_entry(ql_test *t, const ql_stream *s, ql_entry *x, ql_udp_path *path)
 {
 	const ql_peer_results *pr = &t->peer_res;
 	int role = s->sender ? QL_ROLE_RECEIVER : QL_ROLE_SENDER;
 	const ql_entry *pe = peer_entry(pr, s->id, role);
 	if (pe) {
 		*x = *pe;
+		if (pr->paths && (pe->valid & QL_E_UDPPATH))
+			*path = pr->paths[pe - pr->entries];
+		else
+			x->valid &= ~QL_E_UDPPATH;
 		x->dir = s->dir;
 		x->side = !t->side;
 		if (t->proto == QL_PROTO_UDP && role == QL_ROLE_RECEIVER &&
@@ -428,12 +454,14 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	r->peer = t->peer;
 	copy_str(r->title, sizeof r->title, t->prm.title);
 	ql_entry *loc = calloc((size_t)t->nstreams + 1, sizeof *loc);
+	ql_udp_path *lpath = calloc((size_t)t->nstreams + 1, sizeof *lpath);
 	r->streams = calloc((size_t)t->nstreams + 1, sizeof *r->streams);
-	if (!loc || !r->streams) {
+	if (!loc || !lpath || !r->streams) {
 		free(loc);
+		free(lpath);
 		return;
 	}
-	local_totals(t, loc);
+	local_totals(t, loc, lpath);
 	r->nstreams = t->nstreams;
 	int nsum[2][2] = { { 0 } }, nret[2][2] = { { 0 } }, njit[2][2] = { { 0 } };
 	for (int i = 0; i < t->nstreams; i++) {
@@ -442,17 +470,22 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		sr->id = s->id;
 		sr->dir = s->dir;
 		ql_entry rem;
-		int has_rem = remote_entry(t, s, &rem);
+		ql_udp_path rpath;
+		int has_rem = remote_entry(t, s, &rem, &rpath);
 		if (s->sender) {
 			sr->sender = loc[i];
 			sr->has_sender = 1;
 			if (has_rem) {
 				sr->receiver = rem;
 				sr->has_receiver = 1;
+				if (rem.valid & QL_E_UDPPATH)
+					sr->path = rpath;
 			}
 		} else {
 			sr->receiver = loc[i];
 			sr->has_receiver = 1;
+			if (loc[i].valid & QL_E_UDPPATH)
+				sr->path = lpath[i];
 			if (has_rem) {
 				sr->sender = rem;
 				sr->has_sender = 1;
@@ -465,6 +498,8 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 			int d = s->dir;
 			ql_entry_add(&r->tot[d][k], &r->tot_present[d][k], x, d, k,
 				     &nsum[d][k], &nret[d][k], &njit[d][k]);
+			if (k == QL_ROLE_RECEIVER && (x->valid & QL_E_UDPPATH))
+				ql_udp_path_add(&r->tot_path[d], &sr->path);
 		}
 	}
 	for (int d = 0; d < 2; d++)
@@ -475,6 +510,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 			ql_sum_close(tt, nsum[d][k], nret[d][k], njit[d][k]);
 		}
 	free(loc);
+	free(lpath);
 	merge_remote_intervals(t, r);
 	complete_peer_intervals(t, r);
 	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;

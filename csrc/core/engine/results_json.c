@@ -34,6 +34,32 @@ static void add_u64(cJSON *o, const char *k, uint64_t v)
 	cJSON_AddNumberToObject(o, k, (double)v);
 }
 
+static void add_hist(cJSON *o, const char *k, const uint64_t *h, int n)
+{
+	cJSON *a = cJSON_AddArrayToObject(o, k);
+	for (int i = 0; a && i < n; i++)
+		cJSON_AddItemToArray(a, cJSON_CreateNumber((double)h[i]));
+}
+
+/* The path statistics as the entry's "udp_path": { counts, histograms as
+ * arrays }. */
+static void path_to_json(cJSON *o, const ql_udp_path *p)
+{
+	cJSON *j = cJSON_AddObjectToObject(o, "udp_path");
+	if (!j)
+		return;
+	add_u64(j, "bursts", p->bursts);
+	add_u64(j, "burst_packets", p->burst_packets);
+	add_hist(j, "burst_hist", p->burst_hist, QL_BURST_BUCKETS);
+	add_u64(j, "gaps", p->gaps);
+	add_u64(j, "gap_packets", p->gap_packets);
+	add_hist(j, "gap_hist", p->gap_hist, QL_GAP_BUCKETS);
+	add_u64(j, "extent_packets", p->extent_packets);
+	add_u64(j, "extent_sum", p->extent_sum);
+	add_u64(j, "extent_max", p->extent_max);
+	add_hist(j, "extent_hist", p->extent_hist, QL_EXTENT_BUCKETS);
+}
+
 cJSON *ql_entry_to_json(const ql_entry *x)
 {
 	cJSON *o = cJSON_CreateObject();
@@ -72,6 +98,10 @@ cJSON *ql_entry_to_json(const ql_entry *x)
 	}
 	if (x->valid & QL_E_JITTER)
 		cJSON_AddNumberToObject(o, "jitter_ms", x->jitter_ms);
+	if (x->valid & QL_E_JITMEAN) {
+		add_u64(o, "jitter_pairs", x->jitter_pairs);
+		cJSON_AddNumberToObject(o, "jitter_abs_sum_ms", x->jitter_abs_sum_ms);
+	}
 	if (x->valid & QL_E_RTTSUM) {
 		add_u64(o, "min_rtt_us", x->min_rtt_us);
 		add_u64(o, "max_rtt_us", x->max_rtt_us);
@@ -145,8 +175,12 @@ char *ql_results_encode(const ql_peer_results *r, int extras)
 			if (r->boot_id[0])
 				cJSON_AddStringToObject(q, "boot_id", r->boot_id);
 			cJSON *t = cJSON_AddArrayToObject(q, "totals");
-			for (int i = 0; t && i < r->nentries; i++)
-				cJSON_AddItemToArray(t, ql_entry_to_json(&r->entries[i]));
+			for (int i = 0; t && i < r->nentries; i++) {
+				cJSON *x = ql_entry_to_json(&r->entries[i]);
+				if (x && r->paths && (r->entries[i].valid & QL_E_UDPPATH))
+					path_to_json(x, &r->paths[i]);
+				cJSON_AddItemToArray(t, x);
+			}
 			cJSON *iv = cJSON_AddArrayToObject(q, "intervals");
 			for (int i = 0; iv && i < r->nintervals; i++)
 				cJSON_AddItemToArray(iv, interval_to_json(&r->intervals[i]));
@@ -199,6 +233,76 @@ static int getcount(const cJSON *o, const char *k, double lo, double hi, int min
 		return bad(e, k, hi >= COUNT_MAX ? "expected an integer count, at most 2^53"
 						 : "expected a small integer");
 	return 1;
+}
+
+/* A histogram: an array of exactly n integer counts. */
+static int gethist(const cJSON *o, const char *k, uint64_t *h, int n, ql_err *e)
+{
+	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, k);
+	if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) != n)
+		return bad(e, k, n == QL_BURST_BUCKETS ? "expected an array of 17 counts"
+				 : n == QL_GAP_BUCKETS ? "expected an array of 16 counts"
+				 : "expected an array of 13 counts");
+	int i = 0;
+	const cJSON *it;
+	cJSON_ArrayForEach(it, a) {
+		double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (!(v >= 0 && v <= COUNT_MAX) || v != floor(v))
+			return bad(e, k, "expected integer counts, at most 2^53");
+		h[i++] = (uint64_t)v;
+	}
+	return 0;
+}
+
+/* "udp_path" (all keys required once the object is there). */
+static int path_from_json(const cJSON *j, ql_udp_path *p, ql_err *e)
+{
+	static const char *const keys[] = { "bursts", "burst_packets", "gaps", "gap_packets",
+					     "extent_packets", "extent_sum", "extent_max" };
+	uint64_t *dst[] = { &p->bursts, &p->burst_packets, &p->gaps, &p->gap_packets,
+			    &p->extent_packets, &p->extent_sum, &p->extent_max };
+	if (!cJSON_IsObject(j))
+		return bad(e, "udp_path", "expected an object");
+	for (size_t i = 0; i < sizeof keys / sizeof keys[0]; i++) {
+		double v;
+		int rc = getcount(j, keys[i], 0, COUNT_MAX, 0, &v, e);
+		if (rc < 0)
+			return rc;
+		if (rc == 0)
+			return bad(e, keys[i], "missing in udp_path");
+		*dst[i] = (uint64_t)v;
+	}
+	int rc;
+	if ((rc = gethist(j, "burst_hist", p->burst_hist, QL_BURST_BUCKETS, e)) < 0 ||
+	    (rc = gethist(j, "gap_hist", p->gap_hist, QL_GAP_BUCKETS, e)) < 0 ||
+	    (rc = gethist(j, "extent_hist", p->extent_hist, QL_EXTENT_BUCKETS, e)) < 0)
+		return rc;
+	return 0;
+}
+
+/* The totals entries' "udp_path" objects (interval entries have none: a
+ * peer's there are not read), after entries_from_json parsed them. */
+static int paths_from_json(const cJSON *tots, ql_peer_results *pr, ql_err *e)
+{
+	int i = 0, rc;
+	const cJSON *it;
+	if (pr->nentries == 0)
+		return 0;
+	cJSON_ArrayForEach(it, tots) {
+		const cJSON *up = cJSON_GetObjectItemCaseSensitive(it, "udp_path");
+		if (up && !cJSON_IsNull(up)) {
+			if (!pr->paths) {
+				pr->paths = calloc((size_t)pr->nentries, sizeof *pr->paths);
+				if (!pr->paths)
+					return ql_err_set(e, ENOMEM, NULL, "out of memory");
+			}
+			if ((rc = path_from_json(up, &pr->paths[i], e)) < 0)
+				return rc;
+			pr->entries[i].valid |= QL_E_UDPPATH;
+		}
+		i++;
+	}
+	return 0;
 }
 
 /* max_s bounds an entry's seconds: the time the test ran. */
@@ -259,6 +363,25 @@ static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 	GC("late_packets", late_packets, QL_E_UDPRX);
 	GC("invalid_packets", invalid_packets, QL_E_UDPRX);
 	GV("jitter_ms", jitter_ms, QL_E_JITTER, 1e9);
+	{
+		/* the mean |D| needs both its parts */
+		double pairs, sum;
+		int rp = getcount(o, "jitter_pairs", 0, COUNT_MAX, 0, &pairs, e);
+		if (rp < 0)
+			return rp;
+		/* at most 2^53 pairs of |D| < 2^63 ns: below 1e29 ms */
+		int rs = getnum(o, "jitter_abs_sum_ms", 0, 1e30, &sum, e);
+		if (rs < 0)
+			return rs;
+		if (rp != rs)
+			return bad(e, rp ? "jitter_abs_sum_ms" : "jitter_pairs",
+				   "missing (jitter_pairs and jitter_abs_sum_ms come together)");
+		if (rp) {
+			x->jitter_pairs = (uint64_t)pairs;
+			x->jitter_abs_sum_ms = sum;
+			x->valid |= QL_E_JITMEAN;
+		}
+	}
 	GV("min_rtt_us", min_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("max_rtt_us", max_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("mean_rtt_us", mean_rtt_us, QL_E_RTTSUM, 4294967295.0);
@@ -320,6 +443,7 @@ void ql_peer_results_free(ql_peer_results *pr)
 		return;
 	free(pr->streams);
 	free(pr->entries);
+	free(pr->paths);
 	for (int i = 0; i < pr->nintervals; i++)
 		ql_interval_clear(&pr->intervals[i]);
 	free(pr->intervals);
@@ -400,9 +524,12 @@ static int parse_extras(const cJSON *q, const ql_results_caps *c, ql_peer_result
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(q, "boot_id");
 	if (cJSON_IsString(b) && strlen(b->valuestring) < sizeof pr->boot_id)
 		snprintf(pr->boot_id, sizeof pr->boot_id, "%s", b->valuestring);
-	rc = entries_from_json(cJSON_GetObjectItemCaseSensitive(q, "totals"), "totals",
-			       c->entries, c->time_s, &pr->entries, &pr->nentries, e);
+	const cJSON *tots = cJSON_GetObjectItemCaseSensitive(q, "totals");
+	rc = entries_from_json(tots, "totals", c->entries, c->time_s, &pr->entries,
+			       &pr->nentries, e);
 	if (rc < 0)
+		return rc;
+	if ((rc = paths_from_json(tots, pr, e)) < 0)
 		return rc;
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(q, "intervals");
 	if (a) {

@@ -45,6 +45,9 @@ typedef struct ql_peer_results {
 	                                 equal ids = both ends share the CPUs */
 	int nentries;                 /* per-stream totals of that side */
 	ql_entry *entries;
+	/* NULL, or nentries: paths[i] is entries[i]'s when it has QL_E_UDPPATH
+	 * (sent as the totals entry's "udp_path") */
+	ql_udp_path *paths;
 	int nintervals;
 	ql_interval *intervals;
 	int nwarnings;
@@ -83,10 +86,11 @@ typedef struct ql_results_caps {
  * bytes / 64) (an encoded entry has 7 keys at least), stream times <=
  * omit + span + QL_RESULTS_TIME_SLACK_S. Parsing a peer's
  * results then takes at most bytes (the text) + nodes x 112 B (cJSON: 64 B
- * + malloc overhead + key) + entries x sizeof(ql_entry) (240 B): for any
- * test under 4 + 28.1 + 15 = 47.1 MiB (the 4 MiB cap), for a 1 s
- * single-stream test (63.4 KiB of text, 760 values, 16 entries) under
- * 150.3 KiB. */
+ * + malloc overhead + key) + entries x sizeof(ql_entry) (264 B) + one
+ * ql_udp_path (424 B) per totals entry (at most 2048): for any test under
+ * 4 + 28.1 + 16.5 + 0.9 = 49.5 MiB (the 4 MiB cap), for a 1 s single-stream
+ * test (63.4 KiB of text, 760 values, 16 entries, 2 totals) under 151.5
+ * KiB. */
 void ql_results_caps_for(int nstreams, double period_s, double omit_s, double span_s,
 			 ql_results_caps *c);
 

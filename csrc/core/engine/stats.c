@@ -133,6 +133,11 @@ int ql_udp_rx_init(ql_udp_rx *rx, const ql_udp_rx_opts *opts, ql_err *e)
 	rx->cp_spacing_ns = rx->loss_horizon_ns > 16 ? rx->loss_horizon_ns / 16 : 1;
 	rx->pending_time_ns = INT64_MIN;
 	ql_jitter_init(&rx->jitter);
+	if (ql_udp_tracker_init(&rx->trk) < 0) {
+		ql_udp_rx_free(rx);
+		return ql_err_set(e, ENOMEM, NULL,
+				  "UDP receive path statistics: out of memory");
+	}
 	return 0;
 }
 
@@ -140,6 +145,7 @@ void ql_udp_rx_free(ql_udp_rx *rx)
 {
 	free(rx->bitmap);
 	free(rx->omit_rec);
+	ql_udp_tracker_free(&rx->trk);
 	memset(rx, 0, sizeof *rx);
 }
 
@@ -215,6 +221,33 @@ static void orec_rule(ql_udp_rx *rx, uint64_t a, uint64_t b)
 			rx->omit_rec[s - rx->omit_lo] = orec_index(rx) | OREC_LOST;
 }
 
+/* Hand the run tracker the final state of [a, b) (b - a <= window) from
+ * the bitmap, one run at a time: O(words + runs). */
+static void range_runs(ql_udp_rx *rx, uint64_t a, uint64_t b)
+{
+	while (a < b) {
+		uint64_t s = a & rx->mask;
+		unsigned bit = (unsigned)(s & 63);
+		uint64_t n = 64 - bit;
+		uint64_t w = rx->bitmap[s >> 6] >> bit;
+		uint64_t done = 0;
+
+		if (n > b - a)
+			n = b - a;
+		while (done < n) {
+			uint64_t v = w >> done;   /* done < n <= 64 - bit */
+			int got = (int)(v & 1);
+			uint64_t run = got ? (~v ? (uint64_t)__builtin_ctzll(~v) : 64)
+					   : (v ? (uint64_t)__builtin_ctzll(v) : 64);
+			if (run > n - done)
+				run = n - done;
+			ql_udp_tracker_runs(&rx->trk, a + done, !got, run);
+			done += run;
+		}
+		a += n;
+	}
+}
+
 /* Move the ruling point to r: every sequence number below r not received
  * by now is lost for good. Bits of [ruled, highest] are still valid because
  * ruled > highest - window is maintained. */
@@ -225,10 +258,15 @@ static void rule_to(ql_udp_rx *rx, uint64_t r)
 	if (r <= rx->ruled)
 		return;
 	top = rx->highest + 1 < r ? rx->highest + 1 : r;
-	if (rx->ruled < top)
+	if (rx->ruled < top) {
 		lost += (top - rx->ruled) - range_op(rx, rx->ruled, top, 0);
-	if (r > top)
-		lost += r - (rx->ruled > top ? rx->ruled : top);
+		range_runs(rx, rx->ruled, top);
+	}
+	if (r > top) {
+		uint64_t from = rx->ruled > top ? rx->ruled : top;
+		lost += r - from;
+		ql_udp_tracker_runs(&rx->trk, from, 1, r - from);
+	}
 	rx->total.lost_packets += lost;
 	orec_rule(rx, rx->ruled, r);
 	rx->ruled = r;
@@ -345,8 +383,14 @@ ql_udp_verdict ql_udp_rx_packet(ql_udp_rx *rx, uint64_t seq,
 	c->unique_packets++;
 	c->unique_bytes += payload_bytes;
 	ql_jitter_update(&rx->jitter, sent_ns, arrival_ns);
+	ql_udp_tracker_pair(&rx->trk, seq, sat_sub(arrival_ns, sent_ns),
+			    &c->jitter_pairs, &c->jitter_abs_sum_ns);
+	ql_udp_tracker_arrival(&rx->trk, seq, v == QL_UDP_UNIQUE, v == QL_UDP_OUT_OF_ORDER);
 	return v;
 late:
+	/* a position in arrival order all the same (RFC 4737 counts every
+	 * non-duplicate arrival) */
+	ql_udp_tracker_arrival(&rx->trk, seq, 0, 0);
 	c->late_packets++;
 	c->late_bytes += payload_bytes;
 	return QL_UDP_LATE;
@@ -407,6 +451,8 @@ void ql_udp_counts_sub(const ql_udp_counts *a, const ql_udp_counts *b,
 	out->late_bytes = a->late_bytes - b->late_bytes;
 	out->lost_packets = a->lost_packets - b->lost_packets;
 	out->invalid_packets = a->invalid_packets - b->invalid_packets;
+	out->jitter_pairs = a->jitter_pairs - b->jitter_pairs;
+	out->jitter_abs_sum_ns = a->jitter_abs_sum_ns - b->jitter_abs_sum_ns;
 }
 
 void ql_udp_rx_snapshot(ql_udp_rx *rx, int64_t now_ns,
@@ -444,6 +490,7 @@ int ql_udp_rx_finish(ql_udp_rx *rx, uint64_t sent_packets, ql_err *e)
 				  (unsigned long long)sent_packets,
 				  (unsigned long long)rx->first_seq);
 	rule_to(rx, end);
+	ql_udp_tracker_close(&rx->trk);
 	rx->finished = 1;
 	rx->finished_sent = sent_packets;
 	rx->cp_count = 0;
@@ -463,8 +510,10 @@ int ql_udp_rx_mark_omit(ql_udp_rx *rx, ql_err *e)
 		return ql_err_set(e, ENOMEM, NULL,
 				  "UDP warm-up split: out of memory for %llu records",
 				  (unsigned long long)QL_UDP_OMIT_REGION);
-	/* Far stragglers of the warm-up are ruled now, in the warm-up. */
+	/* Far stragglers of the warm-up are ruled now, in the warm-up; the
+	 * path statistics start anew here, the runs above highest. */
 	rule_to(rx, lo);
+	ql_udp_tracker_reset(&rx->trk, rx->highest + 1);
 	/* Received ones of [lo, highest] were booked in some warm-up interval. */
 	for (uint64_t s = lo; s <= rx->highest && s - lo < QL_UDP_OMIT_REGION; s++)
 		if (bit_get(rx, s))

@@ -1,6 +1,6 @@
 /*
  * stats.h - measurement arithmetic of the traffic engine (Lua-free).
- * Stands on err.h only.
+ * Stands on err.h and udp_path.h (the books' path statistics).
  *
  * Everything here is O(1) per datagram and allocation-free on the hot path
  * (ql_udp_rx_init allocates the bitmap once). Nothing is thread-safe: each
@@ -31,6 +31,7 @@
 #include <stdint.h>
 
 #include "../err.h"
+#include "udp_path.h"
 
 /* ------------------------------------------------------------ helpers -- */
 
@@ -133,6 +134,16 @@ double ql_jitter_ms(const ql_jitter *j);
  *   packets == unique_packets + duplicate_packets + late_packets
  *   out_of_order_packets <= unique_packets
  * After ql_udp_rx_finish(sent): lost_packets + unique_packets == sent.
+ *
+ * The path statistics (udp_path.h) ride along: every unique datagram's
+ * transit books the |D| pairs it completes (jitter_pairs and
+ * jitter_abs_sum_ns, interval deltas like the counters), every
+ * non-duplicate one its arrival position and an out-of-order one its
+ * extent; the ruling point hands the run tracker each sequence number as
+ * it becomes final. trk.path counts from init, or from the mark of
+ * ql_udp_rx_mark_omit on (it starts anew there); after ql_udp_rx_finish:
+ *   path.burst_packets == the lost_packets ruled since then
+ *   path.extent_packets == the out_of_order_packets booked since then
  */
 
 /* Default bitmap window: 2^18 sequence numbers (32 KiB per stream); at
@@ -162,6 +173,8 @@ typedef struct ql_udp_counts {
 	uint64_t lost_packets;          /* ruled lost so far (final at finish) */
 	uint64_t invalid_packets;       /* rejected before the books (runts,
 	                                   foreign datagrams): not in packets */
+	uint64_t jitter_pairs;          /* pairs s - 1, s booked (udp_path.h) */
+	uint64_t jitter_abs_sum_ns;     /* Σ |D| over them, ns (saturating) */
 } ql_udp_counts;
 
 /* Options for ql_udp_rx_init; zero-initialise and set what you need. */
@@ -205,6 +218,7 @@ typedef struct ql_udp_rx {
 	ql_udp_counts total;       /* cumulative */
 	ql_udp_counts last_snap;   /* total at the previous snapshot */
 	ql_jitter jitter;          /* over unique datagrams, arrival order */
+	ql_udp_tracker trk;        /* mean |D|, loss runs, extents */
 	uint32_t nsnap;            /* snapshots taken: the interval now booking */
 	/* Warm-up split by sequence number (ql_udp_rx_mark_omit): one record
 	 * per sequence number of [omit_lo, omit_lo + QL_UDP_OMIT_REGION). */
@@ -216,12 +230,13 @@ typedef struct ql_udp_rx {
 /*
  * Prepare the books. opts may be NULL (all defaults).
  * @return 0; -EINVAL (usage: "udp_window_packets: expected 64..2^30") for a
- *   bad window; -ENOMEM if the bitmap cannot be allocated.
+ *   bad window; -ENOMEM if the bitmap or the path tracker's rings cannot be
+ *   allocated.
  * Usage: ql_udp_rx rx; if (ql_udp_rx_init(&rx, NULL, &e) < 0) ...
  */
 int ql_udp_rx_init(ql_udp_rx *rx, const ql_udp_rx_opts *opts, ql_err *e);
 
-/* Free the bitmap; idempotent (rx zeroed afterwards). */
+/* Free the bitmap and the tracker; idempotent (rx zeroed afterwards). */
 void ql_udp_rx_free(ql_udp_rx *rx);
 
 /*

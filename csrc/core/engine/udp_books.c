@@ -261,6 +261,10 @@ void close_udp_books(ql_test *t, const ql_peer_results *pr)
 			x->late_packets += c.late_packets;
 			x->invalid_packets += c.invalid_packets;
 			x->out_of_order_packets += c.out_of_order_packets;
+			if (x->valid & QL_E_JITMEAN) {
+				x->jitter_pairs += c.jitter_pairs;
+				x->jitter_abs_sum_ms += (double)c.jitter_abs_sum_ns / 1e6;
+			}
 			ql_entry_finish(x);
 			ql_interval_sums(&t->iv[t->niv - 1]);
 		}

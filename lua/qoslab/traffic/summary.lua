@@ -52,6 +52,13 @@ local function udp_receiver_text(r)
     s = s .. string.format(' invalid %d', r.invalid_packets)
   end
   if r.jitter_ms then s = s .. string.format(' jitter %.3f ms', r.jitter_ms) end
+  if r.jitter_mean_abs_ms then s = s .. string.format(' |D| %.3f ms', r.jitter_mean_abs_ms) end
+  local runs = r.loss_runs
+  if runs and runs.bursts > 0 then
+    s = s .. string.format(' bursts %d (mean %.3g)', runs.bursts, runs.mean_burst_packets)
+  end
+  local ext = r.reorder_extent
+  if ext and ext.packets > 0 then s = s .. string.format(' extent max %d', ext.max_packets) end
   return s
 end
 
@@ -181,6 +188,9 @@ function M.interval_lines(iv)
         extra = extra .. string.format('  %d datagrams', x.packets)
       end
       if x.jitter_ms then extra = extra .. string.format('  jitter %.3f ms', x.jitter_ms) end
+      if x.jitter_mean_abs_ms then
+        extra = extra .. string.format(' |D| %.3f ms', x.jitter_mean_abs_ms)
+      end
       return string.format('%s %s %s  %12s  %15s%s  %s%s', sid(id), short_dir(dir), span,
         M.format_bytes(x.bytes), M.format_rate(x.bits_per_second), extra, role, tag)
     end
@@ -189,7 +199,7 @@ function M.interval_lines(iv)
     else
       for _, s in ipairs(g) do lines[#lines + 1] = line(s.id, s) end
       local sum = { bytes = 0 }
-      local jit, nj = 0, 0
+      local jit, nj, dsum, pairs = 0, 0, 0, 0
       for _, s in ipairs(g) do
         sum.bytes = sum.bytes + (s.bytes or 0)
         if s.retransmits then sum.retransmits = (sum.retransmits or 0) + s.retransmits end
@@ -197,8 +207,14 @@ function M.interval_lines(iv)
         if s.lost_packets then sum.lost_packets = (sum.lost_packets or 0) + s.lost_packets end
         if s.unique_packets then sum.unique_packets = (sum.unique_packets or 0) + s.unique_packets end
         if s.jitter_ms then jit = jit + s.jitter_ms; nj = nj + 1 end
+        if s.jitter_mean_abs_ms then
+          dsum = dsum + s.jitter_mean_abs_ms * s.jitter_pairs
+          pairs = pairs + s.jitter_pairs
+        end
       end
       if nj > 0 then sum.jitter_ms = jit / nj end
+      -- the pairs' mean over all streams (each stream's mean weighs its pairs)
+      if pairs > 0 then sum.jitter_mean_abs_ms = dsum / pairs end
       local secs = iv.seconds or ((iv.end_s or 0) - (iv.start_s or 0))
       sum.bits_per_second = secs > 0 and sum.bytes * 8 / secs or 0.0
       lines[#lines + 1] = line(nil, sum)
