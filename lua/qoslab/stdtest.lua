@@ -1,0 +1,401 @@
+--- Standard tests: named tests that ship with qoslab (rrul, tcp_nup,
+-- tcp_ndown, udp_flood, latency), run against a qoslab server with the
+-- latency probe beside the load, like flent's tests of the same names.
+--
+-- A test's flows (qoslab.stdtest.defs) run at once, each a traffic test of
+-- its own (one DSCP mark per test: rrul's eight flows are eight tests), all
+-- started before the first is waited for; the probe rides on the first
+-- flow's test (`probe` of `qoslab.traffic.start`, with its idle phase before
+-- and after the load), or runs alone (`qoslab.latency.probe`) for the
+-- latency test. The run is one point of a `qoslab.plan.sweep`, so it is
+-- written to `out/results.jsonl` like any plan's point (one line per run
+-- holding every flow's result) and obeys `qoslab run --out`.
+--
+--     local r = assert(qoslab.stdtest.run('rrul', {host = '10.0.0.2', duration_s = 30}))
+--     io.write(qoslab.stdtest.format(r))
+--
+-- A qoslab server admits 2 running tests per client address by default:
+-- for rrul (8 tests) start it with `max_tests_per_address` >= 8
+-- (`qoslab server --max-tests-per-address 8`).
+-- @module qoslab.stdtest
+local check = require 'qoslab.check'
+local defs = require 'qoslab.stdtest.defs'
+
+local M = {}
+
+--- The DSCP classes of rrul (see qoslab.stdtest.defs): `{name, dscp, tos}`.
+M.CLASSES = defs.CLASSES
+
+--- Defaults of the run options.
+-- `duration_s` 60 (flent's test length), `idle_s` 5 (flent's `--delay`: the
+-- probe measures this long before the load starts and after it ends),
+-- `streams` 4 (tcp_nup, tcp_ndown), `bitrate_bps` 100e6 (udp_flood: the rate
+-- flent's udp_flood documents).
+M.DEFAULTS = { duration_s = 60, idle_s = 5, streams = 4, bitrate_bps = 100000000 }
+
+local CTX = 'qoslab.stdtest.run'
+
+local function copy(t)
+  local c = {}
+  for k, v in pairs(t) do c[k] = v end
+  return c
+end
+
+--- The standard tests.
+-- @treturn {table,...} `{name, description, probe = "beside"|"alone", options =
+--   {name,...}}` per test, sorted by name
+-- @usage for _, t in ipairs(qoslab.stdtest.list()) do print(t.name, t.description) end
+function M.list()
+  local out = {}
+  for _, name in ipairs(defs.names()) do
+    local d = defs.tests[name]
+    local opts = {}
+    for k in pairs(d.options) do opts[#opts + 1] = k end
+    table.sort(opts)
+    out[#out + 1] = { name = name, description = d.description, probe = d.probe, options = opts }
+  end
+  return out
+end
+
+local function known_names() return table.concat(defs.names(), ', ') end
+
+local function check_name(ctx, name, level)
+  if type(name) ~= 'string' or not defs.tests[name] then
+    error(string.format('%s: name: expected a standard test (%s), got %s', ctx, known_names(),
+      check.describe(name)), level + 1)
+  end
+  return defs.tests[name]
+end
+
+local COMMON = { host = true, port = true, netns = true, duration_s = true, idle_s = true,
+                 probe = true, out = true, print = true, connect_timeout_s = true }
+
+-- The options resolved: defaults filled in, every field checked.
+local function resolve(name, d, opts, level)
+  local L = level + 1
+  opts = opts or {}
+  check.table(CTX, 'opts', opts, L)
+  local allowed = copy(COMMON)
+  for k in pairs(d.options) do allowed[k] = true end
+  for k in pairs(opts) do
+    if type(k) == 'string' and not allowed[k] and (k == 'streams' or k == 'bitrate_bps') then
+      error(string.format('%s: opts.%s: %s takes no %s (it is an option of %s)', CTX, k, name, k,
+        k == 'streams' and 'tcp_nup and tcp_ndown' or 'udp_flood'), L + 1)
+    end
+  end
+  check.keys(CTX, 'opts', opts, allowed, L)
+  if opts.host == nil then check.fail(CTX, 'opts.host', "the server's host name or address", nil, L) end
+  local o = {
+    host = check.cstring(CTX, 'opts.host', opts.host, nil, L),
+    port = check.integer(CTX, 'opts.port', opts.port, 1, 65535, nil, L),
+    netns = check.netns(CTX, 'opts.netns', opts.netns, nil, L),
+    duration_s = check.number(CTX, 'opts.duration_s', opts.duration_s, 0.001, 86400,
+      M.DEFAULTS.duration_s, L),
+    idle_s = check.number(CTX, 'opts.idle_s', opts.idle_s, 0, 3600, M.DEFAULTS.idle_s, L),
+    connect_timeout_s = check.number(CTX, 'opts.connect_timeout_s', opts.connect_timeout_s,
+      0.001, 3600, nil, L),
+    out = check.cstring(CTX, 'opts.out', opts.out, nil, L),
+    print = check.boolean(CTX, 'opts.print', opts.print, false, L),
+  }
+  if opts.host == '' then check.fail(CTX, 'opts.host', "the server's host name or address", '', L) end
+  if d.options.streams then
+    o.streams = check.integer(CTX, 'opts.streams', opts.streams, 1, 128, M.DEFAULTS.streams, L)
+  end
+  if d.options.bitrate_bps then
+    o.bitrate_bps = check.integer(CTX, 'opts.bitrate_bps', opts.bitrate_bps, 1, 1 << 50,
+      M.DEFAULTS.bitrate_bps, L)
+  end
+  local p = opts.probe
+  if p ~= nil and p ~= false and type(p) ~= 'table' then
+    check.fail(CTX, 'opts.probe', 'a table of probe options or false', p, L)
+  end
+  if p == false and d.probe == 'alone' then
+    error(string.format('%s: opts.probe: %s is the probe alone; it cannot run without it', CTX,
+      name), L + 1)
+  end
+  if p ~= false then
+    p = copy(p or {})
+    if p.idle_s ~= nil then
+      error(CTX .. ': opts.probe.idle_s: give the idle phase as opts.idle_s', L + 1)
+    end
+    if p.duration_s ~= nil then
+      error(CTX .. ': opts.probe.duration_s: the probe runs for opts.duration_s', L + 1)
+    end
+  end
+  o.probe = p
+  return o
+end
+
+--- Each flow's part of a run: the traffic test's options.
+local function flow_options(o, f)
+  return {
+    host = o.host, port = o.port, netns = o.netns, duration_s = o.duration_s,
+    connect_timeout_s = o.connect_timeout_s, proto = f.proto,
+    reverse = f.direction == 'down' or nil, tos = f.tos ~= 0 and f.tos or nil,
+    parallel = f.parallel, bitrate_bps = f.bitrate_bps,
+    title = f.label,
+  }
+end
+
+-- One flow's row of the result: what its receiver measured.
+local function flow_entry(f, res)
+  local rx, tx = res.received or {}, res.sent or {}
+  local e = {
+    label = f.label, direction = f.direction, proto = f.proto, class = f.class, tos = f.tos,
+    parallel = f.parallel, bitrate_bps = f.bitrate_bps,
+    bits_per_second = rx.bits_per_second, bytes = rx.bytes, seconds = rx.seconds,
+    side = rx.side, sent_bits_per_second = tx.bits_per_second, streams = {},
+    result = res,
+  }
+  if f.proto == 'udp' then
+    e.lost_pct, e.lost_packets, e.jitter_ms = rx.lost_pct, rx.lost_packets, rx.jitter_ms
+  else
+    e.retransmits = tx.retransmits
+  end
+  for i, s in ipairs(res.streams or {}) do
+    local r = s.receiver or {}
+    e.streams[i] = { id = s.id, bits_per_second = r.bits_per_second, bytes = r.bytes }
+  end
+  return e
+end
+
+local function fail_of(label, msg, code)
+  return { msg = string.format('%s: %s', label, tostring(msg)), code = code or 'EFAIL' }
+end
+
+-- Advice for a refusal by the server's per-address limit.
+local function advise(name, n, f)
+  if f.code == 'EBUSY' and n > 2 then
+    f.msg = f.msg .. string.format(' (%s runs %d tests at once; a qoslab server admits 2 per '
+      .. 'client address unless started with --max-tests-per-address %d or more)', name, n, n)
+  end
+  return f
+end
+
+-- Start every flow, then wait for all; any failure stops the others. Returns
+-- the entries and the probe's latency, or nil, {msg, code}. An interruption
+-- (SIGINT/SIGTERM) raises after every started test was stopped.
+local function run_flows(name, d, o, run)
+  local traffic = require 'qoslab.traffic'
+  local flows = d.flows(o)
+  local handles = {}
+  local function stop_all()
+    for _, h in pairs(handles) do pcall(h.stop, h) end
+  end
+  local results, failure = {}, nil
+  local ok, err = pcall(function()
+    if d.probe == 'alone' then
+      local latency = require 'qoslab.latency'
+      local po = copy(o.probe)
+      po.host, po.port, po.netns, po.duration_s = o.host, o.port, o.netns, o.duration_s
+      local res, msg, code = latency.probe(po)
+      if not res then failure = fail_of('probe', msg, code) return end
+      run.latency = res
+      return
+    end
+    for i, f in ipairs(flows) do
+      local fo = flow_options(o, f)
+      if i == 1 and o.probe then
+        fo.probe = copy(o.probe)
+        fo.probe.idle_s = o.idle_s
+      end
+      local h, msg, code = traffic.start(fo)
+      if not h then failure = fail_of(f.label, msg, code) return end
+      handles[i] = h
+      -- The probe's test holds its load back for the idle phase: the others
+      -- start when it ends, so all the flows load the path together.
+      if i == 1 and o.probe and o.idle_s > 0 and #flows > 1 then
+        require('qoslab.timer').sleep(o.idle_s)
+      end
+    end
+    for i, f in ipairs(flows) do
+      local res, msg, code = handles[i]:wait()
+      if not res then failure = fail_of(f.label, msg, code) return end
+      results[i] = flow_entry(f, res)
+      if i == 1 and o.probe then run.latency = res.latency end
+    end
+  end)
+  stop_all()
+  if not ok then error(err, 0) end
+  if failure then
+    -- what the other tests made of it is not a result of this run
+    for i = 1, #flows do if handles[i] then pcall(handles[i].wait, handles[i]) end end
+    return nil, advise(name, #flows, failure)
+  end
+  run.flows = results
+  return run
+end
+
+local function sum_rates(flows, dir)
+  local s, n = 0, 0
+  for _, f in ipairs(flows) do
+    if f.direction == dir and f.bits_per_second then s, n = s + f.bits_per_second, n + 1 end
+  end
+  return n > 0 and s or nil
+end
+
+--- Check a test's name and options without running it.
+-- @tparam string name as for `run`
+-- @tparam table opts as for `run`
+-- @treturn table the options as the run takes them (defaults filled in)
+-- @raise as `run` does for bad input, naming qoslab.stdtest.check
+-- @usage qoslab.stdtest.check('rrul', {host = '10.0.0.2', duration_s = 10})
+function M.check(name, opts)
+  local ctx = 'qoslab.stdtest.check'
+  local ok, err = pcall(function()
+    local d = check_name(CTX, name, 1)
+    return resolve(name, d, opts, 1)
+  end)
+  if not ok then error((tostring(err):gsub('^.-' .. CTX:gsub('%p', '%%%0'), ctx, 1)), 2) end
+  return err
+end
+
+--- Run a standard test.
+-- @tparam string name one of `list()`'s names: "rrul", "tcp_nup", "tcp_ndown",
+--   "udp_flood", "latency"
+-- @tparam table opts
+--   * `host` (string, required): where a qoslab server runs (rrul needs it
+--     started with `max_tests_per_address` >= 8).
+--   * `port` (1-65535, default the server default 5201), `netns` (named
+--     namespace the client and probe run in), `connect_timeout_s`.
+--   * `duration_s` (s, 0.001-86400, default 60): how long the load runs
+--     (the latency test: how long the probe runs).
+--   * `idle_s` (s, 0-3600, default 5): the probe's idle phase before the load
+--     starts and after it ends (not for the latency test).
+--   * `streams` (1-128, default 4): tcp_nup and tcp_ndown only.
+--   * `bitrate_bps` (integer bits/s, default 100e6): udp_flood only.
+--   * `probe` (table, default `{}`: the probe's defaults): options of the
+--     latency probe (`interval_ms`, `proto`, `tos`, ...; see qoslab.traffic),
+--     or false for no probe (not for the latency test).
+--   * `out` (folder): the run is written to `out/results.jsonl` (default:
+--     `qoslab run --out`, else no file). `print` (boolean, default false):
+--     print `format(result)` to stdout.
+-- @treturn table the run: `{test, description, params, host, port, netns,
+--   duration_s, idle_s, probe, wall_s, flows = {{label, direction =
+--   "up"|"down", proto, class, tos, parallel, bitrate_bps, bits_per_second,
+--   bytes, seconds, side, sent_bits_per_second, retransmits | lost_pct,
+--   lost_packets, jitter_ms, streams = {{id, bits_per_second, bytes}}, result},
+--   ...}, up_bps, down_bps, total_bps, latency, results_file, out}`;
+--   `latency` is the probe's `res.latency` (nil with `probe = false`)
+-- @return or nil, message, CODE: the failing flow's (ECONNREFUSED, EBUSY
+--   when the server refuses a test over its per-address limit, ...), the
+--   message naming the flow; every other flow is stopped
+-- @raise on an unknown test name (the message lists the known ones), an
+--   unknown option or an option of another test, a value out of range,
+--   naming the field: "qoslab.stdtest.run: opts.duration_s: expected a
+--   finite number in [0.001, 86400], got 0"; on SIGINT/SIGTERM (qoslab's
+--   interruption error, after every flow was stopped)
+-- @usage local r = assert(qoslab.stdtest.run('tcp_nup', {host = '10.0.0.2', streams = 8}))
+function M.run(name, opts)
+  local d = check_name(CTX, name, 1)
+  local o = resolve(name, d, opts, 1)
+  local plan = require 'qoslab.plan'
+  local timer = require 'qoslab.timer'
+  local params = { test = name, host = o.host, duration_s = o.duration_s }
+  if d.probe ~= 'alone' then params.idle_s = o.idle_s end
+  if o.streams then params.streams = o.streams end
+  if o.bitrate_bps then params.bitrate_bps = o.bitrate_bps end
+  local failure, run
+  local summary = plan.sweep {
+    name = name, points = { params }, progress = false, on_error = 'record', out = o.out,
+    meta = { stdtest = name, description = d.description },
+    metric_name = 'total_bps',
+    metric = function(r) return r.total_bps or 0 end,
+    run = function()
+      run = {
+        test = name, description = d.description, params = copy(params), host = o.host,
+        port = o.port, netns = o.netns, duration_s = o.duration_s,
+        idle_s = d.probe ~= 'alone' and o.idle_s or nil, probe = o.probe,
+      }
+      local t0 = timer.now()
+      local r, f = run_flows(name, d, o, run)
+      if not r then failure = f return nil, f.msg, f.code end
+      r.wall_s = timer.now() - t0
+      r.up_bps, r.down_bps = sum_rates(r.flows, 'up'), sum_rates(r.flows, 'down')
+      if r.up_bps or r.down_bps then r.total_bps = (r.up_bps or 0) + (r.down_bps or 0) end
+      return r
+    end,
+  }
+  if failure then return nil, failure.msg, failure.code end
+  run.results_file, run.out = summary.results_file, summary.out
+  if o.print then io.write(M.format(run)) io.flush() end
+  return run
+end
+
+--- Text.
+-- @section text
+
+local function mbit(v) return v and string.format('%.2f', v / 1e6) or nil end
+local function ms(v) return v and string.format('%.3f', v) or nil end
+
+-- The latency line of a run, or nil without a probe.
+local function latency_table(lat)
+  if type(lat) ~= 'table' then return nil end
+  local rtt = lat.rtt_ms or {}
+  local idle = type(lat.idle) == 'table' and lat.idle.rtt_ms or {}
+  return {
+    title = 'latency (round trip, ms)',
+    columns = { 'samples', 'lost', 'idle p50', 'loaded p50', 'p90', 'p99', 'max', 'induced' },
+    rows = { { lat.samples, lat.lost, ms(idle.p50), ms(rtt.p50), ms(rtt.p90), ms(rtt.p99),
+               ms(rtt.max), ms(lat.induced_ms) } },
+  }
+end
+
+--- The tables of a run as text: per-class throughput per direction (rrul),
+-- per-stream throughput (tcp_nup, tcp_ndown), rate and loss (udp_flood),
+-- and the probe's latency (idle p50, loaded p50/p90/p99, induced).
+-- @tparam table r a run as `run` returns it
+-- @treturn string lines ending in "\n"
+-- @raise when r is not a run table
+-- @usage io.write(qoslab.stdtest.format(r))
+function M.format(r)
+  local ctx = 'qoslab.stdtest.format'
+  check.table(ctx, 'r', r)
+  if type(r.test) ~= 'string' then check.fail(ctx, 'r.test', 'a test name', r.test) end
+  check.table(ctx, 'r.flows', r.flows or {})
+  local report = require 'qoslab.report'
+  local parts = {}
+  local head = string.format('%s to %s%s: %g s of load', r.test, tostring(r.host),
+    r.netns and (' from namespace ' .. r.netns) or '', r.duration_s or 0)
+  if r.idle_s and r.latency then head = head .. string.format(', probe idle %g s before and after', r.idle_s) end
+  parts[#parts + 1] = head .. '\n'
+  local flows = r.flows or {}
+  if r.test == 'rrul' then
+    local by = {}
+    for _, f in ipairs(flows) do by[f.direction .. ' ' .. tostring(f.class)] = f end
+    local rows = {}
+    for _, c in ipairs(defs.CLASSES) do
+      local up, down = by['up ' .. c.name], by['down ' .. c.name]
+      rows[#rows + 1] = { c.name, string.format('0x%02x', c.tos), mbit(up and up.bits_per_second),
+        mbit(down and down.bits_per_second) }
+    end
+    rows[#rows + 1] = { 'sum', '', mbit(r.up_bps), mbit(r.down_bps) }
+    parts[#parts + 1] = report.format_table { title = 'throughput per class (Mbit/s, as received)',
+      columns = { 'class', 'TOS', 'upload', 'download' }, rows = rows }
+  elseif #flows > 0 then
+    local rows = {}
+    for _, f in ipairs(flows) do
+      if #f.streams > 1 then
+        for i, s in ipairs(f.streams) do
+          rows[#rows + 1] = { f.label .. ' ' .. i, f.direction, mbit(s.bits_per_second) }
+        end
+      end
+      local row = { #f.streams > 1 and (f.label .. ' sum') or f.label, f.direction,
+                    mbit(f.bits_per_second) }
+      if f.proto == 'udp' then
+        row[4], row[5] = mbit(f.bitrate_bps), f.lost_pct and string.format('%.3g', f.lost_pct)
+      end
+      rows[#rows + 1] = row
+    end
+    local cols = { 'flow', 'dir', 'Mbit/s' }
+    if flows[1].proto == 'udp' then cols[4], cols[5] = 'target Mbit/s', 'lost %' end
+    parts[#parts + 1] = report.format_table { title = 'throughput (as received)', columns = cols,
+      rows = rows }
+  end
+  local lt = latency_table(r.latency)
+  if lt then parts[#parts + 1] = report.format_table(lt) end
+  if r.results_file then parts[#parts + 1] = 'results: ' .. r.results_file .. '\n' end
+  return table.concat(parts)
+end
+
+return M
