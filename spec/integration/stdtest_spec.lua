@@ -1,0 +1,233 @@
+-- The standard tests end to end (root): each runs for a few seconds between
+-- two namespaces joined by a veth pair shaped by tbf to 100 Mbit/s, against
+-- one qoslab server. rrul's eight flows must each carry their DSCP mark on
+-- the wire: the receiving end redirects its ingress to an ifb whose htb
+-- classes count bytes per TOS (u32 on the DSCP bits), so a flow whose mark
+-- was lost lands in the wrong class and fails the bounds. Throughput sums
+-- stay under what the shaper lets through, results.jsonl holds the run,
+-- and `qoslab test` works from the command line.
+local qoslab = require 'qoslab'
+local stdtest = require 'qoslab.stdtest'
+local plan = require 'qoslab.plan'
+local cjson = require 'cjson'
+
+local RATE_BPS, BURST_BYTES = 100e6, 50000
+-- TCP payload per Ethernet frame the shaper counts, at most: MSS 1460 (no
+-- timestamps: the largest payload share) in 1514 bytes.
+local PAYLOAD_SHARE = 1460 / 1514
+
+local function sh(cmd)
+  local p = assert(io.popen(cmd .. ' 2>&1'))
+  local s = p:read('a')
+  local ok, _, rc = p:close()
+  return s, ok and 0 or rc
+end
+
+local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+
+local function tmpdir()
+  local d = sh('mktemp -d /tmp/qoslab-stdtest.XXXXXX'):gsub('%s+$', '')
+  return d
+end
+
+-- Count the bytes arriving on `dev` in namespace `ns` per TOS class: ingress
+-- redirected (mirred) to an ifb, whose htb has one class per rrul class
+-- (u32 on the DSCP bits) and a default class for everything else.
+local function counters(ns, dev)
+  local x = 'ip netns exec ' .. q(ns) .. ' '
+  local cmds = {
+    'ip link add qlcount0 type ifb', 'ip link set qlcount0 up',
+    'tc qdisc add dev ' .. dev .. ' handle ffff: ingress',
+    'tc filter add dev ' .. dev .. ' parent ffff: protocol all u32 match u32 0 0 '
+      .. 'action mirred egress redirect dev qlcount0',
+    'tc qdisc add dev qlcount0 root handle 1: htb default 9',
+    'tc class add dev qlcount0 parent 1: classid 1:9 htb rate 10gbit quantum 60000',
+  }
+  for i, c in ipairs(stdtest.CLASSES) do
+    cmds[#cmds + 1] = string.format('tc class add dev qlcount0 parent 1: classid 1:%d htb rate '
+      .. '10gbit quantum 60000', i)
+    cmds[#cmds + 1] = string.format('tc filter add dev qlcount0 parent 1: protocol ip prio %d u32 '
+      .. 'match ip tos 0x%02x 0xfc flowid 1:%d', i, c.tos, i)
+  end
+  for _, c in ipairs(cmds) do
+    local out, rc = sh(x .. c)
+    assert(rc == 0, c .. ': ' .. out)
+  end
+  return function()
+    local text = sh(x .. 'tc -s class show dev qlcount0')
+    local by = {}
+    for minor, bytes in text:gmatch('class htb 1:(%d+) .-Sent (%d+) bytes') do
+      local c = stdtest.CLASSES[tonumber(minor)]
+      by[c and c.name or 'other'] = tonumber(bytes)
+    end
+    return by
+  end
+end
+
+describe('standard tests on a 100 Mbit/s testbed #root', function()
+  local tb, srv, dirs
+
+  setup(function()
+    tb = assert(qoslab.testbed { rate_bps = RATE_BPS, burst_bytes = BURST_BYTES })
+    -- rrul runs 8 tests at once from one address
+    srv = assert(qoslab.server { netns = tb.server_netns, max_tests_per_address = 9 })
+    dirs = {}
+  end)
+
+  teardown(function()
+    if srv then srv:stop() end
+    if tb then tb:close() end
+    for _, d in ipairs(dirs) do os.execute('rm -rf ' .. q(d)) end
+  end)
+
+  local function out_dir()
+    local d = tmpdir()
+    dirs[#dirs + 1] = d
+    return d
+  end
+
+  local function run(name, opts)
+    opts.host, opts.netns = tb.server_addr, tb.client_netns
+    local r, msg, code = stdtest.run(name, opts)
+    assert(r, tostring(msg) .. ' (' .. tostring(code) .. ')')
+    return r
+  end
+
+  local function record_of(dir, name)
+    local recs, bad = assert(plan.load(dir .. '/results.jsonl'))
+    assert.equal(0, bad)
+    assert.equal(1, #recs)
+    assert.equal(name, recs[1].sweep)
+    assert.equal(name, recs[1].params.test)
+    return recs[1]
+  end
+
+  it('rrul: 4 up + 4 down, each with its TOS on the wire, sums under the link', function()
+    local at_server = counters(tb.server_netns, tb.server_ifname)
+    local at_client = counters(tb.client_netns, tb.client_ifname)
+    local dir = out_dir()
+    local r = run('rrul', { duration_s = 3, idle_s = 1, out = dir, probe = false })
+    local up, down = at_server(), at_client()
+    assert.equal(8, #r.flows)
+    local by = {}
+    for _, f in ipairs(r.flows) do
+      assert.is_true(f.bits_per_second > 1e6, f.label .. ': ' .. tostring(f.bits_per_second))
+      by[f.direction .. ' ' .. f.class] = f
+    end
+    for _, c in ipairs(stdtest.CLASSES) do
+      local u, d = by['up ' .. c.name], by['down ' .. c.name]
+      assert.equal(c.tos, u.tos)
+      assert.equal(c.tos, d.tos)
+      assert.equal('server', u.side)
+      assert.equal('client', d.side)
+      -- Every payload byte the receiver counted came in a packet of its class...
+      assert.is_true(up[c.name] >= u.bytes, string.format('%s upload: %d bytes received, %s '
+        .. 'counted in its class at the server', c.name, u.bytes, tostring(up[c.name])))
+      assert.is_true(down[c.name] >= d.bytes, string.format('%s download: %d bytes received, %s '
+        .. 'counted in its class at the client', c.name, d.bytes, tostring(down[c.name])))
+      -- ...and the class holds no other flow's data: its own frames (at most
+      -- 1514 per 1448 payload, a fifth more for retransmissions), the other
+      -- direction's ACKs (a tenth) and 1 MB of control and probe packets.
+      local function most(mine, other) return 1.2 * mine * 1514 / 1448 + 0.1 * other + 1e6 end
+      assert.is_true(up[c.name] <= most(u.bytes, d.bytes), c.name .. ' at the server: '
+        .. up[c.name] .. ' bytes')
+      assert.is_true(down[c.name] <= most(d.bytes, u.bytes), c.name .. ' at the client: '
+        .. down[c.name] .. ' bytes')
+    end
+    -- What tbf lets through: at most R/8 per second of the run plus a full
+    -- bucket, in frames of which payload is a share; as rates, with the flows'
+    -- windows nearly together, at most R (the payload ceiling PAYLOAD_SHARE x R
+    -- + 8 x burst / 3 s = 96.6 Mbit/s leaves 3 % for their start skew).
+    for _, dir_ in ipairs { 'up', 'down' } do
+      local bytes = 0
+      for _, f in ipairs(r.flows) do if f.direction == dir_ then bytes = bytes + f.bytes end end
+      assert.is_true(bytes <= PAYLOAD_SHARE * (RATE_BPS / 8 * r.wall_s + BURST_BYTES),
+        dir_ .. ': ' .. bytes .. ' bytes in ' .. r.wall_s .. ' s')
+    end
+    assert.is_true(r.up_bps <= RATE_BPS, 'upload sum ' .. r.up_bps)
+    assert.is_true(r.down_bps <= RATE_BPS, 'download sum ' .. r.down_bps)
+    assert.is_true(r.up_bps > 0.5 * RATE_BPS, 'upload sum ' .. r.up_bps)
+    assert.is_true(r.down_bps > 0.5 * RATE_BPS, 'download sum ' .. r.down_bps)
+    -- The table and the file.
+    local text = stdtest.format(r)
+    for _, c in ipairs(stdtest.CLASSES) do
+      assert.matches('\n *' .. c.name .. ' | ' .. string.format('0x%02x', c.tos) .. ' | +[%d.]+ | +[%d.]+\n', text)
+    end
+    local rec = record_of(dir, 'rrul')
+    local flows = rec.results[1].flows
+    assert.equal(8, #flows)
+    for i, f in ipairs(flows) do
+      assert.equal(r.flows[i].tos, f.tos)
+      assert.equal(r.flows[i].bytes, f.bytes)
+      assert.equal(r.flows[i].bytes, f.result.received.bytes)
+    end
+    assert.equal(r.total_bps, rec.summary.mean)
+  end)
+
+  it('tcp_nup and tcp_ndown: N streams one way, each counted, the sum under the link', function()
+    for _, case in ipairs { { 'tcp_nup', 'up', 'server' }, { 'tcp_ndown', 'down', 'client' } } do
+      local dir = out_dir()
+      local r = run(case[1], { duration_s = 2, idle_s = 0.5, streams = 3, out = dir, probe = false })
+      assert.equal(1, #r.flows)
+      local f = r.flows[1]
+      assert.same({ case[2], case[3], 3 }, { f.direction, f.side, #f.streams })
+      local sum = 0
+      for _, s in ipairs(f.streams) do
+        assert.is_true(s.bits_per_second > 1e6)
+        sum = sum + s.bytes
+      end
+      assert.equal(f.bytes, sum)
+      -- one test: the streams share one window, so the payload ceiling holds
+      local ceiling = PAYLOAD_SHARE * RATE_BPS + 8 * BURST_BYTES / f.seconds
+      assert.is_true(f.bits_per_second <= ceiling, case[1] .. ': ' .. f.bits_per_second
+        .. ' > ' .. ceiling)
+      local rec = record_of(dir, case[1])
+      assert.equal(3, rec.params.streams)
+      assert.equal(3, #rec.results[1].flows[1].streams)
+    end
+  end)
+
+  it('udp_flood: 100 Mbit/s by default into the 100 Mbit/s link; loss and rate reported', function()
+    local dir = out_dir()
+    local r = run('udp_flood', { duration_s = 2, idle_s = 0.5, out = dir, probe = false })
+    local f = r.flows[1]
+    assert.equal(100e6, f.bitrate_bps)
+    assert.equal('udp', f.proto)
+    assert.is_number(f.lost_pct)
+    assert.is_true(f.sent_bits_per_second > 0.9 * 100e6, 'sent ' .. f.sent_bits_per_second)
+    -- UDP payload 1460 (or less) in a 1502-byte frame (8 + 20 + 14 bytes more)
+    assert.is_true(f.bits_per_second <= 1460 / 1502 * RATE_BPS + 8 * BURST_BYTES / f.seconds,
+      'received ' .. f.bits_per_second)
+    local text = stdtest.format(r)
+    assert.matches('UDP upload |  up | +[%d.]+ | +100.00 |', text)
+    assert.equal('udp_flood', record_of(dir, 'udp_flood').sweep)
+  end)
+
+  it('a refusal by the server names the flow and says what to do; nothing keeps running', function()
+    local strict <close> = assert(qoslab.server { netns = tb.server_netns, port = 5301 })
+    local r, msg, code = stdtest.run('rrul', { host = tb.server_addr, port = 5301,
+      netns = tb.client_netns, duration_s = 2, idle_s = 0, probe = false })
+    assert.is_nil(r)
+    assert.equal('EBUSY', code)
+    assert.matches('^TCP %a+ %w+: ', msg)
+    assert.matches('--max-tests-per-address 8 or more', msg, 1, true)
+    -- the flows that had started were stopped: the server is idle again soon
+    local t0 = qoslab.timer.now()
+    while strict:tests_running() > 0 and qoslab.timer.now() - t0 < 5 do qoslab.timer.sleep(0.05) end
+    assert.equal(0, strict:tests_running())
+  end)
+
+  it('qoslab test from the command line: table on stdout, results.jsonl in --out', function()
+    local dir = out_dir()
+    local out, rc = sh(string.format('lua5.4 bin/qoslab test tcp_nup %s --netns %s -t 2 -P 2 '
+      .. '--idle 0.5 --no-probe --out %s', tb.server_addr, q(tb.client_netns), q(dir .. '/o')))
+    assert.equal(0, rc, out)
+    assert.matches('tcp_nup to ' .. tb.server_addr:gsub('%.', '%%.') .. ' from namespace', out)
+    assert.matches('TCP upload 2 |  up | +[%d.]+\n', out)
+    assert.matches('TCP upload sum |  up | +[%d.]+\n', out)
+    local rec = record_of(dir .. '/o', 'tcp_nup')
+    assert.equal(2, rec.params.streams)
+    assert.equal(2, #rec.results[1].flows[1].streams)
+    assert.equal('tcp_nup', cjson.decode(assert(io.open(dir .. '/o/qoslab-run.json')):read('a')).plan)
+  end)
+end)
