@@ -297,7 +297,9 @@ function M.run(name, opts)
   if o.bitrate_bps then params.bitrate_bps = o.bitrate_bps end
   local failure, run
   local summary = plan.sweep {
+    -- a standard test always runs: `qoslab run --resume` skips no run of it
     name = name, points = { params }, progress = false, on_error = 'record', out = o.out,
+    resume = false,
     meta = { stdtest = name, description = d.description },
     metric_name = 'total_bps',
     metric = function(r) return r.total_bps or 0 end,
@@ -317,6 +319,9 @@ function M.run(name, opts)
     end,
   }
   if failure then return nil, failure.msg, failure.code end
+  -- anything else that failed inside the run (recorded in the file) is raised
+  local perr = summary.points[1] and summary.points[1].error
+  if perr then error(perr, 2) end
   run.results_file, run.out = summary.results_file, summary.out
   if o.print then io.write(M.format(run)) io.flush() end
   return run

@@ -203,6 +203,17 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     assert.equal('udp_flood', record_of(dir, 'udp_flood').sweep)
   end)
 
+  it('under qoslab run --out DIR --resume every run runs and is recorded', function()
+    local dir = out_dir()
+    local before = plan.get_defaults()
+    finally(function() plan.set_defaults(before) end)
+    plan.set_defaults { out = dir, resume = true, progress = false }
+    for _ = 1, 2 do run('tcp_nup', { duration_s = 1, idle_s = 0, streams = 1, probe = false }) end
+    local recs = assert(plan.load(dir .. '/results.jsonl', 'tcp_nup'))
+    assert.equal(2, #recs)
+    for _, rec in ipairs(recs) do assert.is_true(rec.results[1].flows[1].bytes > 0) end
+  end)
+
   it('a refusal by the server names the flow and says what to do; nothing keeps running', function()
     local strict <close> = assert(qoslab.server { netns = tb.server_netns, port = 5301 })
     local r, msg, code = stdtest.run('rrul', { host = tb.server_addr, port = 5301,
