@@ -131,9 +131,8 @@ local function flow_options(o, f)
   return {
     host = o.host, port = o.port, netns = o.netns, duration_s = o.duration_s,
     connect_timeout_s = o.connect_timeout_s, proto = f.proto,
-    reverse = f.direction == 'down' or nil, tos = f.tos ~= 0 and f.tos or nil,
-    parallel = f.parallel, bitrate_bps = f.bitrate_bps,
-    title = f.label,
+    reverse = f.direction == 'down' or nil, tos = f.tos, parallel = f.parallel,
+    bitrate_bps = f.bitrate_bps,
   }
 end
 
@@ -205,7 +204,10 @@ local function run_flows(name, d, o, run)
       -- The probe's test holds its load back for the idle phase: the others
       -- start when it ends, so all the flows load the path together.
       if i == 1 and o.probe and o.idle_s > 0 and #flows > 1 then
-        require('qoslab.timer').sleep(o.idle_s)
+        local slept, smsg, scode = require('qoslab.timer').sleep(o.idle_s)
+        -- a stop signal: the started flow is stopped below, and the pending
+        -- signal makes the error an interruption for plan and command alike
+        if not slept and scode == 'EINTR' then error(smsg, 0) end
       end
     end
     for i, f in ipairs(flows) do

@@ -228,6 +228,31 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     assert.equal(0, strict:tests_running())
   end)
 
+  it('SIGINT during qoslab test rrul: exit 130, every flow stopped at both ends', function()
+    local dir = out_dir()
+    os.execute(string.format('sh -c %s &', q(string.format(
+      'lua5.4 bin/qoslab test rrul %s --netns %s -t 20 --idle 0 --no-probe --out %s >%s 2>&1 & '
+        .. 'echo $! >%s; wait $!; echo $? >%s', tb.server_addr, q(tb.client_netns), q(dir .. '/o'),
+      q(dir .. '/log'), q(dir .. '/pid'), q(dir .. '/rc')))))
+    local function slurp(f)
+      local h = io.open(f)
+      if not h then return nil end
+      local t = h:read('a')
+      h:close()
+      return t
+    end
+    local t0 = qoslab.timer.now()
+    while srv:tests_running() < 8 and qoslab.timer.now() - t0 < 10 do qoslab.timer.sleep(0.05) end
+    assert.equal(8, srv:tests_running(), slurp(dir .. '/log'))
+    os.execute('kill -INT ' .. assert(slurp(dir .. '/pid')):gsub('%s+', ''))
+    while not slurp(dir .. '/rc') and qoslab.timer.now() - t0 < 20 do qoslab.timer.sleep(0.05) end
+    assert.equal('130', (slurp(dir .. '/rc') or 'none'):gsub('%s+', ''), slurp(dir .. '/log'))
+    assert.matches('interrupted by SIGINT', slurp(dir .. '/log'), 1, true)
+    while srv:tests_running() > 0 and qoslab.timer.now() - t0 < 25 do qoslab.timer.sleep(0.05) end
+    assert.equal(0, srv:tests_running())
+    assert.is_true(qoslab.timer.now() - t0 < 15, 'the flows ran on after the signal')
+  end)
+
   it('qoslab test from the command line: table on stdout, results.jsonl in --out', function()
     local dir = out_dir()
     local out, rc = sh(string.format('lua5.4 bin/qoslab test tcp_nup %s --netns %s -t 2 -P 2 '
