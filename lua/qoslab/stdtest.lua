@@ -171,6 +171,14 @@ local function advise(name, n, f)
   return f
 end
 
+-- A stop signal (SIGINT/SIGTERM/SIGHUP) seen as a failure's code (the
+-- probe's sleeps return it) ends the run as an interruption: raised, the
+-- started flows are stopped, and the pending signal makes plan.sweep and the
+-- command treat the error as one.
+local function interrupted(code, msg)
+  if code == 'EINTR' then error(tostring(msg), 0) end
+end
+
 -- Start every flow, then wait for all; any failure stops the others. Returns
 -- the entries and the probe's latency, or nil, {msg, code}. An interruption
 -- (SIGINT/SIGTERM) raises after every started test was stopped.
@@ -188,6 +196,7 @@ local function run_flows(name, d, o, run)
       local po = copy(o.probe)
       po.host, po.port, po.netns, po.duration_s = o.host, o.port, o.netns, o.duration_s
       local res, msg, code = latency.probe(po)
+      interrupted(code, msg)
       if not res then failure = fail_of('probe', msg, code) return end
       run.latency = res
       return
@@ -198,20 +207,17 @@ local function run_flows(name, d, o, run)
         fo.probe = copy(o.probe)
         fo.probe.idle_s = o.idle_s
       end
+      -- The probe's test returns once the probe's idle phase is over and its
+      -- load has begun: the other flows start then, so all load the path
+      -- together (and its wait holds the idle phase after the load).
       local h, msg, code = traffic.start(fo)
+      interrupted(code, msg)
       if not h then failure = fail_of(f.label, msg, code) return end
       handles[i] = h
-      -- The probe's test holds its load back for the idle phase: the others
-      -- start when it ends, so all the flows load the path together.
-      if i == 1 and o.probe and o.idle_s > 0 and #flows > 1 then
-        local slept, smsg, scode = require('qoslab.timer').sleep(o.idle_s)
-        -- a stop signal: the started flow is stopped below, and the pending
-        -- signal makes the error an interruption for plan and command alike
-        if not slept and scode == 'EINTR' then error(smsg, 0) end
-      end
     end
     for i, f in ipairs(flows) do
       local res, msg, code = handles[i]:wait()
+      interrupted(code, msg)
       if not res then failure = fail_of(f.label, msg, code) return end
       results[i] = flow_entry(f, res)
       if i == 1 and o.probe then run.latency = res.latency end
