@@ -19,6 +19,7 @@
  *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
+ *     :probe_counters() -> the latency probe responder's counters (probe_server.h)
  *
  * The option keys, kinds and ranges are the core's table (options.h): this
  * file converts by it and holds no list of its own.
@@ -33,6 +34,7 @@
 
 #include "../core/engine/engine.h"
 #include "../core/engine/options.h"
+#include "../core/engine/probe_server.h"
 #include "../core/sig.h"
 #include "../core/tcpca.h"
 #include "../core/timer.h"
@@ -803,6 +805,26 @@ static int l_server_limits(lua_State *L)
 	return 1;
 }
 
+/* :probe_counters() -> the latency probe responder's counters */
+static int l_server_probe_counters(lua_State *L)
+{
+	lserver *u = check_server(L);
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(u->s, &c);
+	lua_createtable(L, 0, 10);
+	qlb_set_integer(L, "udp_replies", (lua_Integer)c.udp_replies);
+	qlb_set_integer(L, "udp_malformed", (lua_Integer)c.udp_malformed);
+	qlb_set_integer(L, "udp_rate_limited", (lua_Integer)c.udp_rate_limited);
+	qlb_set_integer(L, "tcp_sessions", (lua_Integer)c.tcp_sessions);
+	qlb_set_integer(L, "tcp_refused", (lua_Integer)c.tcp_refused);
+	qlb_set_integer(L, "tcp_replies", (lua_Integer)c.tcp_replies);
+	qlb_set_integer(L, "tcp_malformed", (lua_Integer)c.tcp_malformed);
+	qlb_set_integer(L, "tcp_rate_limited", (lua_Integer)c.tcp_rate_limited);
+	qlb_set_integer(L, "tcp_idle_closed", (lua_Integer)c.tcp_idle_closed);
+	qlb_set_integer(L, "tcp_open", c.tcp_open);
+	return 1;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -847,6 +869,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "rejected", l_server_rejected },
 		{ "problems", l_server_problems },
 		{ "limits", l_server_limits },
+		{ "probe_counters", l_server_probe_counters },
 		{ "done", l_server_done },
 		{ "stop", l_server_stop },
 		{ NULL, NULL }

@@ -42,6 +42,7 @@ local Server = require 'qoslab.traffic.server'
 local summary = require 'qoslab.traffic.summary'
 local iperf3_json = require 'qoslab.traffic.iperf3_json'
 local invariants = require 'qoslab.traffic.invariants'
+local latency = require 'qoslab.latency'
 
 local M = {}
 
@@ -68,6 +69,19 @@ local function copy(t)
   local c = {}
   for k, v in next, t do c[k] = v end
   return c
+end
+
+-- The test's options without `probe`, and the probe (`{ opts, filled }`,
+-- checked by the core's probe rules, raised at the public function's
+-- caller) or nil. `probe = true` is a probe with every default.
+local function split_probe(ctx, opts)
+  if type(opts) ~= 'table' or rawget(opts, 'probe') == nil then return opts, nil end
+  local o = copy(opts)
+  local probe = o.probe
+  o.probe = nil
+  if probe == true then probe = {} end
+  local filled = latency.check_beside(ctx, probe, 3)
+  return o, { opts = copy(probe), filled = filled }
 end
 
 -- ------------------------------------------------------------- client ----
@@ -122,8 +136,9 @@ M.Result = require('qoslab.traffic.result').Result
 --   check, `core.traffic_client_check`)
 -- @usage print(qoslab.client{host = '127.0.0.1', duration_s = 2})
 function M.client(opts)
-  local filled = checked_client('qoslab.client', opts)
-  return test.pending(copy(opts), filled)
+  local o, probe = split_probe('qoslab.client', opts)
+  local filled = checked_client('qoslab.client', o)
+  return test.pending(copy(o), filled, probe)
 end
 
 --- Run a test now and return its result (the eager form of `client`).
@@ -143,8 +158,9 @@ end
 --   interpreter raises its own "interrupted!".
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)
-  local filled = checked_client('qoslab.traffic.run', opts)
-  return test.run(copy(opts), filled)
+  local o, probe = split_probe('qoslab.traffic.run', opts)
+  local filled = checked_client('qoslab.traffic.run', o)
+  return test.run(copy(o), filled, probe)
 end
 
 --- Start a test now and return its live handle (`client(opts):start()`).
@@ -155,8 +171,9 @@ end
 --   for a missing namespace, ... as `run`) comes from the handle's `:wait()`
 -- @raise like `client`, naming qoslab.traffic.start
 function M.start(opts)
-  local filled = checked_client('qoslab.traffic.start', opts)
-  return test.start(copy(opts), filled)
+  local o, probe = split_probe('qoslab.traffic.start', opts)
+  local filled = checked_client('qoslab.traffic.start', o)
+  return test.start(copy(o), filled, probe)
 end
 
 -- ------------------------------------------------------------- server ----
