@@ -106,8 +106,9 @@ local function resolve(name, d, opts, level)
       M.DEFAULTS.bitrate_bps, L)
   end
   local p = opts.probe
+  if p == true then p = {} end
   if p ~= nil and p ~= false and type(p) ~= 'table' then
-    check.fail(CTX, 'opts.probe', 'a table of probe options or false', p, L)
+    check.fail(CTX, 'opts.probe', 'a table of probe options, true or false', p, L)
   end
   if p == false and d.probe == 'alone' then
     error(string.format('%s: opts.probe: %s is the probe alone; it cannot run without it', CTX,
@@ -121,6 +122,11 @@ local function resolve(name, d, opts, level)
     if p.duration_s ~= nil then
       error(CTX .. ': opts.probe.duration_s: the probe runs for opts.duration_s', L + 1)
     end
+    -- the probe's own rules, before any flow starts (host, netns and the
+    -- length are the run's, refused here as beside a test)
+    local beside = copy(p)
+    if d.probe == 'beside' then beside.idle_s = o.idle_s end
+    require('qoslab.latency').check_beside(CTX, beside, L + 1)
   end
   o.probe = p
   return o
@@ -272,9 +278,10 @@ end
 --     starts and after it ends (not for the latency test).
 --   * `streams` (1-128, default 4): tcp_nup and tcp_ndown only.
 --   * `bitrate_bps` (integer bits/s, default 100e6): udp_flood only.
---   * `probe` (table, default `{}`: the probe's defaults): options of the
---     latency probe (`interval_ms`, `proto`, `tos`, ...; see qoslab.traffic),
---     or false for no probe (not for the latency test).
+--   * `probe` (table, default `{}`; `true`: the probe's defaults): options of
+--     the latency probe (`interval_ms`, `proto`, `tos`, `payload_bytes`,
+--     `timeout_ms`, ...; see qoslab.latency; checked by the probe when the
+--     run starts), or false for no probe (not for the latency test).
 --   * `out` (folder): the run is written to `out/results.jsonl` (default:
 --     `qoslab run --out`, else no file). `print` (boolean, default false):
 --     print `format(result)` to stdout.
@@ -345,7 +352,16 @@ local function ms(v) return v and string.format('%.3f', v) or nil end
 local function latency_table(lat)
   if type(lat) ~= 'table' then return nil end
   local rtt = lat.rtt_ms or {}
-  local idle = type(lat.idle) == 'table' and lat.idle.rtt_ms or {}
+  if type(lat.idle) ~= 'table' or (lat.idle.samples or 0) == 0 then
+    -- the probe alone: no idle phase, nothing induced
+    return {
+      title = 'latency (round trip, ms)',
+      columns = { 'samples', 'lost', 'late', 'min', 'p50', 'p90', 'p99', 'max' },
+      rows = { { lat.samples, lat.lost, lat.late, ms(rtt.min), ms(rtt.p50), ms(rtt.p90),
+                 ms(rtt.p99), ms(rtt.max) } },
+    }
+  end
+  local idle = lat.idle.rtt_ms or {}
   return {
     title = 'latency (round trip, ms)',
     columns = { 'samples', 'lost', 'idle p50', 'loaded p50', 'p90', 'p99', 'max', 'induced' },
@@ -368,8 +384,9 @@ function M.format(r)
   check.table(ctx, 'r.flows', r.flows or {})
   local report = require 'qoslab.report'
   local parts = {}
-  local head = string.format('%s to %s%s: %g s of load', r.test, tostring(r.host),
-    r.netns and (' from namespace ' .. r.netns) or '', r.duration_s or 0)
+  local head = string.format('%s to %s%s: %g s of %s', r.test, tostring(r.host),
+    r.netns and (' from namespace ' .. r.netns) or '', r.duration_s or 0,
+    #(r.flows or {}) > 0 and 'load' or 'probing')
   if r.idle_s and r.latency then head = head .. string.format(', probe idle %g s before and after', r.idle_s) end
   parts[#parts + 1] = head .. '\n'
   local flows = r.flows or {}

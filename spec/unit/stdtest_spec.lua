@@ -98,8 +98,9 @@ describe('qoslab.stdtest option checks', function()
       err_of('rrul', { host = '' }), 1, true)
     assert.matches('opts.netns: expected a namespace name',
       err_of('rrul', { host = 'h', netns = '' }), 1, true)
-    assert.matches('opts.probe: expected a table of probe options or false, got true',
-      err_of('rrul', { host = 'h', probe = true }), 1, true)
+    assert.matches('opts.probe: expected a table of probe options, true or false, got 1',
+      err_of('rrul', { host = 'h', probe = 1 }), 1, true)
+    assert.same({}, stdtest.check('rrul', { host = 'h', probe = true }).probe)
   end)
 
   it("refuses another test's option and unknown keys", function()
@@ -118,6 +119,15 @@ describe('qoslab.stdtest option checks', function()
       err_of('rrul', { host = 'h', probe = { idle_s = 1 } }), 1, true)
     assert.matches('opts.probe.duration_s: the probe runs for opts.duration_s',
       err_of('latency', { host = 'h', probe = { duration_s = 1 } }), 1, true)
+    -- the probe's own checks, before anything runs
+    assert.matches('qoslab.stdtest.check: opts.probe.interval_ms: expected',
+      err_of('rrul', { host = 'h', probe = { interval_ms = 0 } }), 1, true)
+    assert.matches('qoslab.stdtest.check: opts.probe.proto: expected',
+      err_of('latency', { host = 'h', probe = { proto = 'sctp' } }), 1, true)
+    assert.matches('opts.probe.host', err_of('tcp_nup', { host = 'h', probe = { host = 'x' } }), 1, true)
+    local ok, e = pcall(function() stdtest.run('rrul', { host = 'h', probe = { tos = 256 } }) end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:%d+: qoslab.stdtest.run: opts.probe.tos: expected', e)
   end)
 
   it('raises at the caller\'s line', function()
@@ -143,7 +153,7 @@ describe('qoslab.stdtest.format', function()
                 flow('down', 'CS5', 160, 3e6), flow('down', 'EF', 184, 4e6) },
       up_bps = 100e6, down_bps = 10e6,
       latency = { samples = 300, lost = 2, rtt_ms = { p50 = 21.5, p90 = 24, p99 = 30.25, max = 31 },
-                  idle = { rtt_ms = { p50 = 0.05 } }, induced_ms = 21.45 } }
+                  idle = { samples = 100, rtt_ms = { p50 = 0.05 } }, induced_ms = 21.45 } }
     local text = stdtest.format(r)
     assert.matches('rrul to 10.0.0.2: 3 s of load, probe idle 1 s before and after', text, 1, true)
     assert.matches('  EF | 0xb8 |  40.00 |     4.00', text, 1, true)
@@ -157,6 +167,7 @@ describe('qoslab.stdtest.format', function()
     local f = { label = 'TCP upload', direction = 'up', proto = 'tcp', parallel = 2,
                 bits_per_second = 3e6, streams = { { bits_per_second = 1e6 }, { bits_per_second = 2e6 } } }
     local text = stdtest.format { test = 'tcp_nup', host = 'h', duration_s = 2, flows = { f } }
+    assert.matches('tcp_nup to h: 2 s of load\n', text, 1, true)
     assert.matches('TCP upload 2 |  up |   2.00', text, 1, true)
     assert.matches('TCP upload sum |  up |   3.00', text, 1, true)
     assert.not_matches('latency', text, 1, true)
@@ -164,6 +175,16 @@ describe('qoslab.stdtest.format', function()
                 bits_per_second = 9e6, bitrate_bps = 10e6, lost_pct = 10, streams = { {} } }
     text = stdtest.format { test = 'udp_flood', host = 'h', duration_s = 2, flows = { u } }
     assert.matches('UDP upload |  up |   9.00 |         10.00 |     10', text, 1, true)
+  end)
+
+  it('the probe alone: its distribution, no idle phase or induced column', function()
+    local text = stdtest.format { test = 'latency', host = 'h', duration_s = 2, flows = {},
+      latency = { samples = 200, lost = 1, late = 0, idle = { samples = 0 },
+                  rtt_ms = { min = 0.01, p50 = 0.02, p90 = 0.03, p99 = 0.5, max = 1 } } }
+    assert.matches('latency to h: 2 s of probing\n', text, 1, true)
+    assert.matches('samples | lost | late |   min |   p50 |   p90 |   p99 |   max', text, 1, true)
+    assert.matches('    200 |    1 |    0 | 0.010 | 0.020 | 0.030 | 0.500 | 1.000', text, 1, true)
+    assert.not_matches('induced', text, 1, true)
   end)
 
   it('raises on what is not a run', function()
