@@ -4,8 +4,9 @@
 -- the wire: the receiving end redirects its ingress to an ifb whose htb
 -- classes count bytes per TOS (u32 on the DSCP bits), so a flow whose mark
 -- was lost lands in the wrong class and fails the bounds. Throughput sums
--- stay under what the shaper lets through, results.jsonl holds the run,
--- and `qoslab test` works from the command line.
+-- stay under what the shaper lets through, the latency probe measures its
+-- idle phase and the load's, results.jsonl holds the run, and `qoslab test`
+-- works from the command line.
 local qoslab = require 'qoslab'
 local stdtest = require 'qoslab.stdtest'
 local plan = require 'qoslab.plan'
@@ -106,7 +107,7 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     local at_server = counters(tb.server_netns, tb.server_ifname)
     local at_client = counters(tb.client_netns, tb.client_ifname)
     local dir = out_dir()
-    local r = run('rrul', { duration_s = 3, idle_s = 1, out = dir, probe = false })
+    local r = run('rrul', { duration_s = 3, idle_s = 1, out = dir })
     local up, down = at_server(), at_client()
     assert.equal(8, #r.flows)
     local by = {}
@@ -148,8 +149,22 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     assert.is_true(r.down_bps <= RATE_BPS, 'download sum ' .. r.down_bps)
     assert.is_true(r.up_bps > 0.5 * RATE_BPS, 'upload sum ' .. r.up_bps)
     assert.is_true(r.down_bps > 0.5 * RATE_BPS, 'download sum ' .. r.down_bps)
+    -- The probe beside: an idle phase on the unloaded veth (well under a
+    -- millisecond), then the load, which queues in the 20 ms of tbf (seen
+    -- 2-14 ms induced; half a millisecond is far above the idle path).
+    local lat = r.latency
+    assert.is_table(lat)
+    assert.is_true(lat.samples >= 100, 'loaded samples ' .. lat.samples)
+    assert.is_true(lat.idle.samples >= 30, 'idle samples ' .. lat.idle.samples)
+    assert.is_true(lat.idle.rtt_ms.p50 < 1, 'idle p50 ' .. lat.idle.rtt_ms.p50)
+    assert.is_true(lat.induced_ms > 0.5, 'induced ' .. lat.induced_ms)
+    assert.near(lat.rtt_ms.p50 - lat.idle.rtt_ms.p50, lat.induced_ms, 1e-9)
+    assert.is_true(lat.rtt_ms.p99 <= 1000, 'p99 ' .. lat.rtt_ms.p99)
     -- The table and the file.
     local text = stdtest.format(r)
+    assert.matches('probe idle 1 s before and after', text, 1, true)
+    assert.matches('| idle p50 | loaded p50 |', text, 1, true)
+    assert.matches(string.format('| +%.3f | +%.3f |', lat.idle.rtt_ms.p50, lat.rtt_ms.p50):gsub('%.', '%%.'), text)
     for _, c in ipairs(stdtest.CLASSES) do
       assert.matches('\n *' .. c.name .. ' | ' .. string.format('0x%02x', c.tos) .. ' | +[%d.]+ | +[%d.]+\n', text)
     end
@@ -162,12 +177,30 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
       assert.equal(r.flows[i].bytes, f.result.received.bytes)
     end
     assert.equal(r.total_bps, rec.summary.mean)
+    assert.equal(lat.induced_ms, rec.results[1].latency.induced_ms)
+    assert.equal(lat.samples, rec.results[1].latency.samples)
+  end)
+
+  it('latency: the probe alone, its samples over the idle path', function()
+    local dir = out_dir()
+    local r = run('latency', { duration_s = 2, out = dir, probe = { interval_ms = 20 } })
+    assert.same({}, r.flows)
+    local lat = r.latency
+    -- 100 slots of 20 ms; a slot missed by a late wake-up is skipped, not sent
+    assert.is_true(lat.samples >= 50 and lat.samples <= 101, 'samples ' .. lat.samples)
+    assert.equal(20, lat.interval_ms)
+    assert.is_true(lat.rtt_ms.p50 < 1, 'p50 ' .. lat.rtt_ms.p50)
+    assert.is_nil(lat.induced_ms)
+    assert.matches('latency to .*: 2 s of probing\n', stdtest.format(r))
+    local rec = record_of(dir, 'latency')
+    assert.equal(lat.samples, rec.results[1].latency.samples)
+    assert.is_nil(rec.params.idle_s)
   end)
 
   it('tcp_nup and tcp_ndown: N streams one way, each counted, the sum under the link', function()
     for _, case in ipairs { { 'tcp_nup', 'up', 'server' }, { 'tcp_ndown', 'down', 'client' } } do
       local dir = out_dir()
-      local r = run(case[1], { duration_s = 2, idle_s = 0.5, streams = 3, out = dir, probe = false })
+      local r = run(case[1], { duration_s = 2, idle_s = 0.5, streams = 3, out = dir })
       assert.equal(1, #r.flows)
       local f = r.flows[1]
       assert.same({ case[2], case[3], 3 }, { f.direction, f.side, #f.streams })
@@ -181,6 +214,9 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
       local ceiling = PAYLOAD_SHARE * RATE_BPS + 8 * BURST_BYTES / f.seconds
       assert.is_true(f.bits_per_second <= ceiling, case[1] .. ': ' .. f.bits_per_second
         .. ' > ' .. ceiling)
+      -- the probe beside: both phases measured
+      assert.is_true(r.latency.samples >= 50 and r.latency.idle.samples >= 10,
+        case[1] .. ': ' .. r.latency.samples .. ' samples, ' .. r.latency.idle.samples .. ' idle')
       local rec = record_of(dir, case[1])
       assert.equal(3, rec.params.streams)
       assert.equal(3, #rec.results[1].flows[1].streams)
@@ -189,7 +225,7 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
 
   it('udp_flood: 100 Mbit/s by default into the 100 Mbit/s link; loss and rate reported', function()
     local dir = out_dir()
-    local r = run('udp_flood', { duration_s = 2, idle_s = 0.5, out = dir, probe = false })
+    local r = run('udp_flood', { duration_s = 2, idle_s = 0.5, out = dir, probe = { tos = 0xb8 } })
     local f = r.flows[1]
     assert.equal(100e6, f.bitrate_bps)
     assert.equal('udp', f.proto)
@@ -200,7 +236,10 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
       'received ' .. f.bits_per_second)
     local text = stdtest.format(r)
     assert.matches('UDP upload |  up | +[%d.]+ | +100.00 |', text)
-    assert.equal('udp_flood', record_of(dir, 'udp_flood').sweep)
+    assert.is_true(r.latency.samples >= 50, 'samples ' .. r.latency.samples)
+    local rec = record_of(dir, 'udp_flood')
+    assert.equal(0xb8, rec.results[1].probe.tos)
+    assert.equal(0xb8, rec.results[1].flows[1].result.options.probe.tos)
   end)
 
   it('under qoslab run --out DIR --resume every run runs and is recorded', function()
@@ -251,6 +290,32 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     while srv:tests_running() > 0 and qoslab.timer.now() - t0 < 25 do qoslab.timer.sleep(0.05) end
     assert.equal(0, srv:tests_running())
     assert.is_true(qoslab.timer.now() - t0 < 15, 'the flows ran on after the signal')
+  end)
+
+  it('qoslab test rrul from the command line: per-class throughput and latency', function()
+    local dir = out_dir()
+    local out, rc = sh(string.format('lua5.4 bin/qoslab test rrul %s --netns %s -t 2 --idle 0.5 '
+      .. '--probe-interval 20 --out %s', tb.server_addr, q(tb.client_netns), q(dir .. '/o')))
+    assert.equal(0, rc, out)
+    for _, c in ipairs(stdtest.CLASSES) do
+      assert.matches('\n *' .. c.name .. ' | ' .. string.format('0x%02x', c.tos) .. ' | +[%d.]+ | +[%d.]+\n', out)
+    end
+    assert.matches('\n *sum | +| +[%d.]+ | +[%d.]+\n', out)
+    assert.matches('samples | lost | idle p50 | loaded p50 | +p90 | +p99 | +max | induced\n', out)
+    assert.matches('\n +%d+ | +%d+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +%-?[%d.]+\n', out)
+    local rec = record_of(dir .. '/o', 'rrul')
+    assert.equal(20, rec.results[1].latency.interval_ms)
+    assert.equal(8, #rec.results[1].flows)
+  end)
+
+  it('examples/rrul_testbed.lua runs (--quick) and records both its tests', function()
+    local dir = out_dir()
+    local out, rc = sh('lua5.4 bin/qoslab run examples/rrul_testbed.lua --quick --out ' .. q(dir .. '/o'))
+    assert.equal(0, rc, out)
+    assert.matches('throughput per class', out, 1, true)
+    local recs = assert(plan.load(dir .. '/o/results.jsonl'))
+    assert.same({ 'latency', 'rrul' }, { recs[1].sweep, recs[2].sweep })
+    assert.is_true(recs[2].results[1].latency.idle.samples > 0)
   end)
 
   it('qoslab test from the command line: table on stdout, results.jsonl in --out', function()
