@@ -297,6 +297,8 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     local out, rc = sh(string.format('lua5.4 bin/qoslab test rrul %s --netns %s -t 2 --idle 0.5 '
       .. '--probe-interval 20 --out %s', tb.server_addr, q(tb.client_netns), q(dir .. '/o')))
     assert.equal(0, rc, out)
+    assert.matches('qoslab test: rrul to ' .. tb.server_addr:gsub('%.', '%%.')
+      .. ': 8 flows for 2 s, probe idle 0.5 s before and after; results in ', out)
     for _, c in ipairs(stdtest.CLASSES) do
       assert.matches('\n *' .. c.name .. ' | ' .. string.format('0x%02x', c.tos) .. ' | +[%d.]+ | +[%d.]+\n', out)
     end

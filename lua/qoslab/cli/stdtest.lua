@@ -136,9 +136,9 @@ local function run(a)
   end
   local o = M.run_opts(a)
   -- Bad options are told before a results folder is made.
-  local checked, cerr = pcall(stdtest.check, a.name, o)
+  local checked, resolved = pcall(stdtest.check, a.name, o)
   if not checked then
-    eprint('qoslab test: ', M.flag_message(cerr))
+    eprint('qoslab test: ', M.flag_message(resolved))
     return 2
   end
   local cli_plan = require 'qoslab.cli.plan'
@@ -146,7 +146,14 @@ local function run(a)
   if not out then return made end
   o.out = out
   require('qoslab.core').signals_install()
-  eprint('qoslab test: ', a.name, ' to ', a.host, ', results in ', cli_plan.shell_quote(out))
+  -- what the run will take, since it prints nothing until it ends
+  local nflows = #require('qoslab.stdtest.defs').tests[a.name].flows(resolved)
+  local what = nflows > 0 and string.format('%d flow%s for %g s', nflows, nflows > 1 and 's' or '',
+    resolved.duration_s) or string.format('the probe for %g s', resolved.duration_s)
+  if nflows > 0 and resolved.probe and resolved.idle_s > 0 then
+    what = what .. string.format(', probe idle %g s before and after', resolved.idle_s)
+  end
+  eprint('qoslab test: ', a.name, ' to ', a.host, ': ', what, '; results in ', cli_plan.shell_quote(out))
   local r, msg, code = stdtest.run(a.name, o)
   if not r then
     eprint('qoslab test: ', a.name, ': ', tostring(msg), ' (', tostring(code), ')')
