@@ -251,6 +251,8 @@ static void push_result(lua_State *L, const ql_result *r)
 		lua_createtable(L, 0, 4);
 		qlb_set_integer(L, "id", s->id);
 		qlb_set_string(L, "direction", dir_name(s->dir));
+		if (s->tos >= 0)
+			qlb_set_integer(L, "tos", s->tos);
 		if (s->has_sender) {
 			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp);
 			lua_setfield(L, -2, "sender");
@@ -324,6 +326,40 @@ static void check_keys(lua_State *L, int idx, const char *ctx, const ql_opt_desc
 	qlb_check_keys(L, idx, ctx, "opts", names);
 }
 
+/* The list at the top of the stack: a sequence of 1..QL_PARALLEL_MAX
+ * integers in [0, 255] and no other key (read raw, like the options). */
+static void read_tos_list(lua_State *L, const char *ctx, const char *field, const char *exp,
+			  ql_tos_list *out)
+{
+	int at = lua_gettop(L);
+	if (lua_type(L, at) != LUA_TTABLE)
+		qlb_field_error(L, ctx, field, exp, at);
+	lua_Integer n = (lua_Integer)lua_rawlen(L, at), keys = 0;
+	lua_pushnil(L);
+	while (lua_next(L, at)) {
+		lua_pop(L, 1);
+		keys++;
+	}
+	if (keys != n)
+		qlb_error(L, ctx, "%s: expected %s, got a table with keys other than 1..n", field,
+			  exp);
+	if (n < 1 || n > QL_PARALLEL_MAX)
+		qlb_error(L, ctx, "%s: expected %s, got %d entries", field, exp, (int)n);
+	for (lua_Integer i = 1; i <= n; i++) {
+		int isint = 0;
+		lua_rawgeti(L, at, i);
+		lua_Integer v = lua_tointegerx(L, -1, &isint);
+		if (lua_type(L, -1) != LUA_TNUMBER || !isint || v < 0 || v > 255) {
+			char f[64];
+			snprintf(f, sizeof f, "%s[%d]", field, (int)i);
+			qlb_field_error(L, ctx, f, "an integer in [0, 255]", -1);
+		}
+		out->tos[i - 1] = (unsigned char)v;
+		lua_pop(L, 1);
+	}
+	out->n = (int)n;
+}
+
 static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t,
 		      void *st, int *proto)
 {
@@ -365,6 +401,9 @@ static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc 
 			if (type != LUA_TBOOLEAN)
 				qlb_field_error(L, ctx, field, exp, -1);
 			*(int *)at = lua_toboolean(L, -1);
+			break;
+		case QL_OPT_TOS_LIST:
+			read_tos_list(L, ctx, field, exp, (ql_tos_list *)at);
 			break;
 		case QL_OPT_DBL: {
 			double v = lua_tonumber(L, -1);
@@ -463,6 +502,14 @@ static void push_client_opts(lua_State *L, const ql_client_opts *o)
 		qlb_set_integer(L, "mss_bytes", o->mss_bytes);
 	if (o->tos >= 0)
 		qlb_set_integer(L, "tos", o->tos);
+	if (o->tos_per_stream.n) {
+		lua_createtable(L, o->tos_per_stream.n, 0);
+		for (int i = 0; i < o->tos_per_stream.n; i++) {
+			lua_pushinteger(L, o->tos_per_stream.tos[i]);
+			lua_rawseti(L, -2, i + 1);
+		}
+		lua_setfield(L, -2, "tos_per_stream");
+	}
 	if (!udp)
 		qlb_set_boolean(L, "nodelay", o->nodelay > 0);
 	if (o->fq_rate_bps)

@@ -122,6 +122,10 @@ M.Result = require('qoslab.traffic.result').Result
 --   (the kernel lacks it: the message lists the available ones and the
 --   modprobe to run) or "EPERM" (not in tcp_allowed_congestion_control)),
 --   `mss_bytes` (TCP_MAXSEG, 88–32767), `tos` (IP_TOS, 0–255),
+--   `tos_per_stream` (a list of one TOS byte 0–255 per stream, exactly
+--   `parallel` entries, not with `tos`: stream i of each direction carries
+--   entry i, also the streams a qoslab server sends; a stock iperf3 server
+--   sends its streams unmarked and the result warns),
 --   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,

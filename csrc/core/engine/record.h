@@ -88,6 +88,7 @@ typedef struct ql_stream_result {
 	int id, dir;
 	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
 	int has_sender, has_receiver;
+	int tos;                     /* the TOS its sender set, -1 = none or unknown */
 } ql_stream_result;
 
 typedef struct ql_cpu_result {
