@@ -1,7 +1,7 @@
 -- rrul_testbed.lua: the rrul standard test and the latency test on a
 -- 100 Mbit/s link (tbf, its default 20 ms queue) between two namespaces.
 --
--- Shows: with no queue management, eight TCP flows queue in the shaper, so
+-- Shows: with no queue management, eight TCP streams queue in the shaper, so
 -- the round trip under load grows by up to the queue's 20 ms (induced
 -- latency); the four DSCP classes share the link about equally, since tbf
 -- ignores the marks. The latency test alone gives the idle path.
@@ -13,8 +13,8 @@ local run = QOSLAB_RUN or {}
 local quick = run.quick or os.getenv('QOSLAB_QUICK') == '1'
 
 local tb <close> = assert(qoslab.testbed { rate_bps = 100e6 })
--- rrul runs 8 tests at once from the client's one address
-local srv <close> = assert(qoslab.server { netns = tb.server_netns, max_tests_per_address = 8 })
+-- a server with its default limits: rrul is one test (4 streams each way)
+local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 
 local common = { host = tb.server_addr, netns = tb.client_netns, print = true }
 local function with(t)

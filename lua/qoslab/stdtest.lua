@@ -3,9 +3,10 @@
 -- latency probe beside the load, like flent's tests of the same names.
 --
 -- A test's flows (qoslab.stdtest.defs) run at once, each a traffic test of
--- its own (one DSCP mark per test: rrul's eight flows are eight tests), all
--- started before the first is waited for; the probe rides on the first
--- flow's test (`probe` of `qoslab.traffic.start`, with its idle phase before
+-- its own, all started before the first is waited for (rrul is one
+-- bidirectional test of 4 streams each way, stream i of each direction
+-- marked with class i's DSCP by `tos_per_stream`); the probe rides on the
+-- first flow's test (`probe` of `qoslab.traffic.start`, with its idle phase before
 -- and after the load), or runs alone (`qoslab.latency.probe`) for the
 -- latency test. The run is one point of a `qoslab.plan.sweep`, so it is
 -- written to `out/results.jsonl` like any plan's point (one line per run
@@ -14,9 +15,10 @@
 --     local r = assert(qoslab.stdtest.run('rrul', {host = '10.0.0.2', duration_s = 30}))
 --     io.write(qoslab.stdtest.format(r))
 --
--- A qoslab server admits 2 running tests per client address by default:
--- for rrul (8 tests) start it with `max_tests_per_address` >= 8
--- (`qoslab server --max-tests-per-address 8`).
+-- Every test is one traffic test (and the probe's session), so a qoslab
+-- server with its default limits (2 tests per client address) runs any of
+-- them. The per-class marks of rrul's download streams are the server's to
+-- set: a stock iperf3 server sends them unmarked, and the result warns.
 -- @module qoslab.stdtest
 local check = require 'qoslab.check'
 local defs = require 'qoslab.stdtest.defs'
@@ -137,44 +139,74 @@ local function flow_options(o, f)
   return {
     host = o.host, port = o.port, netns = o.netns, duration_s = o.duration_s,
     connect_timeout_s = o.connect_timeout_s, proto = f.proto,
-    reverse = f.direction == 'down' or nil, tos = f.tos, parallel = f.parallel,
-    bitrate_bps = f.bitrate_bps,
+    reverse = f.direction == 'down' or nil, bidir = f.bidir, tos = f.tos,
+    tos_per_stream = f.tos_per_stream, parallel = f.parallel, bitrate_bps = f.bitrate_bps,
   }
 end
 
--- One flow's row of the result: what its receiver measured.
-local function flow_entry(f, res)
-  local rx, tx = res.received or {}, res.sent or {}
-  local e = {
-    label = f.label, direction = f.direction, proto = f.proto, class = f.class, tos = f.tos,
-    parallel = f.parallel, bitrate_bps = f.bitrate_bps,
-    bits_per_second = rx.bits_per_second, bytes = rx.bytes, seconds = rx.seconds,
-    side = rx.side, sent_bits_per_second = tx.bits_per_second, streams = {},
-    result = res,
-  }
-  if f.proto == 'udp' then
+-- What one direction's receiver measured (rx) and its sender sent (tx).
+local function direction_entry(proto, rx, tx)
+  local e = { bits_per_second = rx.bits_per_second, bytes = rx.bytes, seconds = rx.seconds,
+              side = rx.side, sent_bits_per_second = tx.bits_per_second }
+  if proto == 'udp' then
     e.lost_pct, e.lost_packets, e.jitter_ms = rx.lost_pct, rx.lost_packets, rx.jitter_ms
   else
     e.retransmits = tx.retransmits
   end
+  return e
+end
+
+-- One flow's row of the result: what its receiver measured.
+-- A bidir flow's entry has `up` and `down` (each direction's numbers as a
+-- one-way flow's), their sums, and per stream its direction, class and the
+-- TOS the engine recorded for it (nil when its sender set none).
+local function flow_entry(f, res)
+  local e = {
+    label = f.label, direction = f.direction, proto = f.proto, class = f.class, tos = f.tos,
+    parallel = f.parallel, bidir = f.bidir, tos_per_stream = f.tos_per_stream,
+    bitrate_bps = f.bitrate_bps, streams = {}, warnings = res.warnings, result = res,
+  }
+  local fwd = direction_entry(f.proto, res.received or {}, res.sent or {})
+  if f.bidir then
+    e.up = fwd
+    e.down = direction_entry(f.proto, res.reverse_received or {}, res.reverse_sent or {})
+    e.bits_per_second = (e.up.bits_per_second or 0) + (e.down.bits_per_second or 0)
+    e.bytes = (e.up.bytes or 0) + (e.down.bytes or 0)
+  else
+    for k, v in pairs(fwd) do e[k] = v end
+  end
+  local nth = { forward = 0, reverse = 0 }
   for i, s in ipairs(res.streams or {}) do
     local r = s.receiver or {}
-    e.streams[i] = { id = s.id, bits_per_second = r.bits_per_second, bytes = r.bytes }
+    nth[s.direction] = (nth[s.direction] or 0) + 1
+    e.streams[i] = { id = s.id, bits_per_second = r.bits_per_second, bytes = r.bytes,
+                     seconds = r.seconds, side = r.side, tos = s.tos,
+                     direction = s.direction == 'reverse' and 'down' or 'up',
+                     class = f.classes and f.classes[nth[s.direction]] or f.class }
   end
   return e
 end
 
-local function fail_of(label, msg, code)
-  return { msg = string.format('%s: %s', label, tostring(msg)), code = code or 'EFAIL' }
+-- rrul's table: per class and direction, the stream of that class as its
+-- receiver counted it, with the TOS its sender set (nil: none).
+local function class_rows(flows)
+  local rows = {}
+  for _, dir in ipairs { 'up', 'down' } do
+    for _, f in ipairs(flows) do
+      for _, s in ipairs(f.streams) do
+        if f.tos_per_stream and s.direction == dir then
+          rows[#rows + 1] = { class = s.class, direction = dir, tos = s.tos, id = s.id,
+                              bits_per_second = s.bits_per_second, bytes = s.bytes,
+                              seconds = s.seconds, side = s.side }
+        end
+      end
+    end
+  end
+  return #rows > 0 and rows or nil
 end
 
--- Advice for a refusal by the server's per-address limit.
-local function advise(name, n, f)
-  if f.code == 'EBUSY' and n > 2 then
-    f.msg = f.msg .. string.format(' (%s runs %d tests at once; a qoslab server admits 2 per '
-      .. 'client address unless started with --max-tests-per-address %d or more)', name, n, n)
-  end
-  return f
+local function fail_of(label, msg, code)
+  return { msg = string.format('%s: %s', label, tostring(msg)), code = code or 'EFAIL' }
 end
 
 -- A stop signal (SIGINT/SIGTERM/SIGHUP) seen as a failure's code (the
@@ -188,7 +220,7 @@ end
 -- Start every flow, then wait for all; any failure stops the others. Returns
 -- the entries and the probe's latency, or nil, {msg, code}. An interruption
 -- (SIGINT/SIGTERM) raises after every started test was stopped.
-local function run_flows(name, d, o, run)
+local function run_flows(d, o, run)
   local traffic = require 'qoslab.traffic'
   local flows = d.flows(o)
   local handles = {}
@@ -234,16 +266,18 @@ local function run_flows(name, d, o, run)
   if failure then
     -- what the other tests made of it is not a result of this run
     for i = 1, #flows do if handles[i] then pcall(handles[i].wait, handles[i]) end end
-    return nil, advise(name, #flows, failure)
+    return nil, failure
   end
   run.flows = results
+  run.classes = class_rows(results)
   return run
 end
 
 local function sum_rates(flows, dir)
   local s, n = 0, 0
   for _, f in ipairs(flows) do
-    if f.direction == dir and f.bits_per_second then s, n = s + f.bits_per_second, n + 1 end
+    local x = f.direction == 'both' and f[dir] or f.direction == dir and f or {}
+    if x.bits_per_second then s, n = s + x.bits_per_second, n + 1 end
   end
   return n > 0 and s or nil
 end
@@ -268,8 +302,9 @@ end
 -- @tparam string name one of `list()`'s names: "rrul", "tcp_nup", "tcp_ndown",
 --   "udp_flood", "latency"
 -- @tparam table opts
---   * `host` (string, required): where a qoslab server runs (rrul needs it
---     started with `max_tests_per_address` >= 8).
+--   * `host` (string, required): where a qoslab server runs (its default
+--     limits admit every test; against a stock iperf3 server rrul's
+--     downloads go unmarked, with a warning in the flow's `warnings`).
 --   * `port` (1-65535, default the server default 5201), `netns` (named
 --     namespace the client and probe run in), `connect_timeout_s`.
 --   * `duration_s` (s, 0.001-86400, default 60): how long the load runs
@@ -287,11 +322,18 @@ end
 --     print `format(result)` to stdout.
 -- @treturn table the run: `{test, description, params, host, port, netns,
 --   duration_s, idle_s, probe, wall_s, flows = {{label, direction =
---   "up"|"down", proto, class, tos, parallel, bitrate_bps, bits_per_second,
---   bytes, seconds, side, sent_bits_per_second, retransmits | lost_pct,
---   lost_packets, jitter_ms, streams = {{id, bits_per_second, bytes}}, result},
---   ...}, up_bps, down_bps, total_bps, latency, results_file, out}`;
---   `latency` is the probe's `res.latency` (nil with `probe = false`)
+--   "up"|"down"|"both", proto, class, tos, parallel, bitrate_bps,
+--   bits_per_second, bytes, seconds, side, sent_bits_per_second, retransmits |
+--   lost_pct, lost_packets, jitter_ms, streams = {{id, direction, class, tos,
+--   bits_per_second, bytes, seconds, side}}, warnings, result}, ...}, classes,
+--   up_bps, down_bps, total_bps, latency, results_file, out}`; a flow of
+--   direction "both" (rrul's one bidir test, with `bidir`, `tos_per_stream`)
+--   has `up` and `down` (`{bits_per_second, bytes, seconds, side,
+--   sent_bits_per_second, retransmits}` each) and their sums; `classes`
+--   (rrul) is a row per direction and class, `{class, direction, tos, id,
+--   bits_per_second, bytes, seconds, side}`, from that class's stream (`tos`:
+--   what its sender set, nil when none); `latency` is the probe's
+--   `res.latency` (nil with `probe = false`)
 -- @return or nil, message, CODE: the failing flow's (ECONNREFUSED, EBUSY
 --   when the server refuses a test over its per-address limit, ...), the
 --   message naming the flow; every other flow is stopped
@@ -325,7 +367,7 @@ function M.run(name, opts)
         idle_s = d.probe ~= 'alone' and o.idle_s or nil, probe = o.probe,
       }
       local t0 = timer.now()
-      local r, f = run_flows(name, d, o, run)
+      local r, f = run_flows(d, o, run)
       if not r then failure = f return nil, f.msg, f.code end
       r.wall_s = timer.now() - t0
       r.up_bps, r.down_bps = sum_rates(r.flows, 'up'), sum_rates(r.flows, 'down')
@@ -372,7 +414,8 @@ end
 
 --- The tables of a run as text: per-class throughput per direction (rrul),
 -- per-stream throughput (tcp_nup, tcp_ndown), rate and loss (udp_flood),
--- and the probe's latency (idle p50, loaded p50/p90/p99, induced).
+-- the probe's latency (idle p50, loaded p50/p90/p99, induced), and each
+-- flow's warnings ("warning: LABEL: ...").
 -- @tparam table r a run as `run` returns it
 -- @treturn string lines ending in "\n"
 -- @raise when r is not a run table
@@ -392,7 +435,7 @@ function M.format(r)
   local flows = r.flows or {}
   if r.test == 'rrul' then
     local by = {}
-    for _, f in ipairs(flows) do by[f.direction .. ' ' .. tostring(f.class)] = f end
+    for _, c in ipairs(r.classes or {}) do by[c.direction .. ' ' .. tostring(c.class)] = c end
     local rows = {}
     for _, c in ipairs(defs.CLASSES) do
       local up, down = by['up ' .. c.name], by['down ' .. c.name]
@@ -424,6 +467,11 @@ function M.format(r)
   end
   local lt = latency_table(r.latency)
   if lt then parts[#parts + 1] = report.format_table(lt) end
+  for _, f in ipairs(flows) do
+    for _, w in ipairs(f.warnings or {}) do
+      parts[#parts + 1] = string.format('warning: %s: %s\n', tostring(f.label), tostring(w))
+    end
+  end
   if r.results_file then parts[#parts + 1] = 'results: ' .. r.results_file .. '\n' end
   return table.concat(parts)
 end

@@ -1,8 +1,10 @@
 -- The standard tests end to end (root): each runs for a few seconds between
 -- two namespaces joined by a veth pair shaped by tbf to 100 Mbit/s, against
--- one qoslab server. rrul's eight flows must each carry their DSCP mark on
--- the wire: the receiving end redirects its ingress to an ifb whose htb
--- classes count bytes per TOS (u32 on the DSCP bits), so a flow whose mark
+-- one qoslab server with its default limits (2 tests per client address).
+-- rrul is one bidir test of 4 streams each way, and each of its eight
+-- streams must carry its class's DSCP mark on the wire, the downloads' set by
+-- the server: the receiving end redirects its ingress to an ifb whose htb
+-- classes count bytes per TOS (u32 on the DSCP bits), so a stream whose mark
 -- was lost lands in the wrong class and fails the bounds. Throughput sums
 -- stay under what the shaper lets through, the latency probe measures its
 -- idle phase and the load's, results.jsonl holds the run, and `qoslab test`
@@ -70,8 +72,9 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
 
   setup(function()
     tb = assert(qoslab.testbed { rate_bps = RATE_BPS, burst_bytes = BURST_BYTES })
-    -- rrul runs 8 tests at once from one address
-    srv = assert(qoslab.server { netns = tb.server_netns, max_tests_per_address = 9 })
+    -- default limits: rrul is one test (and the probe's session)
+    srv = assert(qoslab.server { netns = tb.server_netns })
+    assert.equal(2, srv:limits().max_tests_per_address)
     dirs = {}
   end)
 
@@ -103,16 +106,21 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     return recs[1]
   end
 
-  it('rrul: 4 up + 4 down, each with its TOS on the wire, sums under the link', function()
+  it('rrul: one test, 4 up + 4 down streams, each with its TOS on the wire, sums under the link', function()
     local at_server = counters(tb.server_netns, tb.server_ifname)
     local at_client = counters(tb.client_netns, tb.client_ifname)
     local dir = out_dir()
     local r = run('rrul', { duration_s = 3, idle_s = 1, out = dir })
     local up, down = at_server(), at_client()
-    assert.equal(8, #r.flows)
+    assert.equal(1, #r.flows)
+    local flow = r.flows[1]
+    assert.same({ 'both', true, 4, 8 }, { flow.direction, flow.bidir, flow.parallel, #flow.streams })
+    assert.equal('qoslab', flow.result.peer)
+    assert.equal(8, #r.classes)
     local by = {}
-    for _, f in ipairs(r.flows) do
-      assert.is_true(f.bits_per_second > 1e6, f.label .. ': ' .. tostring(f.bits_per_second))
+    for _, f in ipairs(r.classes) do
+      assert.is_true(f.bits_per_second > 1e6, f.class .. ' ' .. f.direction .. ': '
+        .. tostring(f.bits_per_second))
       by[f.direction .. ' ' .. f.class] = f
     end
     for _, c in ipairs(stdtest.CLASSES) do
@@ -141,7 +149,8 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     -- + 8 x burst / 3 s = 96.6 Mbit/s leaves 3 % for their start skew).
     for _, dir_ in ipairs { 'up', 'down' } do
       local bytes = 0
-      for _, f in ipairs(r.flows) do if f.direction == dir_ then bytes = bytes + f.bytes end end
+      for _, f in ipairs(r.classes) do if f.direction == dir_ then bytes = bytes + f.bytes end end
+      assert.equal(flow[dir_].bytes, bytes)
       assert.is_true(bytes <= PAYLOAD_SHARE * (RATE_BPS / 8 * r.wall_s + BURST_BYTES),
         dir_ .. ': ' .. bytes .. ' bytes in ' .. r.wall_s .. ' s')
     end
@@ -170,11 +179,13 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     end
     local rec = record_of(dir, 'rrul')
     local flows = rec.results[1].flows
-    assert.equal(8, #flows)
-    for i, f in ipairs(flows) do
-      assert.equal(r.flows[i].tos, f.tos)
-      assert.equal(r.flows[i].bytes, f.bytes)
-      assert.equal(r.flows[i].bytes, f.result.received.bytes)
+    assert.equal(1, #flows)
+    assert.equal(flow.up.bytes, flows[1].result.received.bytes)
+    assert.equal(flow.down.bytes, flows[1].result.reverse_received.bytes)
+    assert.equal(8, #rec.results[1].classes)
+    for i, c in ipairs(rec.results[1].classes) do
+      assert.equal(r.classes[i].tos, c.tos)
+      assert.equal(r.classes[i].bytes, c.bytes)
     end
     assert.equal(r.total_bps, rec.summary.mean)
     assert.equal(lat.induced_ms, rec.results[1].latency.induced_ms)
@@ -253,14 +264,16 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     for _, rec in ipairs(recs) do assert.is_true(rec.results[1].flows[1].bytes > 0) end
   end)
 
-  it('a refusal by the server names the flow and says what to do; nothing keeps running', function()
-    local strict <close> = assert(qoslab.server { netns = tb.server_netns, port = 5301 })
+  it('a refusal by the server names the flow; nothing keeps running', function()
+    -- rrul's 8 streams are over this server's per-address stream limit
+    local strict <close> = assert(qoslab.server { netns = tb.server_netns, port = 5301,
+      max_streams_per_address = 4 })
     local r, msg, code = stdtest.run('rrul', { host = tb.server_addr, port = 5301,
       netns = tb.client_netns, duration_s = 2, idle_s = 0, probe = false })
     assert.is_nil(r)
     assert.equal('EBUSY', code)
-    assert.matches('^TCP %a+ %w+: ', msg)
-    assert.matches('--max-tests-per-address 8 or more', msg, 1, true)
+    assert.matches('^TCP upload and download: ', msg)
+    assert.matches('max_streams_per_address', msg, 1, true)
     -- the flows that had started were stopped: the server is idle again soon
     local t0 = qoslab.timer.now()
     while strict:tests_running() > 0 and qoslab.timer.now() - t0 < 5 do qoslab.timer.sleep(0.05) end
@@ -281,8 +294,9 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
       return t
     end
     local t0 = qoslab.timer.now()
-    while srv:tests_running() < 8 and qoslab.timer.now() - t0 < 10 do qoslab.timer.sleep(0.05) end
-    assert.equal(8, srv:tests_running(), slurp(dir .. '/log'))
+    while srv:tests_running() < 1 and qoslab.timer.now() - t0 < 10 do qoslab.timer.sleep(0.05) end
+    assert.equal(1, srv:tests_running(), slurp(dir .. '/log'))
+    qoslab.timer.sleep(0.5)   -- its streams connected and moving
     os.execute('kill -INT ' .. assert(slurp(dir .. '/pid')):gsub('%s+', ''))
     while not slurp(dir .. '/rc') and qoslab.timer.now() - t0 < 20 do qoslab.timer.sleep(0.05) end
     assert.equal('130', (slurp(dir .. '/rc') or 'none'):gsub('%s+', ''), slurp(dir .. '/log'))
@@ -292,22 +306,26 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
     assert.is_true(qoslab.timer.now() - t0 < 15, 'the flows ran on after the signal')
   end)
 
-  it('qoslab test rrul from the command line: per-class throughput and latency', function()
+  it('qoslab test rrul against a server with default limits: per-class throughput and latency', function()
+    assert.same({ 2, 128 }, { srv:limits().max_tests_per_address,
+                              srv:limits().max_streams_per_address })
     local dir = out_dir()
     local out, rc = sh(string.format('lua5.4 bin/qoslab test rrul %s --netns %s -t 2 --idle 0.5 '
       .. '--probe-interval 20 --out %s', tb.server_addr, q(tb.client_netns), q(dir .. '/o')))
     assert.equal(0, rc, out)
     assert.matches('qoslab test: rrul to ' .. tb.server_addr:gsub('%.', '%%.')
-      .. ': 8 flows for 2 s, probe idle 0.5 s before and after; results in ', out)
+      .. ': 1 flow %(8 streams%) for 2 s, probe idle 0.5 s before and after; results in ', out)
     for _, c in ipairs(stdtest.CLASSES) do
       assert.matches('\n *' .. c.name .. ' | ' .. string.format('0x%02x', c.tos) .. ' | +[%d.]+ | +[%d.]+\n', out)
     end
     assert.matches('\n *sum | +| +[%d.]+ | +[%d.]+\n', out)
     assert.matches('samples | lost | idle p50 | loaded p50 | +p90 | +p99 | +max | induced\n', out)
     assert.matches('\n +%d+ | +%d+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +[%d.]+ | +%-?[%d.]+\n', out)
+    assert.not_matches('tos_per_stream', out, 1, true)
     local rec = record_of(dir .. '/o', 'rrul')
     assert.equal(20, rec.results[1].latency.interval_ms)
-    assert.equal(8, #rec.results[1].flows)
+    assert.equal(1, #rec.results[1].flows)
+    assert.equal(8, #rec.results[1].classes)
   end)
 
   it('examples/rrul_testbed.lua runs (--quick) and records both its tests', function()

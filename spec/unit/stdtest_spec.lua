@@ -24,21 +24,19 @@ describe('qoslab.stdtest definitions', function()
     assert.same({}, list[2].options)
   end)
 
-  it('rrul: 4 uploads and 4 downloads, one per class, TOS = DSCP << 2', function()
+  it('rrul: one bidir test of 4 streams each way, stream i in class i, TOS = DSCP << 2', function()
     local flows = defs.tests.rrul.flows({})
-    assert.equal(8, #flows)
-    local want = { BE = 0x00, BK = 0x20, CS5 = 0xa0, EF = 0xb8 }
-    local seen = {}
-    for _, f in ipairs(flows) do
-      assert.equal('tcp', f.proto)
-      assert.equal(1, f.parallel)
-      assert.equal(want[f.class], f.tos, f.label)
-      seen[f.direction .. ' ' .. f.class] = true
-    end
-    for c in pairs(want) do
-      assert.is_true(seen['up ' .. c], 'upload ' .. c)
-      assert.is_true(seen['down ' .. c], 'download ' .. c)
-    end
+    assert.equal(1, #flows)
+    local f = flows[1]
+    assert.same({ 'tcp', 'both', true, 4 }, { f.proto, f.direction, f.bidir, f.parallel })
+    assert.is_nil(f.tos)
+    assert.same({ 'BE', 'BK', 'CS5', 'EF' }, f.classes)
+    assert.same({ 0x00, 0x20, 0xa0, 0xb8 }, f.tos_per_stream)
+    -- the options the engine takes: its own check accepts them
+    local filled = require('qoslab.core').traffic_client_check({ host = '127.0.0.1',
+      proto = f.proto, bidir = f.bidir, parallel = f.parallel, tos_per_stream = f.tos_per_stream },
+      'spec')
+    assert.same(f.tos_per_stream, filled.tos_per_stream)
     -- the CLASSES table itself: DSCP values of RFC 4594
     for _, c in ipairs(stdtest.CLASSES) do assert.equal(c.dscp << 2, c.tos) end
   end)
@@ -146,9 +144,11 @@ describe('qoslab.stdtest.format', function()
              proto = 'tcp', parallel = 1, bits_per_second = bps, streams = { { id = 1 } } }
   end
 
-  it('rrul: per-class throughput per direction, sums, latency', function()
+  it('rrul: per-class throughput per direction, sums, latency, warnings', function()
     local r = { test = 'rrul', host = '10.0.0.2', duration_s = 3, idle_s = 1,
-      flows = { flow('up', 'BE', 0, 10e6), flow('up', 'BK', 32, 20e6), flow('up', 'CS5', 160, 30e6),
+      flows = { { label = 'TCP upload and download', direction = 'both', proto = 'tcp',
+                  streams = {}, warnings = { 'tos_per_stream: the peer is not a qoslab server' } } },
+      classes = { flow('up', 'BE', 0, 10e6), flow('up', 'BK', 32, 20e6), flow('up', 'CS5', 160, 30e6),
                 flow('up', 'EF', 184, 40e6), flow('down', 'BE', 0, 1e6), flow('down', 'BK', 32, 2e6),
                 flow('down', 'CS5', 160, 3e6), flow('down', 'EF', 184, 4e6) },
       up_bps = 100e6, down_bps = 10e6,
@@ -161,6 +161,8 @@ describe('qoslab.stdtest.format', function()
     assert.matches('sum |      | 100.00 |    10.00', text, 1, true)
     assert.matches('idle p50 | loaded p50', text, 1, true)
     assert.matches('300 |    2 |    0.050 |     21.500 | 24.000 | 30.250 | 31.000 |  21.450', text, 1, true)
+    assert.matches('\nwarning: TCP upload and download: tos_per_stream: the peer is not a qoslab '
+      .. 'server\n', text, 1, true)
   end)
 
   it('n streams: a row per stream and the sum; udp: target and loss; no probe: no latency', function()
@@ -219,7 +221,7 @@ describe('qoslab test (command line)', function()
     assert.matches('NAME: unknown test "rul": expected one of latency, rrul', out, 1, true)
     assert.matches('rc=2', out, 1, true)
     out = qoslab('test rrul')
-    assert.matches('HOST: expected the host of a qoslab server (qoslab server --max-tests-per-address 8)', out, 1, true)
+    assert.matches('HOST: expected the host of a qoslab server (qoslab server)', out, 1, true)
     assert.matches('rc=2', out, 1, true)
     out = qoslab('test rrul 127.0.0.1 -t 0')
     assert.matches("-t: expected a positive number of seconds (at most 86400), got '0'", out, 1, true)

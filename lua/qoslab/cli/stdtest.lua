@@ -45,8 +45,8 @@ function M.describe(cmd)
   local traffic_cli = require 'qoslab.cli.traffic'
   cmd:summary('Run a standard test (rrul, tcp_nup, tcp_ndown, udp_flood, latency) against a qoslab server.')
   cmd:description('Each test runs its flows at once with the latency probe beside, prints '
-    .. 'per-flow throughput and latency, and writes DIR/results.jsonl. rrul runs 8 tests at once: '
-    .. 'start the server with --max-tests-per-address 8 or more.')
+    .. 'per-flow throughput and latency, and writes DIR/results.jsonl. rrul is one test of 4 '
+    .. 'streams each way, one per DSCP class; a server with its default limits runs every test.')
   cmd:argument('name', 'Test name (see --list).'):args('?')
   cmd:argument('host', 'Server host name or address.'):args('?')
   cmd:flag('--list', 'List the standard tests and exit.')
@@ -130,8 +130,7 @@ local function run(a)
     return 2
   end
   if not a.host then
-    eprint('qoslab test: HOST: expected the host of a qoslab server (qoslab server',
-      a.name == 'rrul' and ' --max-tests-per-address 8' or '', ')')
+    eprint('qoslab test: HOST: expected the host of a qoslab server (qoslab server)')
     return 2
   end
   local o = M.run_opts(a)
@@ -147,9 +146,12 @@ local function run(a)
   o.out = out
   require('qoslab.core').signals_install()
   -- what the run will take, since it prints nothing until it ends
-  local nflows = #require('qoslab.stdtest.defs').tests[a.name].flows(resolved)
-  local what = nflows > 0 and string.format('%d flow%s for %g s', nflows, nflows > 1 and 's' or '',
-    resolved.duration_s) or string.format('the probe for %g s', resolved.duration_s)
+  local flows = require('qoslab.stdtest.defs').tests[a.name].flows(resolved)
+  local nflows, nstreams = #flows, 0
+  for _, f in ipairs(flows) do nstreams = nstreams + f.parallel * (f.bidir and 2 or 1) end
+  local what = nflows > 0 and string.format('%d flow%s%s for %g s', nflows, nflows > 1 and 's' or '',
+    nstreams > nflows and string.format(' (%d streams)', nstreams) or '', resolved.duration_s)
+    or string.format('the probe for %g s', resolved.duration_s)
   if nflows > 0 and resolved.probe and resolved.idle_s > 0 then
     what = what .. string.format(', probe idle %g s before and after', resolved.idle_s)
   end

@@ -26,9 +26,12 @@ M.CLASSES = {
 
 -- A definition: `description`, `probe` ("beside" | "alone"), `options`
 -- (the option names this test takes besides the common ones) and `flows(o)`,
--- the flows for the resolved options `o`. A flow: `label`, `direction`
--- ("up": client to server, "down": server to client), `proto`, `tos`,
--- `class`, `parallel` (streams of the one test), `bitrate_bps`.
+-- the flows for the resolved options `o`. A flow is one traffic test:
+-- `label`, `direction` ("up": client to server, "down": server to client,
+-- "both": a bidir test), `proto`, `tos` and `class` (one mark for every
+-- stream), or `classes` and `tos_per_stream` (stream i of each direction is
+-- class i), `parallel` (streams of the one test, per direction),
+-- `bitrate_bps`.
 M.tests = {}
 
 M.tests.rrul = {
@@ -36,17 +39,14 @@ M.tests.rrul = {
     .. 'one of each per DSCP class (BE, BK, CS5, EF), with the latency probe beside',
   probe = 'beside',
   options = {},
+  -- One bidirectional test of 4 streams each way: stream i of each direction
+  -- carries class i's TOS (tos_per_stream, set by the server on the streams
+  -- it sends), so a server's default limit of 2 tests per address admits it.
   flows = function()
-    local flows = {}
-    for _, dir in ipairs { 'up', 'down' } do
-      for _, c in ipairs(M.CLASSES) do
-        flows[#flows + 1] = {
-          label = string.format('TCP %s %s', dir == 'up' and 'upload' or 'download', c.name),
-          direction = dir, proto = 'tcp', class = c.name, tos = c.tos, parallel = 1,
-        }
-      end
-    end
-    return flows
+    local classes, tos = {}, {}
+    for i, c in ipairs(M.CLASSES) do classes[i], tos[i] = c.name, c.tos end
+    return { { label = 'TCP upload and download', direction = 'both', proto = 'tcp',
+               bidir = true, parallel = #M.CLASSES, classes = classes, tos_per_stream = tos } }
   end,
 }
 
