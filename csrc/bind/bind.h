@@ -108,6 +108,7 @@ void qlb_open_timer(lua_State *L);
 void qlb_open_netem(lua_State *L);
 void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
+void qlb_open_probe(lua_State *L);
 void qlb_open_sys(lua_State *L);
 void qlb_open_file(lua_State *L);
 

@@ -13,7 +13,8 @@
  * `qoslab.timer`; `netns_*` as `qoslab.netns`; `link_*` as `qoslab.link`;
  * `shape_*`, `qdisc_stats` as `qoslab.shape`; `netem_*`, `ifb_*` as
  * `qoslab.netem`; `traffic_client`, `traffic_server` (the `qoslab.Test` and
- * `qoslab.Server` userdata) as `qoslab.traffic`; `fsync`, `realpath`,
+ * `qoslab.Server` userdata) as `qoslab.traffic`; `probe_check`, `probe_start`
+ * (the `qoslab.Probe` userdata) as `qoslab.latency`; `fsync`, `realpath`,
  * `uname`, `kill`, `spawn` as `qoslab.fs`. The rest serve the Lua layers
  * and the `qoslab` command (`read_regular_file`; `signals_install`,
  * `signal_pending`, `signal_reset` turn SIGINT, SIGTERM and SIGHUP into a
@@ -40,6 +41,7 @@ int luaopen_qoslab_core(lua_State *L)
 	qlb_open_link(L);
 	qlb_open_netem(L);
 	qlb_open_traffic(L);
+	qlb_open_probe(L);
 	qlb_open_sys(L);
 	qlb_open_file(L);
 	return 1;

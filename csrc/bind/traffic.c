@@ -19,6 +19,7 @@
  *     :started() -> tests started, the last one's description or nil
  *     :done() -> true once a one_off server has served its test or stopped
  *     :limits() -> the shared-server limits in effect (defaults filled in)
+ *     :probe_counters() -> the latency probe responder's counters (probe_server.h)
  *
  * The option keys, kinds and ranges are the core's table (options.h): this
  * file converts by it and holds no list of its own.
@@ -33,6 +34,7 @@
 
 #include "../core/engine/engine.h"
 #include "../core/engine/options.h"
+#include "../core/engine/probe_server.h"
 #include "../core/sig.h"
 #include "../core/tcpca.h"
 #include "../core/timer.h"
@@ -300,6 +302,8 @@ static void push_result(lua_State *L, const ql_result *r)
 		lua_createtable(L, 0, 4);
 		qlb_set_integer(L, "id", s->id);
 		qlb_set_string(L, "direction", dir_name(s->dir));
+		if (s->tos >= 0)
+			qlb_set_integer(L, "tos", s->tos);
 		if (s->has_sender) {
 			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp, NULL);
 			lua_setfield(L, -2, "sender");
@@ -373,6 +377,40 @@ static void check_keys(lua_State *L, int idx, const char *ctx, const ql_opt_desc
 	qlb_check_keys(L, idx, ctx, "opts", names);
 }
 
+/* The list at the top of the stack: a sequence of 1..QL_PARALLEL_MAX
+ * integers in [0, 255] and no other key (read raw, like the options). */
+static void read_tos_list(lua_State *L, const char *ctx, const char *field, const char *exp,
+			  ql_tos_list *out)
+{
+	int at = lua_gettop(L);
+	if (lua_type(L, at) != LUA_TTABLE)
+		qlb_field_error(L, ctx, field, exp, at);
+	lua_Integer n = (lua_Integer)lua_rawlen(L, at), keys = 0;
+	lua_pushnil(L);
+	while (lua_next(L, at)) {
+		lua_pop(L, 1);
+		keys++;
+	}
+	if (keys != n)
+		qlb_error(L, ctx, "%s: expected %s, got a table with keys other than 1..n", field,
+			  exp);
+	if (n < 1 || n > QL_PARALLEL_MAX)
+		qlb_error(L, ctx, "%s: expected %s, got %d entries", field, exp, (int)n);
+	for (lua_Integer i = 1; i <= n; i++) {
+		int isint = 0;
+		lua_rawgeti(L, at, i);
+		lua_Integer v = lua_tointegerx(L, -1, &isint);
+		if (lua_type(L, -1) != LUA_TNUMBER || !isint || v < 0 || v > 255) {
+			char f[64];
+			snprintf(f, sizeof f, "%s[%d]", field, (int)i);
+			qlb_field_error(L, ctx, f, "an integer in [0, 255]", -1);
+		}
+		out->tos[i - 1] = (unsigned char)v;
+		lua_pop(L, 1);
+	}
+	out->n = (int)n;
+}
+
 static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t,
 		      void *st, int *proto)
 {
@@ -414,6 +452,9 @@ static void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc 
 			if (type != LUA_TBOOLEAN)
 				qlb_field_error(L, ctx, field, exp, -1);
 			*(int *)at = lua_toboolean(L, -1);
+			break;
+		case QL_OPT_TOS_LIST:
+			read_tos_list(L, ctx, field, exp, (ql_tos_list *)at);
 			break;
 		case QL_OPT_DBL: {
 			double v = lua_tonumber(L, -1);
@@ -512,6 +553,14 @@ static void push_client_opts(lua_State *L, const ql_client_opts *o)
 		qlb_set_integer(L, "mss_bytes", o->mss_bytes);
 	if (o->tos >= 0)
 		qlb_set_integer(L, "tos", o->tos);
+	if (o->tos_per_stream.n) {
+		lua_createtable(L, o->tos_per_stream.n, 0);
+		for (int i = 0; i < o->tos_per_stream.n; i++) {
+			lua_pushinteger(L, o->tos_per_stream.tos[i]);
+			lua_rawseti(L, -2, i + 1);
+		}
+		lua_setfield(L, -2, "tos_per_stream");
+	}
 	if (!udp)
 		qlb_set_boolean(L, "nodelay", o->nodelay > 0);
 	if (o->fq_rate_bps)
@@ -854,6 +903,26 @@ static int l_server_limits(lua_State *L)
 	return 1;
 }
 
+/* :probe_counters() -> the latency probe responder's counters */
+static int l_server_probe_counters(lua_State *L)
+{
+	lserver *u = check_server(L);
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(u->s, &c);
+	lua_createtable(L, 0, 10);
+	qlb_set_integer(L, "udp_replies", (lua_Integer)c.udp_replies);
+	qlb_set_integer(L, "udp_malformed", (lua_Integer)c.udp_malformed);
+	qlb_set_integer(L, "udp_rate_limited", (lua_Integer)c.udp_rate_limited);
+	qlb_set_integer(L, "tcp_sessions", (lua_Integer)c.tcp_sessions);
+	qlb_set_integer(L, "tcp_refused", (lua_Integer)c.tcp_refused);
+	qlb_set_integer(L, "tcp_replies", (lua_Integer)c.tcp_replies);
+	qlb_set_integer(L, "tcp_malformed", (lua_Integer)c.tcp_malformed);
+	qlb_set_integer(L, "tcp_rate_limited", (lua_Integer)c.tcp_rate_limited);
+	qlb_set_integer(L, "tcp_idle_closed", (lua_Integer)c.tcp_idle_closed);
+	qlb_set_integer(L, "tcp_open", c.tcp_open);
+	return 1;
+}
+
 static int l_server_done(lua_State *L)
 {
 	lserver *u = luaL_checkudata(L, 1, SERVER_T);
@@ -898,6 +967,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "rejected", l_server_rejected },
 		{ "problems", l_server_problems },
 		{ "limits", l_server_limits },
+		{ "probe_counters", l_server_probe_counters },
 		{ "done", l_server_done },
 		{ "stop", l_server_stop },
 		{ NULL, NULL }

@@ -3,8 +3,9 @@
 -- `require "qoslab"` gives every concern: `qoslab.timer`, `qoslab.netem`,
 -- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
 -- (also as `qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
--- `qoslab.plot`, `qoslab.vm`, `qoslab.state`. Each sub-module loads on
--- first use, so a script that only needs timers never touches netlink.
+-- `qoslab.plot`, `qoslab.vm`, `qoslab.state`, `qoslab.latency`, `qoslab.stdtest`.
+-- Each sub-module loads on first use, so a script that only needs timers
+-- never touches netlink.
 --
 -- `qoslab._VERSION` is the rockspec's version (`"scm-1"`).
 -- @module qoslab
@@ -19,6 +20,7 @@ local lazy = {
   netns = 'qoslab.netns', testbed = 'qoslab.testbed', traffic = 'qoslab.traffic',
   plan = 'qoslab.plan', report = 'qoslab.report', plot = 'qoslab.plot',
   vm = 'qoslab.vm', state = 'qoslab.state', link = 'qoslab.link',
+  latency = 'qoslab.latency', stdtest = 'qoslab.stdtest',
 }
 -- Shortcuts that live in a sub-module.
 local shortcuts = {

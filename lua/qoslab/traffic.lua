@@ -42,6 +42,7 @@ local Server = require 'qoslab.traffic.server'
 local summary = require 'qoslab.traffic.summary'
 local iperf3_json = require 'qoslab.traffic.iperf3_json'
 local invariants = require 'qoslab.traffic.invariants'
+local latency = require 'qoslab.latency'
 
 local M = {}
 
@@ -68,6 +69,19 @@ local function copy(t)
   local c = {}
   for k, v in next, t do c[k] = v end
   return c
+end
+
+-- The test's options without `probe`, and the probe (`{ opts, filled }`,
+-- checked by the core's probe rules, raised at the public function's
+-- caller) or nil. `probe = true` is a probe with every default.
+local function split_probe(ctx, opts)
+  if type(opts) ~= 'table' or rawget(opts, 'probe') == nil then return opts, nil end
+  local o = copy(opts)
+  local probe = o.probe
+  o.probe = nil
+  if probe == true then probe = {} end
+  local filled = latency.check_beside(ctx, probe, 3)
+  return o, { opts = copy(probe), filled = filled }
 end
 
 -- ------------------------------------------------------------- client ----
@@ -108,6 +122,10 @@ M.Result = require('qoslab.traffic.result').Result
 --   (the kernel lacks it: the message lists the available ones and the
 --   modprobe to run) or "EPERM" (not in tcp_allowed_congestion_control)),
 --   `mss_bytes` (TCP_MAXSEG, 88–32767), `tos` (IP_TOS, 0–255),
+--   `tos_per_stream` (a list of one TOS byte 0–255 per stream, exactly
+--   `parallel` entries, not with `tos`: stream i of each direction carries
+--   entry i, also the streams a qoslab server sends; a stock iperf3 server
+--   sends its streams unmarked and the result warns),
 --   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
@@ -122,8 +140,9 @@ M.Result = require('qoslab.traffic.result').Result
 --   check, `core.traffic_client_check`)
 -- @usage print(qoslab.client{host = '127.0.0.1', duration_s = 2})
 function M.client(opts)
-  local filled = checked_client('qoslab.client', opts)
-  return test.pending(copy(opts), filled)
+  local o, probe = split_probe('qoslab.client', opts)
+  local filled = checked_client('qoslab.client', o)
+  return test.pending(copy(o), filled, probe)
 end
 
 --- Run a test now and return its result (the eager form of `client`).
@@ -143,8 +162,9 @@ end
 --   interpreter raises its own "interrupted!".
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)
-  local filled = checked_client('qoslab.traffic.run', opts)
-  return test.run(copy(opts), filled)
+  local o, probe = split_probe('qoslab.traffic.run', opts)
+  local filled = checked_client('qoslab.traffic.run', o)
+  return test.run(copy(o), filled, probe)
 end
 
 --- Start a test now and return its live handle (`client(opts):start()`).
@@ -155,8 +175,9 @@ end
 --   for a missing namespace, ... as `run`) comes from the handle's `:wait()`
 -- @raise like `client`, naming qoslab.traffic.start
 function M.start(opts)
-  local filled = checked_client('qoslab.traffic.start', opts)
-  return test.start(copy(opts), filled)
+  local o, probe = split_probe('qoslab.traffic.start', opts)
+  local filled = checked_client('qoslab.traffic.start', o)
+  return test.start(copy(o), filled, probe)
 end
 
 -- ------------------------------------------------------------- server ----

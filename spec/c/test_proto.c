@@ -128,6 +128,98 @@ TEST(params_hostile_input_rejected)
 	CHECK_EQ_INT(q.udp, 0);
 }
 
+/* qoslab_tos_per_stream travels with the params to a qoslab server, which
+ * sets entry i on stream i of each direction it sends; hostile forms are
+ * refused naming the key, and a stock iperf3's params carry none. */
+TEST(params_tos_per_stream)
+{
+	ql_params p, q;
+	ql_err e;
+	char *js = NULL;
+	ql_params_init(&p);
+	p.parallel = 4;
+	p.bidir = 1;
+	snprintf(p.qoslab, sizeof p.qoslab, "test");
+	static const unsigned char tos[4] = { 0x00, 0x20, 0xa0, 0xb8 };
+	memcpy(p.stream_tos, tos, sizeof tos);
+	p.nstream_tos = 4;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK(strstr(js, "\"qoslab_tos_per_stream\":[0,32,160,184]") != NULL);
+	CHECK(strstr(js, "\"TOS\"") == NULL);
+	CHECK_EQ_INT(ql_params_from_json(js, strlen(js), &q, &e), 0);
+	CHECK_EQ_INT(q.nstream_tos, 4);
+	CHECK_EQ_INT(q.tos, -1);
+	CHECK(memcmp(q.stream_tos, tos, sizeof tos) == 0);
+	free(js);
+	/* without the list nothing is sent and nothing is read */
+	p.nstream_tos = 0;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK(strstr(js, "qoslab_tos_per_stream") == NULL);
+	CHECK_EQ_INT(ql_params_from_json(js, strlen(js), &q, &e), 0);
+	CHECK_EQ_INT(q.nstream_tos, 0);
+	free(js);
+	static const struct { const char *js, *msg; } bad[] = {
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":184}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":{\"a\":1}}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[1]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected one entry per stream "
+		  "(\"parallel\")" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[1,2,3]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected one entry per stream "
+		  "(\"parallel\")" },
+		{ "{\"qoslab_tos_per_stream\":[]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected one entry per stream "
+		  "(\"parallel\")" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[1,256]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[-1,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[1.5,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[\"1\",2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[true,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[null,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[[1],2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"qoslab_tos_per_stream\":[1e300,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": expected an array of integers in "
+		  "0..255" },
+		{ "{\"parallel\":2,\"TOS\":8,\"qoslab_tos_per_stream\":[1,2]}",
+		  "peer parameters: \"qoslab_tos_per_stream\": cannot be combined with \"TOS\"" },
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+		int rc = ql_params_from_json(bad[i].js, strlen(bad[i].js), &q, &e);
+		if (rc >= 0)
+			fprintf(stderr, "  accepted: %s\n", bad[i].js);
+		CHECK(rc < 0);
+		CHECK_STR(e.code, "EPROTO");
+		CHECK_STR(e.msg, bad[i].msg);
+	}
+	/* 128 entries (the most streams) pass */
+	char big[1024];
+	int n = snprintf(big, sizeof big, "{\"parallel\":128,\"qoslab_tos_per_stream\":[");
+	for (int i = 0; i < 128; i++)
+		n += snprintf(big + n, sizeof big - (size_t)n, "%s%d", i ? "," : "", i);
+	snprintf(big + n, sizeof big - (size_t)n, "]}");
+	CHECK_EQ_INT(ql_params_from_json(big, strlen(big), &q, &e), 0);
+	CHECK_EQ_INT(q.nstream_tos, 128);
+	CHECK_EQ_INT(q.stream_tos[127], 127);
+}
+
 TEST(framed_json_caps_length)
 {
 	int sv[2];
@@ -541,6 +633,7 @@ int main(void)
 	RUN(udp_connect_magic_both_orders);
 	RUN(params_roundtrip);
 	RUN(params_hostile_input_rejected);
+	RUN(params_tos_per_stream);
 	RUN(framed_json_caps_length);
 	RUN(interval_grid_is_absolute);
 	RUN(buffer_clamp_rule);

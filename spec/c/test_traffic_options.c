@@ -55,7 +55,7 @@ TEST(client_defaults_pass)
 	for (const ql_opt_desc *d = ql_client_opt_desc; d->key; d++, n++)
 		for (const ql_opt_desc *d2 = d + 1; d2->key; d2++)
 			CHECK(strcmp(d->key, d2->key) != 0);
-	CHECK_EQ_INT(n, 29);
+	CHECK_EQ_INT(n, 30);
 }
 
 TEST(client_ranges_name_the_field)
@@ -143,6 +143,48 @@ TEST(client_cross_field_rules)
 	expect_client(&o, "opts.udp_drain_s: a UDP option, only valid with proto = \"udp\"");
 }
 
+/* opts.tos_per_stream: one TOS byte per stream of a direction, exactly
+ * parallel entries, never with the single opts.tos. */
+TEST(client_tos_per_stream_rules)
+{
+	ql_err e;
+	ql_client_opts o = client();
+	o.parallel = 4;
+	o.bidir = 1;
+	static const unsigned char tos[4] = { 0x00, 0x20, 0xa0, 0xb8 };
+	memcpy(o.tos_per_stream.tos, tos, sizeof tos);
+	o.tos_per_stream.n = 4;
+	CHECK_EQ_INT(ql_client_opts_validate(&o, &e), 0);
+	o.proto = QL_PROTO_UDP;
+	CHECK_EQ_INT(ql_client_opts_validate(&o, &e), 0);
+	o.proto = QL_PROTO_TCP;
+	o.tos = 0x20;
+	expect_client(&o, "opts.tos_per_stream: cannot be combined with opts.tos (one TOS for "
+		      "every stream, or one per stream)");
+	o.tos = -1;
+	o.tos_per_stream.n = 3;
+	expect_client(&o, "opts.tos_per_stream: expected one entry per stream (opts.parallel = "
+		      "4), got 3");
+	o.parallel = 2;
+	o.tos_per_stream.n = 4;
+	expect_client(&o, "opts.tos_per_stream: expected one entry per stream (opts.parallel = "
+		      "2), got 4");
+	o.tos_per_stream.n = QL_PARALLEL_MAX + 1;
+	expect_client(&o, "opts.tos_per_stream: expected a list of 1..128 integers in [0, 255], "
+		      "got 129 entries");
+	o.tos_per_stream.n = -1;
+	expect_client(&o, "opts.tos_per_stream: expected a list of 1..128 integers in [0, 255], "
+		      "got -1 entries");
+	/* its table entry words what the binding expects */
+	const ql_opt_desc *d = ql_client_opt_desc;
+	while (d->key && strcmp(d->key, "tos_per_stream") != 0)
+		d++;
+	CHECK(d->key != NULL);
+	char exp[96];
+	CHECK_STR(ql_opt_expected(d, QL_PROTO_TCP, exp, sizeof exp, NULL, NULL),
+		  "a list of 1..128 integers in [0, 255]");
+}
+
 TEST(client_start_runs_the_check)
 {
 	ql_client_opts o = client();
@@ -195,6 +237,7 @@ int main(void)
 	RUN(client_defaults_pass);
 	RUN(client_ranges_name_the_field);
 	RUN(client_cross_field_rules);
+	RUN(client_tos_per_stream_rules);
 	RUN(client_start_runs_the_check);
 	RUN(server_rules);
 	return ctest_done();

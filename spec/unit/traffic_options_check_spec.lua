@@ -35,7 +35,7 @@ describe('traffic client options: one check in C, raised at the caller', functio
   it('an unknown key, also one that is no string', function()
     local known = '(known keys: host, port, proto, parallel, duration_s, bytes, packets, reverse, '
       .. 'bidir, omit_s, interval_s, window_bytes, sndbuf_bytes, rcvbuf_bytes, bitrate_bps, '
-      .. 'length_bytes, congestion, mss_bytes, tos, nodelay, fq_rate_bps, bind_address, '
+      .. 'length_bytes, congestion, mss_bytes, tos, tos_per_stream, nodelay, fq_rate_bps, bind_address, '
       .. 'bind_device, netns, connect_timeout_s, udp_batch, udp_gso, udp_drain_s, title)'
     expect('qoslab.client: opts.windw_bytes: unknown key ' .. known, traffic.client,
       { host = 'h', windw_bytes = 1 })
@@ -71,6 +71,29 @@ describe('traffic client options: one check in C, raised at the caller', functio
     expect('qoslab.client: opts: expected a table, got string "h"', traffic.client, 'h')
     binding('qoslab.client: opts.title: expected a string, got 5', core.traffic_client_check,
       { host = 'h', title = 5 })
+  end)
+
+  it('tos_per_stream: a list of one TOS byte per stream, not with tos', function()
+    local exp = 'expected a list of 1..128 integers in [0, 255]'
+    expect('qoslab.client: opts.tos_per_stream: ' .. exp .. ', got 184', traffic.client,
+      { host = 'h', tos_per_stream = 184 })
+    expect('qoslab.client: opts.tos_per_stream: ' .. exp .. ', got 0 entries', traffic.client,
+      { host = 'h', tos_per_stream = {} })
+    expect('qoslab.client: opts.tos_per_stream: ' .. exp .. ', got a table with keys other than '
+      .. '1..n', traffic.client, { host = 'h', tos_per_stream = { 1, x = 2 } })
+    expect('qoslab.client: opts.tos_per_stream[2]: expected an integer in [0, 255], got 256',
+      traffic.client, { host = 'h', parallel = 2, tos_per_stream = { 1, 256 } })
+    expect('qoslab.client: opts.tos_per_stream[1]: expected an integer in [0, 255], got string "1"',
+      traffic.client, { host = 'h', tos_per_stream = { '1' } })
+    expect('qoslab.client: opts.tos_per_stream: expected one entry per stream (opts.parallel = 4), '
+      .. 'got 2', traffic.client, { host = 'h', parallel = 4, tos_per_stream = { 0, 0xb8 } })
+    expect('qoslab.client: opts.tos_per_stream: cannot be combined with opts.tos (one TOS for '
+      .. 'every stream, or one per stream)', traffic.client,
+      { host = 'h', tos = 0, tos_per_stream = { 0xb8 } })
+    local filled = core.traffic_client_check({ host = 'h', parallel = 2, bidir = true,
+      tos_per_stream = { 0x20, 0xb8 } }, 'spec')
+    assert.same({ 0x20, 0xb8 }, filled.tos_per_stream)
+    assert.is_nil(filled.tos)
   end)
 
   it('out of range, NaN and the UDP payload range', function()

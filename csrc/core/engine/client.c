@@ -492,6 +492,8 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 				  : o->bitrate_bps;
 	p->fqrate_bps = o->fq_rate_bps;
 	p->tos = o->tos;
+	p->nstream_tos = o->tos_per_stream.n;
+	memcpy(p->stream_tos, o->tos_per_stream.tos, sizeof p->stream_tos);
 	p->nodelay = o->nodelay > 0;
 	p->mss_bytes = o->mss_bytes;
 	copy_str(p->congestion, sizeof p->congestion, o->congestion);

@@ -77,6 +77,13 @@
 
 /* ------------------------------------------------------------- client -- */
 
+/* A TOS byte per stream of a direction (opts.tos_per_stream): n = 0 is
+ * not given, else n == parallel entries. */
+typedef struct ql_tos_list {
+	int n;
+	unsigned char tos[QL_PARALLEL_MAX];
+} ql_tos_list;
+
 typedef struct ql_client_opts {
 	const char *host;            /* required: name or address */
 	int port;                    /* 1..65535 (init: QL_DEFAULT_PORT) */
@@ -97,6 +104,9 @@ typedef struct ql_client_opts {
 	const char *congestion;
 	int mss_bytes;
 	int tos;                     /* -1 = unset */
+	/* stream i (0-based) of each direction gets tos[i]; both ends set
+	 * it on the streams they send (a stock iperf3 server: none) */
+	ql_tos_list tos_per_stream;
 	int nodelay;                 /* -1 = not given (TCP: off) */
 	uint64_t fq_rate_bps;
 	const char *bind_address, *bind_device, *netns;

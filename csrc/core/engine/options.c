@@ -56,6 +56,8 @@ const ql_opt_desc ql_client_opt_desc[] = {
 	STR_OPT("congestion", CO, congestion, 0, NULL),
 	INT_OPT("mss_bytes", CO, mss_bytes, 88, 32767, 0),
 	INT_OPT("tos", CO, tos, 0, 255, 0),
+	{ "tos_per_stream", QL_OPT_TOS_LIST, 0, offsetof(CO, tos_per_stream), 0, 255, 0, 0,
+	  NULL },
 	BOOL_OPT("nodelay", CO, nodelay),
 	U64_OPT("fq_rate_bps", CO, fq_rate_bps, 1, BPS_MAX, 0),
 	STR_OPT("bind_address", CO, bind_address, 0, NULL),
@@ -123,6 +125,9 @@ const char *ql_opt_expected(const ql_opt_desc *d, int proto, char *buf, size_t l
 		break;
 	case QL_OPT_PROTO:
 		snprintf(buf, len, "one of \"tcp\", \"udp\"");
+		break;
+	case QL_OPT_TOS_LIST:
+		snprintf(buf, len, "a list of 1..%d integers in [0, 255]", QL_PARALLEL_MAX);
 		break;
 	default:
 		snprintf(buf, len, "%s", d->expect ? d->expect : "a string");
@@ -217,6 +222,9 @@ static int client_ranges(const ql_client_opts *o, ql_err *e)
 	TRY(check_int(t, "length_bytes", p, o->length_bytes, 0, e));
 	TRY(check_int(t, "mss_bytes", p, o->mss_bytes, 0, e));
 	TRY(check_int(t, "tos", p, o->tos, -1, e));
+	if (o->tos_per_stream.n < 0 || o->tos_per_stream.n > QL_PARALLEL_MAX)
+		return ql_err_usage(e, "opts.tos_per_stream: expected a list of 1..%d integers in "
+				    "[0, 255], got %d entries", QL_PARALLEL_MAX, o->tos_per_stream.n);
 	TRY(check_u64(t, "fq_rate_bps", o->fq_rate_bps, e));
 	TRY(check_dbl(t, "connect_timeout_s", o->connect_timeout_s, 0, e));
 	TRY(check_int(t, "udp_batch", p, o->udp_batch, 0, e));
@@ -257,6 +265,12 @@ static int client_rules(const ql_client_opts *o, ql_err *e)
 	if (o->reverse && o->bidir)
 		return ql_err_usage(e, "opts.bidir: cannot be combined with opts.reverse (bidir "
 				    "already runs both directions)");
+	if (o->tos_per_stream.n && o->tos >= 0)
+		return ql_err_usage(e, "opts.tos_per_stream: cannot be combined with opts.tos (one "
+				    "TOS for every stream, or one per stream)");
+	if (o->tos_per_stream.n && o->tos_per_stream.n != o->parallel)
+		return ql_err_usage(e, "opts.tos_per_stream: expected one entry per stream "
+				    "(opts.parallel = %d), got %d", o->parallel, o->tos_per_stream.n);
 	if (o->window_bytes && (o->sndbuf_bytes || o->rcvbuf_bytes))
 		return ql_err_usage(e, "opts.window_bytes: sets both buffers; use it or "
 				    "opts.sndbuf_bytes/opts.rcvbuf_bytes, not both");

@@ -24,7 +24,8 @@ enum {
 	QL_OPT_U64,     /* uint64_t */
 	QL_OPT_DBL,     /* double, finite */
 	QL_OPT_BOOL,    /* int 0/1 (-1 = not given, where the struct says so) */
-	QL_OPT_PROTO    /* int QL_PROTO_*, given as "tcp" | "udp" */
+	QL_OPT_PROTO,   /* int QL_PROTO_*, given as "tcp" | "udp" */
+	QL_OPT_TOS_LIST /* ql_tos_list, given as a list of 1..128 integers in [0, 255] */
 };
 
 /* Flags of a key. */
@@ -64,7 +65,8 @@ const char *ql_opt_expected(const ql_opt_desc *d, int proto, char *buf, size_t l
  * rules (host, netns, congestion name syntax, bind_device, no empty
  * strings) and the cross-field rules (one end condition; packets, the UDP
  * options and the UDP payload range only with UDP; the TCP options not with
- * UDP; bidir not with reverse; window_bytes not with sndbuf/rcvbuf_bytes).
+ * UDP; bidir not with reverse; window_bytes not with sndbuf/rcvbuf_bytes;
+ * tos_per_stream has one entry per stream (parallel) and not with tos).
  * A violation is ql_err_usage naming the field; 0 when all hold. Touches
  * nothing else (whether this kernel has the congestion control is
  * ql_tcp_ca_check_available's, at start).

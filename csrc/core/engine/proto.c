@@ -205,6 +205,11 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 			cJSON_AddNumberToObject(o, "qoslab_udp_tag", 1);
 		if (p->udp_limit_bytes)
 			cJSON_AddNumberToObject(o, "qoslab_udp_bytes", (double)p->udp_limit_bytes);
+		if (p->nstream_tos > 0) {
+			cJSON *a = cJSON_AddArrayToObject(o, "qoslab_tos_per_stream");
+			for (int i = 0; a && i < p->nstream_tos; i++)
+				cJSON_AddItemToArray(a, cJSON_CreateNumber(p->stream_tos[i]));
+		}
 	}
 	char *s = cJSON_PrintUnformatted(o);
 	cJSON_Delete(o);
@@ -257,6 +262,33 @@ static int str_key(const cJSON *o, const char *key, char *dst, size_t cap,
 	return 0;
 }
 
+/* "qoslab_tos_per_stream": absent, or an array of exactly p->parallel
+ * integers in 0..255, not with "TOS" (one rule for the TOS of a stream). */
+static int tos_list_key(const cJSON *o, ql_params *p, ql_err *e)
+{
+	static const char key[] = "qoslab_tos_per_stream";
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	if (!cJSON_IsArray(it))
+		return bad(e, key, "expected an array of integers in 0..255");
+	int n = cJSON_GetArraySize(it);
+	if (n != p->parallel)
+		return bad(e, key, "expected one entry per stream (\"parallel\")");
+	if (p->tos >= 0)
+		return bad(e, key, "cannot be combined with \"TOS\"");
+	int i = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, it) {
+		double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+		if (!cJSON_IsNumber(x) || !isfinite(v) || v < 0 || v > 255 || v != floor(v))
+			return bad(e, key, "expected an array of integers in 0..255");
+		p->stream_tos[i++] = (unsigned char)v;
+	}
+	p->nstream_tos = n;
+	return 0;
+}
+
 int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 {
 	ql_params_init(p);
@@ -305,6 +337,8 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	if ((rc = str_key(o, "title", p->title, sizeof p->title, e)) < 0)
 		goto out;
 	if ((rc = str_key(o, "qoslab", p->qoslab, sizeof p->qoslab, e)) < 0)
+		goto out;
+	if ((rc = tos_list_key(o, p, e)) < 0)
 		goto out;
 	if (p->len_bytes && p->udp &&
 	    (p->len_bytes < QL_UDP_MIN_BYTES || p->len_bytes > QL_UDP_MAX_BYTES)) {

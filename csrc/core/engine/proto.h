@@ -119,6 +119,10 @@ int ql_udp_hdr_decode(const void *buf, size_t len, int seq64, ql_udp_hdr *h);
 
 /* Test parameters as exchanged (PARAM_EXCHANGE). Absent keys keep the
  * defaults set by ql_params_init. */
+/* The most entries of qoslab_tos_per_stream: one per stream of a
+ * direction (QL_PARALLEL_MAX). */
+#define QL_STREAM_TOS_MAX 128
+
 typedef struct ql_params {
 	int udp;                  /* 0 tcp, 1 udp */
 	double omit_s;
@@ -135,6 +139,11 @@ typedef struct ql_params {
 	uint64_t bandwidth_bps;   /* 0 = unlimited */
 	uint64_t fqrate_bps;      /* SO_MAX_PACING_RATE, bits/s; 0 = none */
 	int tos;                  /* -1 = unset */
+	/* qoslab_tos_per_stream: the TOS of stream i of each direction is
+	 * stream_tos[i % parallel]; nstream_tos is 0 (unset) or parallel,
+	 * and then tos is unset */
+	int nstream_tos;
+	unsigned char stream_tos[QL_STREAM_TOS_MAX];
 	char congestion[32];
 	char title[128];
 	int udp_counters_64bit;
@@ -156,7 +165,8 @@ void ql_params_init(ql_params *p);
 int ql_params_to_json(const ql_params *p, char **out, ql_err *e);
 /* Parse text[0..len) (not necessarily NUL-terminated). Rejects non-objects,
  * wrong types and out-of-range values with -EINVAL (code "EPROTO"),
- * naming the key. */
+ * naming the key; "qoslab_tos_per_stream" must be an array of exactly
+ * "parallel" integers in 0..255 and not come with "TOS". */
 int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e);
 
 /*

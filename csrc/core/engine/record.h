@@ -128,6 +128,7 @@ typedef struct ql_stream_result {
 	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
 	int has_sender, has_receiver;
 	ql_udp_path path;            /* the receiver's, with QL_E_UDPPATH */
+	int tos;                     /* the TOS its sender set, -1 = none or unknown */
 } ql_stream_result;
 
 typedef struct ql_cpu_result {

@@ -464,11 +464,19 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	local_totals(t, loc, lpath);
 	r->nstreams = t->nstreams;
 	int nsum[2][2] = { { 0 } }, nret[2][2] = { { 0 } }, njit[2][2] = { { 0 } };
+	int unmarked = 0;
 	for (int i = 0; i < t->nstreams; i++) {
 		ql_stream *s = &t->st[i];
 		ql_stream_result *sr = &r->streams[i];
 		sr->id = s->id;
 		sr->dir = s->dir;
+		/* a stock iperf3 server reads no qoslab_tos_per_stream */
+		sr->tos = stream_tos(&t->prm, s);
+		if (t->side == QL_SIDE_CLIENT && !s->sender && t->prm.nstream_tos &&
+		    t->peer != QL_PEER_QOSLAB) {
+			sr->tos = -1;
+			unmarked++;
+		}
 		ql_entry rem;
 		ql_udp_path rpath;
 		int has_rem = remote_entry(t, s, &rem, &rpath);
@@ -511,6 +519,10 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		}
 	free(loc);
 	free(lpath);
+	if (unmarked)
+		add_warning(t, "tos_per_stream: the peer is not a qoslab server, so the %d "
+			    "stream%s it sent carried no TOS from the list (a stock iperf3 sets "
+			    "only the single opts.tos)", unmarked, unmarked == 1 ? "" : "s");
 	merge_remote_intervals(t, r);
 	complete_peer_intervals(t, r);
 	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;

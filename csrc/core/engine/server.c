@@ -19,6 +19,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "probe_server.h"
+#include "probe_wire.h"
 #include "server_admit.h"
 #include "server_int.h"
 #include "server_session.h"
@@ -107,6 +109,18 @@ static void *conn_main(void *arg)
 	int64_t idle = s->o.idle_timeout_s > 0 ? (int64_t)(s->o.idle_timeout_s * 1e9)
 					       : CTL_TIMEOUT_NS;
 	int rc = read_cookie(ca, cookie, ql_now_ns() + idle);
+	if (rc == 0 && ql_probe_greeting_is(cookie)) {
+		/* a latency probe's TCP connection (probe_server.h has its limits) */
+		pthread_mutex_lock(&s->mu);
+		int ev = ca->evicted;
+		if (!ev)
+			unid_unlink(s, ca);
+		pthread_mutex_unlock(&s->mu);
+		if (!ev)
+			ql_probe_srv_tcp(s->probe, fd, &ca->peer, idle, &s->stop);
+		close(fd);
+		goto out;
+	}
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
 		if (unid_leave(s, ca))
 			close(fd);
@@ -227,12 +241,10 @@ static void server_udp_repeats(ql_server *s)
  * lookup over the unconnected one) and reply from it. A copy queued on the
  * shared socket before that (a repeat racing the first) is answered from
  * the existing stream instead of opening a second one. */
-static void server_udp_accept(ql_server *s)
+static void server_udp_accept(ql_server *s, const char *buf, size_t r,
+			      const struct sockaddr_storage *pp, socklen_t pl)
 {
-	char buf[64];
-	struct sockaddr_storage peer;
-	socklen_t pl = sizeof peer;
-	ssize_t r = recvfrom(s->ufd, buf, sizeof buf, MSG_DONTWAIT, (struct sockaddr *)&peer, &pl);
+	struct sockaddr_storage peer = *pp;
 	if ((r != 4 && r != 4 + QL_COOKIE_SIZE) || !ql_udp_connect_msg_ok(buf, 4))
 		return;
 	int by_cookie = r == 4 + QL_COOKIE_SIZE;
@@ -305,8 +317,20 @@ static void *listener_main(void *arg)
 		server_udp_repeats(s);
 		if (n <= 0)
 			continue;
-		if (pf[1].revents & POLLIN)
-			server_udp_accept(s);
+		/* Latency probe requests are answered first, in the order they
+		 * came; a connect message goes on to its stream (at most 64 a
+		 * wake, so the TCP listener is never starved). */
+		for (int i = 0; i < 64 && (pf[1].revents & POLLIN); i++) {
+			char buf[64];
+			size_t len;
+			struct sockaddr_storage peer;
+			socklen_t pl = sizeof peer;
+			int u = ql_probe_srv_udp(s->probe, s->ufd, buf, sizeof buf, &len, &peer, &pl);
+			if (u < 0)
+				break;
+			if (u == 0)
+				server_udp_accept(s, buf, len, &peer, pl);
+		}
 		if (!(pf[0].revents & POLLIN))
 			continue;
 		conn_arg *ca = calloc(1, sizeof *ca);
@@ -420,6 +444,7 @@ static int server_sockets(ql_server *s, ql_err *e)
 	if (s->ufd < 0)
 		return ql_err_set(e, errno, NULL, "socket: %s", strerror(errno));
 	setsockopt(s->ufd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+	ql_probe_srv_stamp_socket(s->ufd);
 	if (s->family == AF_INET6)
 		setsockopt(s->ufd, IPPROTO_IPV6, IPV6_V6ONLY, &zero, sizeof zero);
 	if (bind(s->ufd, (struct sockaddr *)&ss, len) < 0)
@@ -464,6 +489,13 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 	if (!s->o.test_buffer_bytes)
 		s->o.test_buffer_bytes = QL_SRV_TEST_BUFFER_DEFAULT_BYTES;
 	s->lfd = s->ufd = -1;
+	s->probe = ql_probe_srv_new(s->o.max_tests, s->o.max_tests_per_address);
+	if (!s->probe) {
+		free(s->kept);
+		free(s->plog);
+		free(s);
+		return ql_err_set(e, ENOMEM, NULL, "out of memory");
+	}
 	pthread_mutex_init(&s->mu, NULL);
 	pthread_cond_init(&s->cv, NULL);
 	int restore = -1;
@@ -592,6 +624,11 @@ uint64_t ql_server_started(ql_server *s, char *last, size_t len)
 	return n;
 }
 
+void ql_server_probe_counters(ql_server *s, ql_probe_srv_counters *out)
+{
+	ql_probe_srv_get_counters(s->probe, out);
+}
+
 void ql_server_limits(const ql_server *s, ql_server_opts *out)
 {
 	*out = s->o;
@@ -626,6 +663,7 @@ void ql_server_free(ql_server *s)
 		kept_unref(s->kept[(s->head + i) % s->keep]);
 	free(s->kept);
 	free(s->plog);
+	ql_probe_srv_free(s->probe);
 	pthread_mutex_destroy(&s->mu);
 	pthread_cond_destroy(&s->cv);
 	free(s);

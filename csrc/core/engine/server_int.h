@@ -44,6 +44,7 @@ struct ql_server {
 	/* unidentified connections, oldest first (see ql_server_opts) */
 	struct conn_arg *unid_head, *unid_tail;
 	int nunid;
+	struct ql_probe_srv *probe;       /* the latency probe responder */
 };
 
 /* A finished server test's result, shared by the server's ring and the

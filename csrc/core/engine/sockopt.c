@@ -82,6 +82,13 @@ static int set_buffers(ql_test *t, int fd, ql_stream *s, ql_err *e)
  *   directions is still bounded by the client's SYN, which carries the
  *   option.
  */
+int stream_tos(const ql_params *p, const ql_stream *s)
+{
+	if (p->nstream_tos > 0)
+		return p->stream_tos[s->idx % p->nstream_tos];
+	return p->tos;
+}
+
 int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e)
 {
 	int rc = set_buffers(t, fd, s, e);
@@ -116,8 +123,9 @@ int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e)
 					  t->prm.congestion);
 		}
 	}
-	if (t->prm.tos >= 0) {
-		int v = t->prm.tos;
+	int tos = stream_tos(&t->prm, s);
+	if (tos >= 0) {
+		int v = tos;
 		int r = family == AF_INET6
 			? setsockopt(fd, IPPROTO_IPV6, IPV6_TCLASS, &v, sizeof v)
 			: setsockopt(fd, IPPROTO_IP, IP_TOS, &v, sizeof v);

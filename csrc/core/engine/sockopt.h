@@ -9,6 +9,9 @@
 
 #include "test.h"
 
+/* The TOS byte stream s carries when it sends (opts.tos_per_stream's entry
+ * for its index in its direction, else opts.tos), -1 = none set. */
+int stream_tos(const ql_params *p, const ql_stream *s);
 int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e);
 int resolve(const char *host, int port, int socktype,
 	    struct sockaddr_storage *ss, socklen_t *len, ql_err *e);

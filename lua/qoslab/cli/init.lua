@@ -212,7 +212,8 @@ function M.main(argv)
   -- (nil when main is called with a plain list, as specs do).
   M.started_as = M.self_command(argv)
   -- Concerns that add subcommands.
-  for _, mod in ipairs { 'qoslab.cli.netem', 'qoslab.cli.traffic', 'qoslab.cli.plan' } do
+  for _, mod in ipairs { 'qoslab.cli.netem', 'qoslab.cli.traffic', 'qoslab.cli.plan',
+                       'qoslab.cli.stdtest' } do
     local ok, err = pcall(require, mod)
     if not ok and not tostring(err):find("module '" .. mod .. "' not found", 1, true) then
       error(err, 0)

@@ -92,6 +92,18 @@ end
 -- @usage print(srv:limits().max_tests_per_address) --> 2
 function Server:limits() return (call(self, 'limits')) end
 
+--- The latency probe responder's counters since the start.
+-- The server answers `qoslab.latency` UDP probes on its port and TCP probe
+-- connections (see manual/results.md, "The latency probe responder"):
+-- @treturn table `udp_replies`, `udp_malformed` (requests with the probe's
+--   magic that were not well formed: dropped), `udp_rate_limited` (dropped:
+--   over 2000 replies/s per peer address or 20000/s in all), `tcp_sessions`,
+--   `tcp_refused` (over max_tests_per_address / max_tests probe sessions),
+--   `tcp_replies`, `tcp_malformed` (connection closed), `tcp_rate_limited`,
+--   `tcp_idle_closed` (silent for idle_timeout_s), `tcp_open` (now); integers
+-- @usage print(srv:probe_counters().udp_replies)
+function Server:probe_counters() return (call(self, 'probe_counters')) end
+
 --- Tests started so far (parameters accepted), for a server's log.
 -- @treturn integer tests started since the server started
 -- @treturn string|nil the last one: peer address, protocol, streams,

@@ -2,6 +2,7 @@
 -- a live handle or the result table (see qoslab.traffic for the rules).
 -- @module qoslab.traffic.test
 local check = require 'qoslab.check'
+local latency = require 'qoslab.latency'
 local summary = require 'qoslab.traffic.summary'
 local result = require 'qoslab.traffic.result'
 local as_result = result.as_result
@@ -37,8 +38,20 @@ end
 
 -- Start the C test; returns true or nil, msg, code.
 local function begin(p)
+  if p.probe then
+    -- the probe first: its failure (no responder) costs no test, and its
+    -- idle phase comes before the load
+    local pr, msg, code = latency.start_beside(p.probe.opts, p.filled, p.probe.filled)
+    if not pr then
+      p.mode = 'done'
+      p.failure = { msg, code }
+      return nil, msg, code
+    end
+    p.probe.ud = pr
+  end
   local ud, msg, code = core().traffic_client(copy(p.opts))
   if not ud then
+    if p.probe then p.probe.ud:stop() end
     p.mode = 'done'
     p.failure = { msg, code }
     return nil, msg, code
@@ -51,8 +64,16 @@ end
 local function finish(p)
   if p.result or p.failure then return end
   local res, msg, code = p.ud:wait()
+  if p.probe then
+    if res then
+      res, msg, code = latency.finish_beside(p.probe.ud, p.probe.filled, res)
+    else
+      p.probe.ud:stop()
+    end
+  end
   if res then
     p.result = as_result(res, p.opts)
+    if p.probe then p.result.options.probe = copy(p.probe.opts) end
   else
     p.failure = { msg, code }
   end
@@ -118,6 +139,7 @@ end
 Test.__close = function(self)
   local p = priv[self]
   if p and p.mode == 'running' and p.ud then p.ud:stop() end
+  if p and p.probe and p.probe.ud then p.probe.ud:stop() end
 end
 
 --- Start a pending test (from `client{...}`) and return it as a live handle.
@@ -197,19 +219,22 @@ end
 -- @tparam table opts
 -- @tparam table filled the options as the test runs them (what
 --   `core.traffic_client_check` returns: the core's defaults filled in)
+-- @tparam[opt] table probe `{ opts = the caller's probe table, filled = it
+--   checked (qoslab.latency.check_beside) }`: a latency probe beside the test
 -- @treturn qoslab.Test
-function M.pending(opts, filled)
+function M.pending(opts, filled, probe)
   local t = setmetatable({}, Test)
-  priv[t] = { opts = opts, filled = filled, mode = 'pending' }
+  priv[t] = { opts = opts, filled = filled, mode = 'pending', probe = probe }
   return t
 end
 
 --- Run a test of checked options `opts` now.
 -- @tparam table opts
 -- @tparam table filled as for `pending`
+-- @tparam[opt] table probe as for `pending`
 -- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
-function M.run(opts, filled)
-  local p = { opts = opts, filled = filled, mode = 'pending' }
+function M.run(opts, filled, probe)
+  local p = { opts = opts, filled = filled, mode = 'pending', probe = probe }
   local ok, msg, code = begin(p)
   if not ok then return nil, msg, code end
   finish(p)
@@ -220,9 +245,10 @@ end
 --- Start a test of checked options `opts` now.
 -- @tparam table opts
 -- @tparam table filled as for `pending`
+-- @tparam[opt] table probe as for `pending`
 -- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
-function M.start(opts, filled)
-  return methods.start(M.pending(opts, filled))
+function M.start(opts, filled, probe)
+  return methods.start(M.pending(opts, filled, probe))
 end
 
 return M

@@ -1,0 +1,76 @@
+/*
+ * probe_server.h - a qoslab server's latency probe responder (Lua-free):
+ * answers UDP probe requests on the server's UDP port (read by its
+ * listener) and TCP probe connections (handed over by the connection
+ * thread that read their greeting). Stands on probe_wire.h and sockopt.h.
+ *
+ * Facing hostile peers:
+ *  - a reply is the request with the header rewritten: never larger (no
+ *    amplification); a request must be well formed (magic, version, type
+ *    request, its length field equal to the datagram's) or it is dropped
+ *    and counted as malformed;
+ *  - replies are rate-limited per peer address group (IPv4 address, IPv6
+ *    /64) to QL_PROBE_SRV_PEER_RATE per second (bursts of
+ *    QL_PROBE_SRV_PEER_BURST) and over all peers to QL_PROBE_SRV_RATE
+ *    (bursts of QL_PROBE_SRV_BURST); over a limit the request is dropped
+ *    and counted. The per-peer table has QL_PROBE_SRV_PEERS slots (a new
+ *    peer takes the slot of its hash): memory is fixed;
+ *  - TCP probe connections count against the server's max_tests_per_address
+ *    and max_tests (as probe sessions, apart from tests: a test and its
+ *    probe from one address both fit the default of 2), are closed after
+ *    the server's idle_timeout_s without a request, and a malformed request
+ *    closes the connection.
+ */
+#ifndef QL_PROBE_SERVER_H
+#define QL_PROBE_SERVER_H
+
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+
+#define QL_PROBE_SRV_PEER_RATE 2000
+#define QL_PROBE_SRV_PEER_BURST 200
+#define QL_PROBE_SRV_RATE 20000
+#define QL_PROBE_SRV_BURST 2000
+#define QL_PROBE_SRV_PEERS 1024
+
+typedef struct ql_probe_srv ql_probe_srv;
+
+typedef struct ql_probe_srv_counters {
+	uint64_t udp_replies, udp_malformed, udp_rate_limited;
+	uint64_t tcp_sessions, tcp_refused, tcp_replies, tcp_malformed, tcp_rate_limited;
+	uint64_t tcp_idle_closed;
+	int tcp_open;                /* sessions open now */
+} ql_probe_srv_counters;
+
+/* A responder whose TCP sessions obey these limits (> 0). NULL: no memory. */
+ql_probe_srv *ql_probe_srv_new(int max_sessions, int max_sessions_per_address);
+void ql_probe_srv_free(ql_probe_srv *ps);
+
+/*
+ * Read one datagram from the server's UDP socket fd (non-blocking). A
+ * probe request is answered (or dropped) here: returns 1. Anything else is
+ * left for the caller in buf[*len] (at least 64 bytes of it are kept;
+ * longer datagrams are no connect message) with its sender: returns 0.
+ * Returns -1 when nothing was queued.
+ */
+int ql_probe_srv_udp(ql_probe_srv *ps, int fd, char *buf, size_t cap, size_t *len,
+		     struct sockaddr_storage *peer, socklen_t *plen);
+
+/* Serve one TCP probe connection whose greeting was read; returns when it
+ * ends (closed by the peer, idle for idle_ns, malformed, or *stop). Does
+ * not close fd. */
+void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *peer,
+		      int64_t idle_ns, const _Atomic int *stop);
+
+void ql_probe_srv_get_counters(ql_probe_srv *ps, ql_probe_srv_counters *out);
+
+/* A server's responder counters (server.c). */
+struct ql_server;
+void ql_server_probe_counters(struct ql_server *s, ql_probe_srv_counters *out);
+
+/* Turn on the kernel RX stamps on a server socket (the UDP port's). */
+void ql_probe_srv_stamp_socket(int fd);
+
+#endif
