@@ -227,8 +227,19 @@ describe_if('iperf3 interop', function()
       res = run { proto = 'udp', bytes = 100500, bitrate_bps = 10e6, length_bytes = 1000,
         reverse = true }
       assert(H.now() - t0 < 5, string.format('the -R test took %.1f s', H.now() - t0))
-      assert.equal(101, res.received.unique_packets)
+      -- The iperf3 server stops only when our TEST_END reaches it, so some
+      -- datagrams go past the limit: as many as it sends while our receiver
+      -- reads the 101st and the control thread sees it (we look every ms;
+      -- unloaded none; with a busy loop per core 1 in 20 runs 102, once 154
+      -- when our receiver was off the CPU). They are the stream's and iperf3
+      -- counts them as sent: received like the rest, none lost, none invalid
+      -- (they were booked invalid and lost at once). The test still ends
+      -- before iperf3 sent the limit twice.
+      assert.equal(res.sent.packets, res.received.unique_packets)
+      assert.equal(0, res.received.lost_packets)
       assert.equal(0, res.received.invalid_packets or 0)
+      local over = res.sent.packets - 101
+      assert(over >= 0 and over < 101, 'iperf3 sent ' .. res.sent.packets .. ' for a limit of 101')
     end)
   end)
 
@@ -355,6 +366,8 @@ describe_if('iperf3 interop', function()
       -- iperf3 3.12 as the receiver counts up to the highest sequence number
       -- seen before its own TEST_END, so datagrams still in flight then are
       -- missing from its count (iperf3's own fault): at most 1 % or 2.
+      -- Our server sends nothing after iperf3's TEST_END (a sender stalled
+      -- across the end once sent its last 52 due slots after it).
       local short = r.sent.packets - e.sum_received.packets
       assert(short >= 0 and short <= math.max(2, 0.01 * r.sent.packets), string.format(
         'qoslab server sent %d datagrams, iperf3 counted %d', r.sent.packets,

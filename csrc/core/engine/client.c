@@ -174,6 +174,17 @@ static void peer_reason(ql_test *t, char *out, size_t len)
 	free(js);
 }
 
+/* Whether the test ends when our receivers have the limit: the peer sends
+ * until our TEST_END reaches it (client_done_cond). */
+static int ends_at_received_limit(ql_test *t)
+{
+	if (!t->limited || !local_has(t, 0))
+		return 0;
+	if (t->proto == QL_PROTO_TCP)
+		return t->limit_bytes > 0;
+	return t->limit_packets && !atomic_load(&t->peer_tags);
+}
+
 static int client_done_cond(ql_test *t, int sender_done_signal)
 {
 	if (atomic_load(&t->stop_req))
@@ -185,13 +196,12 @@ static int client_done_cond(ql_test *t, int sender_done_signal)
 	int rcv_ok = 1;
 	if (local_has(t, 0)) {
 		rcv_ok = receivers_eof(t) || sender_done_signal;
-		if (t->proto == QL_PROTO_TCP && t->limit_bytes &&
-		    received_bytes(t, QL_DIR_REVERSE) >= t->limit_bytes)
-			rcv_ok = 1;
 		/* a stock iperf3 server sends until told TEST_END, which its
 		 * own client sends once it received the limit */
-		if (t->proto == QL_PROTO_UDP && t->limit_packets && !atomic_load(&t->peer_tags) &&
-		    received_packets(t, QL_DIR_REVERSE) >= t->limit_packets)
+		if (ends_at_received_limit(t) &&
+		    (t->proto == QL_PROTO_TCP
+		     ? received_bytes(t, QL_DIR_REVERSE) >= t->limit_bytes
+		     : received_packets(t, QL_DIR_REVERSE) >= t->limit_packets))
 			rcv_ok = 1;
 	}
 	return snd_ok && rcv_ok;
@@ -207,6 +217,12 @@ static int client_run(ql_test *t)
 		int64_t now = ql_now_ns(), w = wake_at(t);
 		if (w > now + 20 * MS)
 			w = now + 20 * MS;
+		/* What the peer sends while we sleep goes past the limit:
+		 * look at the count every ms, as iperf3's client does after
+		 * each read (a 20 ms nap let 25 datagrams past a UDP limit
+		 * at 10 Mbit/s). */
+		if (ends_at_received_limit(t) && w > now + MS)
+			w = now + MS;
 		int ms = w > now ? (int)((w - now + MS - 1) / MS) : 0;
 		/* Only what has come is read: the rest of a message whose
 		 * segments trickle in waits in the reader, and the grid ticks

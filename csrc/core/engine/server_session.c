@@ -277,8 +277,11 @@ static int server_run(ql_test *t)
 			int rc = ql_io_read_state(t->ctl_fd, &st, ql_now_ns() + CTL_TIMEOUT_NS, NULL);
 			if (rc < 0)
 				return fail_io(t, rc, "the test");
-			if (st == QL_ST_TEST_END)
+			if (st == QL_ST_TEST_END) {
+				if (t->peer != QL_PEER_QOSLAB)
+					atomic_store(&t->peer_done, 1);
 				break;
+			}
 			if (st == QL_ST_CLIENT_TERMINATE)
 				return ql_err_set(&t->err, ECONNABORTED, NULL, "client terminated the test");
 		}

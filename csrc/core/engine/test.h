@@ -91,6 +91,9 @@ struct ql_test {
 	/* The test failed (the peer ended it, the control connection broke):
 	 * senders drop what is left and wait for no acknowledgement. */
 	_Atomic int abort_io;
+	/* server: a stock iperf3 client sent TEST_END, after which it reads
+	 * no more: UDP senders send nothing further (not even slots due) */
+	_Atomic int peer_done;
 	int state;                        /* T_* (server: under srv->mu) */
 	int64_t start_ns, omit_ns, last_snap_ns, end_ns, send_end_ns;
 	double start_unix;
