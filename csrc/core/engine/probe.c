@@ -89,10 +89,13 @@ static void set_tos(int fd, int family, int tos)
 		setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
 }
 
-/* Software TX and RX stamps; where the kernel refuses TX stamps, RX only. */
+/* Software TX and RX stamps; where the kernel refuses TX stamps, RX only.
+ * The TX stamp is the scheduler's (SOF_TIMESTAMPING_TX_SCHED: as the
+ * request enters the qdisc), not the driver's: a queue on this host's own
+ * egress delays the probe as it delays the application, and it counts. */
 static void set_stamps(ql_probe *p)
 {
-	unsigned f = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE |
+	unsigned f = SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_RX_SOFTWARE |
 		     SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
 		     SOF_TIMESTAMPING_OPT_TSONLY;
 	if (setsockopt(p->fd, SOL_SOCKET, SO_TIMESTAMPING, &f, sizeof f) == 0) {
@@ -308,7 +311,7 @@ static void read_errqueue(ql_probe *p)
 				memcpy(&ee, CMSG_DATA(c), sizeof ee);
 				if (ee.ee_errno == ENOMSG &&
 				    ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING &&
-				    ee.ee_info == SCM_TSTAMP_SND) {
+				    ee.ee_info == SCM_TSTAMP_SCHED) {
 					have_key = 1;
 					key = ee.ee_data;
 				}

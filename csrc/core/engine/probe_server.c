@@ -8,6 +8,8 @@
 
 #include <errno.h>
 #include <linux/net_tstamp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -242,6 +244,8 @@ void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *p
 	ps->c.tcp_sessions++;
 	pthread_mutex_unlock(&ps->mu);
 	uint8_t *buf = malloc(QL_PROBE_MAX_BYTES);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	struct timeval tv = { 1, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	ql_probe_srv_stamp_socket(fd);
