@@ -8,6 +8,7 @@
  * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
  *     :wait() -> result | nil, msg, CODE
+ *     :start_time_unix_s() -> the test clock's zero (once an interval came)
  *     :stop()                       end early; a result is still produced
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
  *     :port()  :stop()  :tests_running()
@@ -632,6 +633,15 @@ static int l_test_wait(lua_State *L)
 	return 1;
 }
 
+/* :start_time_unix_s() -> the test clock's zero (CLOCK_REALTIME s), valid
+ * once :next_interval returned a record; 0 before the test started */
+static int l_test_start_unix(lua_State *L)
+{
+	ltest *u = check_test(L);
+	lua_pushnumber(L, ql_test_start_unix(u->t));
+	return 1;
+}
+
 static int l_test_stop(lua_State *L)
 {
 	ltest *u = luaL_checkudata(L, 1, TEST_T);
@@ -858,6 +868,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "next_interval", l_test_next },
 		{ "wait", l_test_wait },
 		{ "stop", l_test_stop },
+		{ "start_time_unix_s", l_test_start_unix },
 		{ NULL, NULL }
 	};
 	static const luaL_Reg server_m[] = {

@@ -160,6 +160,15 @@ function methods.start(self)
   return self
 end
 
+-- A live interval of a test with a probe gets `latency` (the replies in so
+-- far: qoslab.latency.interval_live).
+local function with_latency(p, iv)
+  if iv and p.probe and p.probe.ud then
+    iv.latency = latency.interval_live(p.probe.ud, p.ud:start_time_unix_s(), iv)
+  end
+  return iv
+end
+
 --- Next live interval report.
 -- Against a qoslab server a record holds both ends' entries of its grid
 -- slot, as `res.intervals[k]` will: it waits for the server's entries (at
@@ -169,12 +178,13 @@ end
 -- comes at once; `peer_missing` is absent.
 -- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
 -- @treturn table|false|nil an interval table (shape as in `res.intervals`,
---   plus `peer_missing`), false when the test is over, nil on timeout
+--   plus `peer_missing`; with a probe, `latency` holds the replies in so
+--   far), false when the test is over, nil on timeout
 function methods:next_interval(timeout_s)
   local p = state(self, 'next_interval')
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
   if p.mode ~= 'running' then return false end
-  return p.ud:next_interval(timeout_s)
+  return with_latency(p, p.ud:next_interval(timeout_s))
 end
 
 --- Iterate over interval reports as they happen; ends when the test ends.
@@ -185,7 +195,7 @@ function methods.intervals(self)
   return function()
     while p.mode == 'running' do
       local iv = p.ud:next_interval(0.5)
-      if iv then return iv end
+      if iv then return with_latency(p, iv) end
       if iv == false then return nil end
     end
     return nil
