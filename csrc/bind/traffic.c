@@ -825,6 +825,7 @@ static int l_server_probe_counters(lua_State *L)
 	qlb_set_integer(L, "udp_replies", (lua_Integer)c.udp_replies);
 	qlb_set_integer(L, "udp_malformed", (lua_Integer)c.udp_malformed);
 	qlb_set_integer(L, "udp_rate_limited", (lua_Integer)c.udp_rate_limited);
+	qlb_set_integer(L, "udp_unknown", (lua_Integer)c.udp_unknown);
 	qlb_set_integer(L, "tcp_sessions", (lua_Integer)c.tcp_sessions);
 	qlb_set_integer(L, "tcp_refused", (lua_Integer)c.tcp_refused);
 	qlb_set_integer(L, "tcp_replies", (lua_Integer)c.tcp_replies);
