@@ -662,6 +662,8 @@ int ql_probe_start(const ql_probe_opts *o, ql_probe **out, ql_err *e)
 					strerror(prc));
 		else
 			p->th_started = 1;
+		if (p->th_started)   /* "ql-probe" in /proc/PID/task/TID/comm: its CPU is measurable */
+			pthread_setname_np(p->th, "ql-probe");
 	}
 	if (rc == 0)
 		rc = first_reply(p, e);
