@@ -62,7 +62,7 @@ struct ql_probe {
 	uint64_t nsent_ok;
 	uint8_t *txbuf, *rxbuf;      /* payload + ICMP/IP headers */
 	size_t rxlen;                /* TCP: bytes of the reply being read */
-	int tcp_broken;
+	int tcp_broken;              /* written under mu (read by first_reply) */
 };
 
 static int64_t rt_now(void)
@@ -485,7 +485,9 @@ static void read_replies(ql_probe *p)
 					/* out of step with the server: no reply can be
 					 * told from the next one any more */
 					bad_reply(p);
+					pthread_mutex_lock(&p->mu);
 					p->tcp_broken = 1;
+					pthread_mutex_unlock(&p->mu);
 					return;
 				}
 				parse(p, p->rxbuf, p->rxlen, rx, rxk);
@@ -582,7 +584,7 @@ static int first_reply(ql_probe *p, ql_err *e)
 		ts.tv_nsec = (long)(at % QL_NS_PER_S);
 		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 	}
-	int ok = p->first, refused = p->refused;
+	int ok = p->first, refused = p->refused, broken = p->tcp_broken;
 	pthread_mutex_unlock(&p->mu);
 	if (ok)
 		return 0;
@@ -595,7 +597,7 @@ static int first_reply(ql_probe *p, ql_err *e)
 			  "there (a stock iperf3 server does not: use probe proto = \"icmp\")",
 			  p->proto == QL_PROBE_TCP ? "TCP" : "UDP", p->host, p->o.port,
 			  refused ? "the UDP port is closed (ICMP port unreachable)"
-				  : p->proto == QL_PROBE_TCP && p->tcp_broken
+				  : p->proto == QL_PROBE_TCP && broken
 				  ? "the server closed the connection or answered out of step"
 				  : "no reply in time");
 }
