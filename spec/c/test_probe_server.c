@@ -281,6 +281,7 @@ TEST(icmp_refused_by_ping_group_range_is_eacces)
 	int gid = refused_gid();
 	if (getuid() != 0 || gid < 0)
 		SKIP("needs root to drop to nobody, and a ping_group_range that refuses gid 65534");
+	fflush(stdout);
 	pid_t pid = fork();
 	if (pid == 0) {
 		if (setgroups(0, NULL) < 0 || setgid((gid_t)gid) < 0 || setuid(65534) < 0)
@@ -303,12 +304,65 @@ TEST(icmp_refused_by_ping_group_range_is_eacces)
 	CHECK_EQ_INT(WEXITSTATUS(st), 0);
 }
 
+/* A probe client against the responder, read while it runs (the threads'
+ * sharing, for the sanitizer builds), then stopped: every request a sample. */
+TEST(probe_client_against_the_server)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	const char *protos[] = { "udp", "tcp" };
+	for (int i = 0; i < 2; i++) {
+		ql_probe_opts o;
+		ql_probe_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.port = ql_server_port(s);
+		o.proto = protos[i];
+		o.interval_ms = 5;
+		ql_probe *p = NULL;
+		ql_err e;
+		CHECK_EQ_INT(ql_probe_start(&o, &p, &e), 0);
+		if (!p)
+			continue;
+		for (int k = 0; k < 6; k++) {
+			usleep(50000);
+			ql_probe_sample *x;
+			size_t n;
+			CHECK_EQ_INT(ql_probe_samples(p, &x, &n), 0);
+			free(x);
+		}
+		ql_probe_stop(p);
+		ql_probe_info in;
+		ql_probe_get_info(p, &in);
+		CHECK(in.sent >= 20);
+		CHECK_EQ_U64(in.replies, in.sent);
+		CHECK(in.stopped);
+		CHECK_EQ_INT(in.clock, QL_CLOCK_SHARED);
+		ql_probe_sample *x;
+		size_t n;
+		CHECK_EQ_INT(ql_probe_samples(p, &x, &n), 0);
+		ql_lat_summary sum;
+		CHECK_EQ_INT(ql_lat_summarize(x, n, INT64_MIN, INT64_MAX, 2000000000LL, INT64_MAX, 1,
+					      &sum), 0);
+		CHECK_EQ_INT(sum.samples, (int64_t)in.sent);
+		CHECK_EQ_INT(sum.lost + sum.late, 0);
+		free(x);
+		ql_probe_free(p);
+	}
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	CHECK(c.udp_replies >= 20 && c.tcp_replies >= 20);
+	ql_server_free(s);
+}
+
 int main(void)
 {
 	RUN(udp_hostile_datagrams_get_no_reply);
 	RUN(udp_huge_request_reply_is_never_larger);
 	RUN(udp_flood_replies_are_rate_bounded);
 	RUN(tcp_garbage_silence_and_slots);
+	RUN(probe_client_against_the_server);
 	RUN(icmp_refused_by_ping_group_range_is_eacces);
 	return ctest_done();
 }
