@@ -144,10 +144,14 @@ end
 
 --- Start a pending test (from `client{...}`) and return it as a live handle.
 -- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
--- `:stop()`; it is to-be-closed (closing stops the test).
+-- `:stop()`; it is to-be-closed (closing stops the test and its probe).
+-- With a `probe`, this first starts the probe, waits for its first reply
+-- and its `idle_s` (default 2 s), then starts the load; `:wait()` probes
+-- `idle_s` more after the load before it returns the result.
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
 --   (ENOTSUP or EPERM for a congestion control this kernel or user cannot
---   use, ENOMEM or EAGAIN; ECONNREFUSED, a missing namespace's ENOENT and
+--   use, ENOMEM or EAGAIN; the probe's EPROTONOSUPPORT, ETIMEDOUT, EACCES
+--   (see `qoslab.latency.probe`); ECONNREFUSED, a missing namespace's ENOENT and
 --   the other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
