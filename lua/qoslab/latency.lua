@@ -106,6 +106,7 @@ end
 -- first reply, then the idle phase.
 -- @tparam table probe the caller's probe table (checked by `check_beside`)
 -- @tparam table topts the test's options (host, port, netns, bind_address)
+-- @tparam table filled the probe's options checked (`check_beside`: `idle_s`)
 -- @treturn userdata|nil the running probe, or nil, message, CODE (as `probe`)
 function M.start_beside(probe, topts, filled)
   local o = copy(probe)
