@@ -8,6 +8,7 @@
  * core.traffic_client(opts) -> qoslab.Test | nil, msg, CODE
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
  *     :wait() -> result | nil, msg, CODE
+ *     :start_time_unix_s() -> the test clock's zero (once an interval came)
  *     :stop()                       end early; a result is still produced
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
  *     :port()  :stop()  :tests_running()
@@ -730,6 +731,15 @@ static int l_test_wait(lua_State *L)
 	return 1;
 }
 
+/* :start_time_unix_s() -> the test clock's zero (CLOCK_REALTIME s), valid
+ * once :next_interval returned a record; 0 before the test started */
+static int l_test_start_unix(lua_State *L)
+{
+	ltest *u = check_test(L);
+	lua_pushnumber(L, ql_test_start_unix(u->t));
+	return 1;
+}
+
 static int l_test_stop(lua_State *L)
 {
 	ltest *u = luaL_checkudata(L, 1, TEST_T);
@@ -913,6 +923,7 @@ static int l_server_probe_counters(lua_State *L)
 	qlb_set_integer(L, "udp_replies", (lua_Integer)c.udp_replies);
 	qlb_set_integer(L, "udp_malformed", (lua_Integer)c.udp_malformed);
 	qlb_set_integer(L, "udp_rate_limited", (lua_Integer)c.udp_rate_limited);
+	qlb_set_integer(L, "udp_unknown", (lua_Integer)c.udp_unknown);
 	qlb_set_integer(L, "tcp_sessions", (lua_Integer)c.tcp_sessions);
 	qlb_set_integer(L, "tcp_refused", (lua_Integer)c.tcp_refused);
 	qlb_set_integer(L, "tcp_replies", (lua_Integer)c.tcp_replies);
@@ -956,6 +967,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "next_interval", l_test_next },
 		{ "wait", l_test_wait },
 		{ "stop", l_test_stop },
+		{ "start_time_unix_s", l_test_start_unix },
 		{ NULL, NULL }
 	};
 	static const luaL_Reg server_m[] = {

@@ -106,6 +106,7 @@ end
 -- first reply, then the idle phase.
 -- @tparam table probe the caller's probe table (checked by `check_beside`)
 -- @tparam table topts the test's options (host, port, netns, bind_address)
+-- @tparam table filled the probe's options checked (`check_beside`: `idle_s`)
 -- @treturn userdata|nil the running probe, or nil, message, CODE (as `probe`)
 function M.start_beside(probe, topts, filled)
   local o = copy(probe)
@@ -121,6 +122,20 @@ function M.start_beside(probe, topts, filled)
     if not ok then p:stop(); return nil, smsg, scode end
   end
   return p
+end
+
+--- The latency of one live interval of a running test (its requests sent
+-- in the interval's span on the test's clock): the replies in so far;
+-- requests sent less than `timeout_ms` ago and not yet answered count as
+-- neither sample nor lost (the final result's intervals are complete).
+-- @tparam userdata p the probe of `start_beside`
+-- @tparam number start_unix_s the test clock's zero (CLOCK_REALTIME s)
+-- @tparam table iv a live interval (`start_s`, `end_s`)
+-- @treturn table `{ samples, lost, late, rtt_ms }`
+function M.interval_live(p, start_unix_s, iv)
+  local _, per = p:latency(nil, nil, { { ns_of(start_unix_s, iv.start_s),
+    ns_of(start_unix_s, iv.end_s) } })
+  return per[1]
 end
 
 --- End the probe of a test (after its load): the idle phase after it, stop,

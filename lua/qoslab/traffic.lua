@@ -131,7 +131,14 @@ M.Result = require('qoslab.traffic.result').Result
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the
 --   sender's last datagram, 0-60 s, default max(0.25 s, 2 × the control
---   connection's smoothed RTT)), `title`. No string may hold a NUL byte;
+--   connection's smoothed RTT)), `title`,
+--   `probe` (a table, or `true` for every default: a latency probe beside
+--   the test, `qoslab.latency`'s options without `host`, `netns`,
+--   `bind_address` and `duration_s`, which come from the test: `proto`,
+--   `port` (default the test's), `interval_ms`, `tos`, `payload_bytes`,
+--   `idle_s` (default 2: probed alone before the load and after it),
+--   `timeout_ms`, `clock_synced`; the result gets `res.latency` and each
+--   interval `latency`, see manual/results.md). No string may hold a NUL byte;
 --   `netns` is a namespace name (1–200 bytes, no "/"; `''` is an error).
 -- @treturn qoslab.Test a pending test (see module text)
 -- @raise on a wrong type, unknown key, out-of-range value or contradictory
@@ -153,7 +160,10 @@ end
 --   for one that closes mid-test, EBUSY when the server refuses the test as
 --   busy or over a per-address limit, ECONNABORTED when it refuses it for
 --   another reason (e.g. over its max_duration_s) or ends it, ENOTSUP or
---   EPERM for an unusable congestion control, ...)
+--   EPERM for an unusable congestion control; with `probe`, before any
+--   load: EPROTONOSUPPORT (no qoslab responder, e.g. iperf3 -s: use
+--   `proto = "icmp"`), ETIMEDOUT (no echo reply), EACCES (ping sockets
+--   refused), ...)
 -- @raise like `client`; and on SIGINT, SIGTERM or SIGHUP while qoslab's
 --   signal handlers are installed (`qoslab run`, the CLI): the test stops and
 --   qoslab.core's interruption error (code "EINTR", `signal` the signal's
@@ -261,6 +271,8 @@ M.format_bytes = summary.format_bytes
 M.format_rate = summary.format_rate
 M.summary = summary.summary
 M.interval_lines = summary.interval_lines
+M.latency_lines = summary.latency_lines
+M.latency_interval_line = summary.latency_interval_line
 M.to_iperf3_json = iperf3_json.to_iperf3_json
 M._uname = iperf3_json._uname
 M.invariants = invariants.invariants

@@ -147,6 +147,13 @@ int ql_test_next_interval(ql_test *t, int64_t timeout_ns, ql_interval **out);
 /* Wait for the end; *res stays owned by the test (valid until free). */
 int ql_test_wait(ql_test *t, const ql_result **res, ql_err *e);
 
+/* The test clock's zero as a CLOCK_REALTIME time in seconds (what the
+ * result's start_time_unix_s will be): valid once ql_test_next_interval
+ * returned a record (the record's queueing orders it after the write), 0
+ * before the test started. For placing a latency probe's samples on the
+ * test's grid while it runs. */
+double ql_test_start_unix(const ql_test *t);
+
 /* End the test early (a result is still produced). Thread-safe. */
 void ql_test_stop(ql_test *t);
 

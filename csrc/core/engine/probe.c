@@ -62,7 +62,7 @@ struct ql_probe {
 	uint64_t nsent_ok;
 	uint8_t *txbuf, *rxbuf;      /* payload + ICMP/IP headers */
 	size_t rxlen;                /* TCP: bytes of the reply being read */
-	int tcp_broken;
+	int tcp_broken;              /* written under mu (read by first_reply) */
 };
 
 static int64_t rt_now(void)
@@ -89,10 +89,13 @@ static void set_tos(int fd, int family, int tos)
 		setsockopt(fd, IPPROTO_IP, IP_TOS, &tos, sizeof tos);
 }
 
-/* Software TX and RX stamps; where the kernel refuses TX stamps, RX only. */
+/* Software TX and RX stamps; where the kernel refuses TX stamps, RX only.
+ * The TX stamp is the scheduler's (SOF_TIMESTAMPING_TX_SCHED: as the
+ * request enters the qdisc), not the driver's: a queue on this host's own
+ * egress delays the probe as it delays the application, and it counts. */
 static void set_stamps(ql_probe *p)
 {
-	unsigned f = SOF_TIMESTAMPING_TX_SOFTWARE | SOF_TIMESTAMPING_RX_SOFTWARE |
+	unsigned f = SOF_TIMESTAMPING_TX_SCHED | SOF_TIMESTAMPING_RX_SOFTWARE |
 		     SOF_TIMESTAMPING_SOFTWARE | SOF_TIMESTAMPING_OPT_ID |
 		     SOF_TIMESTAMPING_OPT_TSONLY;
 	if (setsockopt(p->fd, SOL_SOCKET, SO_TIMESTAMPING, &f, sizeof f) == 0) {
@@ -308,7 +311,7 @@ static void read_errqueue(ql_probe *p)
 				memcpy(&ee, CMSG_DATA(c), sizeof ee);
 				if (ee.ee_errno == ENOMSG &&
 				    ee.ee_origin == SO_EE_ORIGIN_TIMESTAMPING &&
-				    ee.ee_info == SCM_TSTAMP_SND) {
+				    ee.ee_info == SCM_TSTAMP_SCHED) {
 					have_key = 1;
 					key = ee.ee_data;
 				}
@@ -482,7 +485,9 @@ static void read_replies(ql_probe *p)
 					/* out of step with the server: no reply can be
 					 * told from the next one any more */
 					bad_reply(p);
+					pthread_mutex_lock(&p->mu);
 					p->tcp_broken = 1;
+					pthread_mutex_unlock(&p->mu);
 					return;
 				}
 				parse(p, p->rxbuf, p->rxlen, rx, rxk);
@@ -579,7 +584,7 @@ static int first_reply(ql_probe *p, ql_err *e)
 		ts.tv_nsec = (long)(at % QL_NS_PER_S);
 		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 	}
-	int ok = p->first, refused = p->refused;
+	int ok = p->first, refused = p->refused, broken = p->tcp_broken;
 	pthread_mutex_unlock(&p->mu);
 	if (ok)
 		return 0;
@@ -592,7 +597,7 @@ static int first_reply(ql_probe *p, ql_err *e)
 			  "there (a stock iperf3 server does not: use probe proto = \"icmp\")",
 			  p->proto == QL_PROBE_TCP ? "TCP" : "UDP", p->host, p->o.port,
 			  refused ? "the UDP port is closed (ICMP port unreachable)"
-				  : p->proto == QL_PROBE_TCP && p->tcp_broken
+				  : p->proto == QL_PROBE_TCP && broken
 				  ? "the server closed the connection or answered out of step"
 				  : "no reply in time");
 }
@@ -659,6 +664,8 @@ int ql_probe_start(const ql_probe_opts *o, ql_probe **out, ql_err *e)
 					strerror(prc));
 		else
 			p->th_started = 1;
+		if (p->th_started)   /* "ql-probe" in /proc/PID/task/TID/comm: its CPU is measurable */
+			pthread_setname_np(p->th, "ql-probe");
 	}
 	if (rc == 0)
 		rc = first_reply(p, e);

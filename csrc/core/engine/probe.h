@@ -16,9 +16,11 @@
  *
  * Schedule: request k goes at start + k * interval (CLOCK_MONOTONIC); a
  * thread that wakes after its slot sends once and skips the slots it
- * missed (no catch-up burst). Timestamps: SO_TIMESTAMPING software TX (the
- * send time; the user-space clock just before the send where the kernel
- * gives none) and RX stamps, both CLOCK_REALTIME. At most
+ * missed (no catch-up burst). Timestamps: SO_TIMESTAMPING software TX
+ * stamps taken as the request enters the packet scheduler (TX_SCHED, so
+ * this host's own egress queue counts, as it does for an application; the
+ * user-space clock just before the send where the kernel gives none) and
+ * software RX stamps, both CLOCK_REALTIME. At most
  * QL_PROBE_MAX_SAMPLES requests are sent; past that the probe sends no
  * more (ql_probe_info's capped) and its books stay exact.
  */

@@ -2,12 +2,15 @@
  * probe_server.c - the latency probe responder of a qoslab server
  * (probe_server.h): UDP requests read off the server's UDP port, TCP probe
  * sessions, their rate limits and counters. Stands on probe_server.h,
- * probe_wire.h and sockopt.h (peer address groups).
+ * probe_wire.h, proto.h (iperf3's connect messages) and sockopt.h (peer
+ * address groups).
  */
 #include "probe_server.h"
 
 #include <errno.h>
 #include <linux/net_tstamp.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -16,6 +19,7 @@
 #include <time.h>
 
 #include "probe_wire.h"
+#include "proto.h"
 #include "sockopt.h"
 #include "../timer.h"
 
@@ -179,6 +183,11 @@ int ql_probe_srv_udp(ql_probe_srv *ps, int fd, char *buf, size_t cap, size_t *le
 	if (r < 0)
 		return -1;
 	if (!ql_probe_is_ours(ps->udp_buf, (size_t)r)) {
+		if (!((r == 4 || r == 4 + QL_COOKIE_SIZE) && ql_udp_connect_msg_ok(ps->udp_buf, 4))) {
+			pthread_mutex_lock(&ps->mu);
+			ps->c.udp_unknown++;
+			pthread_mutex_unlock(&ps->mu);
+		}
 		*len = (size_t)r;
 		memcpy(buf, ps->udp_buf, (size_t)r < cap ? (size_t)r : cap);
 		return 0;
@@ -242,6 +251,8 @@ void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *p
 	ps->c.tcp_sessions++;
 	pthread_mutex_unlock(&ps->mu);
 	uint8_t *buf = malloc(QL_PROBE_MAX_BYTES);
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	struct timeval tv = { 1, 0 };
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	ql_probe_srv_stamp_socket(fd);

@@ -39,6 +39,7 @@ typedef struct ql_probe_srv ql_probe_srv;
 
 typedef struct ql_probe_srv_counters {
 	uint64_t udp_replies, udp_malformed, udp_rate_limited;
+	uint64_t udp_unknown;        /* neither a probe nor a connect message */
 	uint64_t tcp_sessions, tcp_refused, tcp_replies, tcp_malformed, tcp_rate_limited;
 	uint64_t tcp_idle_closed;
 	int tcp_open;                /* sessions open now */

@@ -399,6 +399,11 @@ int ql_test_wait(ql_test *t, const ql_result **res, ql_err *e)
 	return 0;
 }
 
+double ql_test_start_unix(const ql_test *t)
+{
+	return t->start_unix;
+}
+
 void ql_test_stop(ql_test *t)
 {
 	if (t)

@@ -214,6 +214,12 @@ function M.describe_client(cmd)
   cmd:flag('--udp-gso', 'Send UDP with generic segmentation offload.')
   cmd:option('--udp-drain', 'Seconds the UDP receiver keeps counting after the last datagram.')
     :convert(conv('--udp-drain', num_in(0, 60, 'a number of seconds in [0, 60]')))
+  cmd:option('--probe', 'Latency probe beside the test, one request every MS milliseconds '
+    .. '(default 10), with 2 s idle before and after the load.')
+    :args('?'):argname('MS')
+  cmd:option('--probe-proto', 'Latency probe protocol: udp (a qoslab server; default), icmp '
+    .. '(any host, iperf3 -s too) or tcp (a qoslab server).')
+    :choices { 'udp', 'icmp', 'tcp' }
 end
 
 --- Options for `traffic.client` from parsed client flags.
@@ -244,6 +250,15 @@ function M.client_opts(a)
   if a.interval and a.interval > 0 then
     if a.interval < 0.1 then return nil, '-i: must be 0 (no reports) or at least 0.1 s' end
     o.interval_s = a.interval
+  end
+  if a.probe or a.probe_proto then
+    o.probe = { proto = a.probe_proto }
+    local v = a.probe and a.probe[1]
+    if v then
+      local n = tonumber(v)
+      if not n then return nil, string.format("--probe: '%s' is not a number of milliseconds", v) end
+      o.probe.interval_ms = n
+    end
   end
   return o
 end
@@ -300,6 +315,7 @@ local FLAG_OF = {
   nodelay = '-N', fq_rate_bps = '--fq-rate', bind_address = '-B', bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
+  ['probe.interval_ms'] = '--probe', ['probe.proto'] = '--probe-proto', probe = '--probe',
   one_off = '-1', idle_timeout_s = '--idle-timeout', max_tests = '--max-tests',
   max_tests_per_address = '--max-tests-per-address',
   max_streams_per_address = '--max-streams-per-address', max_unidentified = '--max-unidentified',
@@ -312,7 +328,7 @@ local FLAG_OF = {
 -- @treturn string
 function M.flag_message(msg)
   msg = tostring(msg):gsub('^.-qoslab%.%a+: ', '')
-  return (msg:gsub('opts%.([%w_]+)', function(k)
+  return (msg:gsub('opts%.([%w_]+%.?[%w_]*)', function(k)
     return FLAG_OF[k] and (FLAG_OF[k] .. ' (' .. k .. ')') or k
   end))
 end
@@ -372,6 +388,8 @@ local function run_client(a)
           header = true
         end
         for _, line in ipairs(traffic.interval_lines(side_only(iv, 'client'))) do out(title, line) end
+        local lat = traffic.latency_interval_line(iv)
+        if lat then out(title, lat) end
         if iv.peer_missing ~= nil then
           peer_live = true
           for _, line in ipairs(traffic.interval_lines(side_only(iv, 'server'))) do

@@ -97,7 +97,9 @@ function Server:limits() return (call(self, 'limits')) end
 -- connections (see manual/results.md, "The latency probe responder"):
 -- @treturn table `udp_replies`, `udp_malformed` (requests with the probe's
 --   magic that were not well formed: dropped), `udp_rate_limited` (dropped:
---   over 2000 replies/s per peer address or 20000/s in all), `tcp_sessions`,
+--   over 2000 replies/s per peer address or 20000/s in all), `udp_unknown`
+--   (datagrams on the port that are neither a probe request nor a UDP
+--   stream's connect message: ignored), `tcp_sessions`,
 --   `tcp_refused` (over max_tests_per_address / max_tests probe sessions),
 --   `tcp_replies`, `tcp_malformed` (connection closed), `tcp_rate_limited`,
 --   `tcp_idle_closed` (silent for idle_timeout_s), `tcp_open` (now); integers

@@ -141,6 +141,7 @@ function M.summary(res)
         (a and b) and (a .. '; ' .. b) or a or b)
     end
   end
+  for _, line in ipairs(M.latency_lines(res.latency)) do out[#out + 1] = line end
   if res.cpu then
     out[#out + 1] = 'cpu client: ' .. cpu_text(res.cpu.client)
     out[#out + 1] = 'cpu server: ' .. cpu_text(res.cpu.server)
@@ -155,6 +156,55 @@ function M.summary(res)
   end
   for _, w in ipairs(res.warnings or {}) do out[#out + 1] = 'warning: ' .. w end
   return table.concat(out, '\n')
+end
+
+local function ms(v) return v and string.format('%.3f', v) or '-' end
+
+--- The summary lines of a latency table (`res.latency`, or
+-- qoslab.latency.probe's result): idle p50, loaded p50/p90/p99, induced,
+-- the counts; one-way delays where the clock allows them.
+-- @tparam[opt] table lat a latency table (nil: no lines)
+-- @treturn table list of strings
+-- @usage for _, l in ipairs(summary.latency_lines(res.latency)) do print(l) end
+function M.latency_lines(lat)
+  if not lat then return {} end
+  local out = {}
+  local r = lat.rtt_ms or {}
+  local idle = lat.idle and lat.idle.samples > 0 and lat.idle.rtt_ms
+  local head = string.format('latency (%s probe every %g ms, clock %s):', lat.proto,
+    lat.interval_ms, lat.clock)
+  if idle then head = head .. string.format(' idle p50 %s ms;', ms(idle.p50)) end
+  out[1] = string.format('%s %s p50 %s / p90 %s / p99 %s / max %s ms', head,
+    idle and 'loaded' or 'rtt', ms(r.p50), ms(r.p90), ms(r.p99), ms(r.max))
+  local counts = string.format('latency samples %d, lost %d, late %d', lat.samples, lat.lost,
+    lat.late)
+  if idle then
+    counts = counts .. string.format(' (idle %d, lost %d, late %d)', lat.idle.samples,
+      lat.idle.lost, lat.idle.late)
+  end
+  if lat.induced_ms then
+    counts = string.format('induced latency %+.3f ms (loaded p50 - idle p50); ', lat.induced_ms)
+      .. counts
+  end
+  out[2] = counts
+  if lat.owd_up_ms and lat.owd_down_ms then
+    out[3] = string.format('one-way delay (%s clock): up p50 %s / p99 %s ms, down p50 %s / p99 %s ms',
+      lat.clock, ms(lat.owd_up_ms.p50), ms(lat.owd_up_ms.p99), ms(lat.owd_down_ms.p50),
+      ms(lat.owd_down_ms.p99))
+  end
+  return out
+end
+
+--- The line of one interval's latency (`iv.latency`), or nil without one.
+-- @tparam table iv an interval table
+-- @treturn string|nil
+function M.latency_interval_line(iv)
+  local l = iv.latency
+  if not l then return nil end
+  local r = l.rtt_ms or {}
+  return string.format('[LAT] %6.2f-%-6.2f s  rtt p50 %s  p90 %s  p99 %s  max %s ms  '
+    .. '%d samples, %d lost, %d late', iv.start_s or 0, iv.end_s or 0, ms(r.p50), ms(r.p90),
+    ms(r.p99), ms(r.max), l.samples, l.lost, l.late)
 end
 
 --- Lines for one live interval report, iperf3 style: one per stream entry

@@ -144,10 +144,14 @@ end
 
 --- Start a pending test (from `client{...}`) and return it as a live handle.
 -- The handle has `:intervals()`, `:next_interval(timeout_s)`, `:wait()` and
--- `:stop()`; it is to-be-closed (closing stops the test).
+-- `:stop()`; it is to-be-closed (closing stops the test and its probe).
+-- With a `probe`, this first starts the probe, waits for its first reply
+-- and its `idle_s` (default 2 s), then starts the load; `:wait()` probes
+-- `idle_s` more after the load before it returns the result.
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
 --   (ENOTSUP or EPERM for a congestion control this kernel or user cannot
---   use, ENOMEM or EAGAIN; ECONNREFUSED, a missing namespace's ENOENT and
+--   use, ENOMEM or EAGAIN; the probe's EPROTONOSUPPORT, ETIMEDOUT, EACCES
+--   (see `qoslab.latency.probe`); ECONNREFUSED, a missing namespace's ENOENT and
 --   the other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
@@ -160,6 +164,15 @@ function methods.start(self)
   return self
 end
 
+-- A live interval of a test with a probe gets `latency` (the replies in so
+-- far: qoslab.latency.interval_live).
+local function with_latency(p, iv)
+  if iv and p.probe and p.probe.ud then
+    iv.latency = latency.interval_live(p.probe.ud, p.ud:start_time_unix_s(), iv)
+  end
+  return iv
+end
+
 --- Next live interval report.
 -- Against a qoslab server a record holds both ends' entries of its grid
 -- slot, as `res.intervals[k]` will: it waits for the server's entries (at
@@ -169,12 +182,13 @@ end
 -- comes at once; `peer_missing` is absent.
 -- @tparam[opt=1] number timeout_s how long to wait, seconds (>= 0)
 -- @treturn table|false|nil an interval table (shape as in `res.intervals`,
---   plus `peer_missing`), false when the test is over, nil on timeout
+--   plus `peer_missing`; with a probe, `latency` holds the replies in so
+--   far), false when the test is over, nil on timeout
 function methods:next_interval(timeout_s)
   local p = state(self, 'next_interval')
   timeout_s = check.number('qoslab.Test:next_interval', 'timeout_s', timeout_s, 0, 86400, 1)
   if p.mode ~= 'running' then return false end
-  return p.ud:next_interval(timeout_s)
+  return with_latency(p, p.ud:next_interval(timeout_s))
 end
 
 --- Iterate over interval reports as they happen; ends when the test ends.
@@ -185,7 +199,7 @@ function methods.intervals(self)
   return function()
     while p.mode == 'running' do
       local iv = p.ud:next_interval(0.5)
-      if iv then return iv end
+      if iv then return with_latency(p, iv) end
       if iv == false then return nil end
     end
     return nil

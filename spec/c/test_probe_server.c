@@ -1,0 +1,368 @@
+/*
+ * test_probe_server.c - a qoslab server's latency probe responder under
+ * hostile input (engine/probe_server.c), on loopback: junk, short,
+ * spoofed-size, reply-typed and huge datagrams; a flood (replies bounded by
+ * the per-peer rate); replies never larger than their request; TCP probe
+ * connections that send garbage, stay silent, or exceed the per-address
+ * slots; and the ICMP probe's EACCES, with its advice, for a user that
+ * net.ipv4.ping_group_range refuses.
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <grp.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ctest.h"
+#include "engine/engine.h"
+#include "engine/probe.h"
+#include "engine/probe_server.h"
+#include "engine/probe_wire.h"
+#include "timer.h"
+
+static int connect_to(int type, int port)
+{
+	int fd = socket(AF_INET, type, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	if (fd < 0 || connect(fd, (struct sockaddr *)&a, sizeof a) < 0) {
+		if (fd >= 0)
+			close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+static int readable(int fd, int ms)
+{
+	struct pollfd pf = { .fd = fd, .events = POLLIN };
+	return poll(&pf, 1, ms) > 0;
+}
+
+static ql_server *server(double idle_s, int per_address)
+{
+	ql_server_opts o;
+	ql_server_opts_init(&o);
+	o.port = -1;
+	o.bind_address = "127.0.0.1";
+	o.idle_timeout_s = idle_s;
+	o.max_tests_per_address = per_address;
+	ql_server *s = NULL;
+	ql_err e;
+	if (ql_server_start(&o, &s, &e) < 0)
+		return NULL;
+	return s;
+}
+
+static size_t request(uint8_t *buf, uint32_t len, uint64_t seq)
+{
+	memset(buf, 0xa5, len);
+	ql_probe_msg m = { .version = 1, .type = QL_PROBE_REQUEST, .len = len, .session = 7,
+			   .seq = seq };
+	ql_probe_msg_put(&m, buf);
+	return len;
+}
+
+/* The server's counters once they reach want udp datagrams handled (the
+ * listener works in the background). */
+static ql_probe_srv_counters counters_after(ql_server *s, uint64_t want)
+{
+	ql_probe_srv_counters c;
+	for (int i = 0; i < 200; i++) {
+		ql_server_probe_counters(s, &c);
+		if (c.udp_replies + c.udp_malformed + c.udp_rate_limited + c.udp_unknown >= want)
+			break;
+		usleep(5000);
+	}
+	return c;
+}
+
+TEST(udp_hostile_datagrams_get_no_reply)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int u = connect_to(SOCK_DGRAM, ql_server_port(s));
+	uint8_t buf[QL_PROBE_MAX_BYTES];
+	/* junk without the magic */
+	memset(buf, 'x', 100);
+	send(u, buf, 100, 0);
+	/* short: the magic and 10 bytes */
+	request(buf, QL_PROBE_HDR_BYTES, 1);
+	send(u, buf, 14, 0);
+	/* spoofed sizes: the header says 1000 in 100 bytes, 56 in 1000 bytes */
+	request(buf, 1000, 2);
+	send(u, buf, 100, 0);
+	request(buf, QL_PROBE_HDR_BYTES, 3);
+	send(u, buf, 1000, 0);
+	/* a reply sent to the server (two responders must never ping-pong) */
+	ql_probe_msg m = { .version = 1, .type = QL_PROBE_REPLY, .len = 64, .session = 7 };
+	memset(buf, 0, 64);
+	ql_probe_msg_put(&m, buf);
+	send(u, buf, 64, 0);
+	/* a future version */
+	request(buf, 64, 4);
+	buf[4] = 2;
+	send(u, buf, 64, 0);
+	ql_probe_srv_counters c = counters_after(s, 6);
+	CHECK(!readable(u, 200));
+	CHECK_EQ_U64(c.udp_unknown, 1);
+	CHECK_EQ_U64(c.udp_malformed, 5);
+	CHECK_EQ_U64(c.udp_replies, 0);
+	/* and a good one still gets its reply: the same size, header rewritten */
+	request(buf, 64, 9);
+	send(u, buf, 64, 0);
+	CHECK(readable(u, 1000));
+	ssize_t r = recv(u, buf, sizeof buf, 0);
+	CHECK_EQ_INT(r, 64);
+	CHECK_EQ_INT(ql_probe_msg_get(&m, buf, (size_t)r), 0);
+	CHECK_EQ_INT(m.type, QL_PROBE_REPLY);
+	CHECK_EQ_U64(m.seq, 9);
+	CHECK(m.server_rx_ns > 0 && m.server_tx_ns >= m.server_rx_ns);
+	close(u);
+	ql_server_free(s);
+}
+
+TEST(udp_huge_request_reply_is_never_larger)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int u = connect_to(SOCK_DGRAM, ql_server_port(s));
+	int big = 1 << 20;
+	setsockopt(u, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+	static uint8_t buf[QL_PROBE_MAX_BYTES + 16], in[QL_PROBE_MAX_BYTES + 16];
+	uint32_t sizes[] = { QL_PROBE_HDR_BYTES, 1400, 9000, QL_PROBE_MAX_BYTES };
+	for (int i = 0; i < 4; i++) {
+		request(buf, sizes[i], (uint64_t)i);
+		CHECK_EQ_INT(send(u, buf, sizes[i], 0), sizes[i]);
+		CHECK(readable(u, 1000));
+		ssize_t r = recv(u, in, sizeof in, 0);
+		CHECK_EQ_INT(r, sizes[i]);
+		/* the payload after the header comes back as it went */
+		CHECK(memcmp(in + QL_PROBE_HDR_BYTES, buf + QL_PROBE_HDR_BYTES,
+			     sizes[i] - QL_PROBE_HDR_BYTES) == 0);
+	}
+	close(u);
+	ql_server_free(s);
+}
+
+TEST(udp_flood_replies_are_rate_bounded)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int u = connect_to(SOCK_DGRAM, ql_server_port(s));
+	int big = 4 << 20;
+	setsockopt(u, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+	uint8_t buf[64];
+	int64_t t0 = ql_now_ns();
+	int sent = 0;
+	/* 100 every ms: 100000/s, within what the listener reads, so the
+	 * rate limit (not the socket buffer) is what drops */
+	for (int i = 0; i < 5000; i++) {
+		request(buf, 64, (uint64_t)i);
+		if (send(u, buf, 64, 0) == 64)
+			sent++;
+		if (i % 100 == 99)
+			usleep(1000);
+	}
+	/* tokens accrue while the listener still reads what was queued: the
+	 * flood's time plus 50 ms for that */
+	double elapsed = (double)(ql_now_ns() - t0) / 1e9 + 0.05;
+	usleep(300000);
+	int got = 0;
+	while (recv(u, buf, sizeof buf, MSG_DONTWAIT) == 64)
+		got++;
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	/* the burst plus the rate over the whole time, and the books agree */
+	double bound = QL_PROBE_SRV_PEER_BURST + QL_PROBE_SRV_PEER_RATE * elapsed + 1;
+	printf("  flood: %d sent, %d replies in %.3f s (bound %.0f), %llu rate-limited\n", sent, got,
+	       elapsed, bound, (unsigned long long)c.udp_rate_limited);
+	CHECK(got > 0);
+	CHECK(got <= bound);
+	CHECK_EQ_U64(c.udp_replies, (uint64_t)got);
+	CHECK(c.udp_rate_limited > 0);
+	CHECK(c.udp_replies + c.udp_rate_limited <= (uint64_t)sent);
+	close(u);
+	ql_server_free(s);
+}
+
+static int tcp_probe_conn(int port)
+{
+	int t = connect_to(SOCK_STREAM, port);
+	uint8_t g[QL_PROBE_GREETING_BYTES];
+	ql_probe_greeting_put(g);
+	if (t >= 0 && send(t, g, sizeof g, 0) != (ssize_t)sizeof g) {
+		close(t);
+		return -1;
+	}
+	return t;
+}
+
+/* 1 when the server closed t within ms (EOF or reset). */
+static int closed_within(int t, int ms)
+{
+	uint8_t b[256];
+	if (!readable(t, ms))
+		return 0;
+	return recv(t, b, sizeof b, MSG_DONTWAIT) <= 0;
+}
+
+TEST(tcp_garbage_silence_and_slots)
+{
+	ql_server *s = server(0.3, 1);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int port = ql_server_port(s);
+	/* a good exchange first */
+	int t = tcp_probe_conn(port);
+	uint8_t buf[128];
+	request(buf, 100, 1);
+	CHECK_EQ_INT(send(t, buf, 100, 0), 100);
+	CHECK(readable(t, 1000));
+	CHECK_EQ_INT(recv(t, buf, 100, MSG_WAITALL), 100);
+	/* a second probe connection from this address is over its one slot */
+	int t2 = tcp_probe_conn(port);
+	CHECK(closed_within(t2, 1000));
+	close(t2);
+
+	/* garbage closes the connection */
+	memset(buf, 'g', 64);
+	send(t, buf, 64, 0);
+	CHECK(closed_within(t, 1000));
+	close(t);
+	/* silence closes it after the idle timeout */
+	usleep(50000);
+	t = tcp_probe_conn(port);
+	int64_t t0 = ql_now_ns();
+	CHECK(closed_within(t, 2000));
+	double took = (double)(ql_now_ns() - t0) / 1e9;
+	CHECK(took > 0.2 && took < 1.5);
+	close(t);
+	ql_probe_srv_counters c;
+	usleep(50000);
+	ql_server_probe_counters(s, &c);
+	CHECK_EQ_U64(c.tcp_replies, 1);
+	CHECK_EQ_U64(c.tcp_refused, 1);
+	CHECK_EQ_U64(c.tcp_malformed, 1);
+	CHECK_EQ_U64(c.tcp_idle_closed, 1);
+	CHECK_EQ_INT(c.tcp_open, 0);
+	ql_server_free(s);
+}
+
+/* A gid the ping_group_range does not hold, or -1. */
+static int refused_gid(void)
+{
+	FILE *f = fopen("/proc/sys/net/ipv4/ping_group_range", "re");
+	long lo = 0, hi = 0;
+	if (!f)
+		return -1;
+	int n = fscanf(f, "%ld %ld", &lo, &hi);
+	fclose(f);
+	if (n != 2)
+		return -1;
+	return 65534 >= lo && 65534 <= hi ? -1 : 65534;
+}
+
+TEST(icmp_refused_by_ping_group_range_is_eacces)
+{
+	int gid = refused_gid();
+	if (getuid() != 0 || gid < 0)
+		SKIP("needs root to drop to nobody, and a ping_group_range that refuses gid 65534");
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid == 0) {
+		if (setgroups(0, NULL) < 0 || setgid((gid_t)gid) < 0 || setuid(65534) < 0)
+			_exit(3);
+		ql_probe_opts o;
+		ql_probe_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.proto = "icmp";
+		ql_probe *p = NULL;
+		ql_err e;
+		int rc = ql_probe_start(&o, &p, &e);
+		ql_probe_free(p);
+		_exit(rc == -EACCES && strcmp(e.code, "EACCES") == 0 &&
+		      strstr(e.msg, "net.ipv4.ping_group_range") &&
+		      strstr(e.msg, "sysctl -w") ? 0 : 1);
+	}
+	int st = 0;
+	waitpid(pid, &st, 0);
+	CHECK(WIFEXITED(st));
+	CHECK_EQ_INT(WEXITSTATUS(st), 0);
+}
+
+/* A probe client against the responder, read while it runs (the threads'
+ * sharing, for the sanitizer builds), then stopped: every request a sample. */
+TEST(probe_client_against_the_server)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	const char *protos[] = { "udp", "tcp" };
+	for (int i = 0; i < 2; i++) {
+		ql_probe_opts o;
+		ql_probe_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.port = ql_server_port(s);
+		o.proto = protos[i];
+		o.interval_ms = 5;
+		ql_probe *p = NULL;
+		ql_err e;
+		CHECK_EQ_INT(ql_probe_start(&o, &p, &e), 0);
+		if (!p)
+			continue;
+		for (int k = 0; k < 6; k++) {
+			usleep(50000);
+			ql_probe_sample *x;
+			size_t n;
+			CHECK_EQ_INT(ql_probe_samples(p, &x, &n), 0);
+			free(x);
+		}
+		ql_probe_stop(p);
+		ql_probe_info in;
+		ql_probe_get_info(p, &in);
+		CHECK(in.sent >= 20);
+		CHECK_EQ_U64(in.replies, in.sent);
+		CHECK(in.stopped);
+		CHECK_EQ_INT(in.clock, QL_CLOCK_SHARED);
+		ql_probe_sample *x;
+		size_t n;
+		CHECK_EQ_INT(ql_probe_samples(p, &x, &n), 0);
+		ql_lat_summary sum;
+		CHECK_EQ_INT(ql_lat_summarize(x, n, INT64_MIN, INT64_MAX, 2000000000LL, INT64_MAX, 1,
+					      &sum), 0);
+		CHECK_EQ_INT(sum.samples, (int64_t)in.sent);
+		CHECK_EQ_INT(sum.lost + sum.late, 0);
+		free(x);
+		ql_probe_free(p);
+	}
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	CHECK(c.udp_replies >= 20 && c.tcp_replies >= 20);
+	ql_server_free(s);
+}
+
+int main(void)
+{
+	RUN(udp_hostile_datagrams_get_no_reply);
+	RUN(udp_huge_request_reply_is_never_larger);
+	RUN(udp_flood_replies_are_rate_bounded);
+	RUN(tcp_garbage_silence_and_slots);
+	RUN(probe_client_against_the_server);
+	RUN(icmp_refused_by_ping_group_range_is_eacces);
+	return ctest_done();
+}
