@@ -60,6 +60,12 @@ void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name);
 void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
 		    const char *const *allowed);
 
+/* The options table at idx -> the struct st, by the core key table t
+ * (csrc/bind/opts.c). */
+struct ql_opt_desc;
+void read_opts(lua_State *L, int idx, const char *ctx, const struct ql_opt_desc *t,
+	       void *st, int *proto);
+
 /* Optional field readers. ctx = function name, prefix = table name. */
 int qlb_opt_integer(lua_State *L, int idx, const char *ctx, const char *prefix,
 		    const char *key, lua_Integer min, lua_Integer max,
