@@ -15,12 +15,14 @@
  * the core's words; the core's validate then checks the struct (strings,
  * cross-field rules) and its message is raised as it is.
  */
-static void check_keys(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t)
+static void check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
+		       const ql_opt_desc *t, unsigned skip)
 {
 	const char *names[64];
 	int n = 0;
 	for (; t->key && n < 63; t++)
-		names[n++] = t->key;
+		if (!(t->flags & skip))
+			names[n++] = t->key;
 	names[n] = NULL;
 	/* a key that is no string (opts[1]) is an unknown key like any other */
 	lua_pushnil(L);
@@ -36,11 +38,11 @@ static void check_keys(lua_State *L, int idx, const char *ctx, const ql_opt_desc
 			}
 			luaL_pushresult(&b);
 			const char *known = lua_tostring(L, -1);
-			luaL_error(L, "%s: opts.%s: unknown key (known keys: %s)", ctx,
+			luaL_error(L, "%s: %s.%s: unknown key (known keys: %s)", ctx, prefix,
 				   luaL_tolstring(L, -2, NULL), known);
 		}
 	}
-	qlb_check_keys(L, idx, ctx, "opts", names);
+	qlb_check_keys(L, idx, ctx, prefix, names);
 }
 
 /* The list at the top of the stack: a sequence of 1..QL_PARALLEL_MAX
@@ -67,7 +69,7 @@ static void read_tos_list(lua_State *L, const char *ctx, const char *field, cons
 		lua_rawgeti(L, at, i);
 		lua_Integer v = lua_tointegerx(L, -1, &isint);
 		if (lua_type(L, -1) != LUA_TNUMBER || !isint || v < 0 || v > 255) {
-			char f[64];
+			char f[80];
 			snprintf(f, sizeof f, "%s[%d]", field, (int)i);
 			qlb_field_error(L, ctx, f, "an integer in [0, 255]", -1);
 		}
@@ -77,17 +79,19 @@ static void read_tos_list(lua_State *L, const char *ctx, const char *field, cons
 	out->n = (int)n;
 }
 
-void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t,
-		      void *st, int *proto)
+void qlb_read_opts(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const ql_opt_desc *t, unsigned skip, void *st, int *proto)
 {
 	idx = lua_absindex(L, idx);
-	qlb_check_table(L, idx, ctx, "opts");
-	check_keys(L, idx, ctx, t);
+	qlb_check_table(L, idx, ctx, prefix);
+	check_keys(L, idx, ctx, prefix, t, skip);
 	char *base = st;
 	for (; t->key; t++) {
-		char field[48], exp[96];
+		char field[64], exp[96];
 		int64_t min, max;
-		snprintf(field, sizeof field, "opts.%s", t->key);
+		if (t->flags & skip)
+			continue;
+		snprintf(field, sizeof field, "%s.%s", prefix, t->key);
 		ql_opt_expected(t, proto ? *proto : QL_PROTO_TCP, exp, sizeof exp, &min, &max);
 		/* raw, as the keys above and the façade's copy read the table: a
 		 * value behind __index is not an option */
@@ -108,7 +112,7 @@ void read_opts(lua_State *L, int idx, const char *ctx, const ql_opt_desc *t,
 		case QL_OPT_PROTO: {
 			int k;
 			lua_pop(L, 1);
-			qlb_opt_enum(L, idx, ctx, "opts", t->key, ql_proto_names, &k);
+			qlb_opt_enum(L, idx, ctx, prefix, t->key, ql_proto_names, &k);
 			*(int *)at = k;
 			if (proto)
 				*proto = k;

@@ -350,7 +350,7 @@ static void client_opts(lua_State *L, int idx, const char *ctx, ql_client_opts *
 {
 	ql_client_opts_init(o);
 	int proto = QL_PROTO_TCP;
-	read_opts(L, idx, ctx, ql_client_opt_desc, o, &proto);
+	qlb_read_opts(L, idx, ctx, "opts", ql_client_opt_desc, 0, o, &proto);
 	ql_err e;
 	if (ql_client_opts_validate(o, &e) < 0)
 		luaL_error(L, "%s: %s", ctx, e.msg);
@@ -361,7 +361,7 @@ static void server_opts(lua_State *L, int idx, const char *ctx, ql_server_opts *
 	ql_server_opts_init(o);
 	if (lua_isnoneornil(L, idx))
 		return;
-	read_opts(L, idx, ctx, ql_server_opt_desc, o, NULL);
+	qlb_read_opts(L, idx, ctx, "opts", ql_server_opt_desc, 0, o, NULL);
 	ql_err e;
 	if (ql_server_opts_validate(o, &e) < 0)
 		luaL_error(L, "%s: %s", ctx, e.msg);
