@@ -60,6 +60,19 @@ void qlb_check_table(lua_State *L, int idx, const char *ctx, const char *name);
 void qlb_check_keys(lua_State *L, int idx, const char *ctx, const char *prefix,
 		    const char *const *allowed);
 
+/*
+ * The options table at idx -> the struct st, by the core key table t
+ * (csrc/core/engine/options.h; csrc/bind/opts.c). prefix names the table in
+ * messages ("opts", "opts.probe"); keys whose flags meet skip are unknown
+ * here. Read raw; a key that is no string is an unknown key; a wrong type
+ * or a given value out of range raises "<ctx>: <prefix>.<key>: expected
+ * ..., got ...". proto (may be NULL) receives a QL_OPT_PROTO value and
+ * picks the ranges that depend on it. Strings in st point into the table.
+ */
+struct ql_opt_desc;
+void qlb_read_opts(lua_State *L, int idx, const char *ctx, const char *prefix,
+		   const struct ql_opt_desc *t, unsigned skip, void *st, int *proto);
+
 /* Optional field readers. ctx = function name, prefix = table name. */
 int qlb_opt_integer(lua_State *L, int idx, const char *ctx, const char *prefix,
 		    const char *key, lua_Integer min, lua_Integer max,

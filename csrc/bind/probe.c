@@ -35,69 +35,9 @@ typedef struct lprobe {
 static void read_probe_opts(lua_State *L, int idx, const char *ctx, const char *prefix,
 			    int standalone, ql_probe_opts *o)
 {
-	idx = lua_absindex(L, idx);
-	qlb_check_table(L, idx, ctx, prefix);
-	const char *names[24];
-	int n = 0;
-	for (const ql_opt_desc *d = ql_probe_opt_desc; d->key; d++)
-		if (standalone || !(d->flags & QL_OPT_PROBE_ALONE))
-			names[n++] = d->key;
-	names[n] = NULL;
-	lua_pushnil(L);
-	while (lua_next(L, idx)) {
-		lua_pop(L, 1);
-		if (lua_type(L, -1) != LUA_TSTRING)
-			luaL_error(L, "%s: %s.%s: unknown key", ctx, prefix,
-				   luaL_tolstring(L, -1, NULL));
-	}
-	qlb_check_keys(L, idx, ctx, prefix, names);
 	ql_probe_opts_init(o);
-	char *base = (char *)o;
-	for (const ql_opt_desc *d = ql_probe_opt_desc; d->key; d++) {
-		if (!standalone && (d->flags & QL_OPT_PROBE_ALONE))
-			continue;
-		char field[64], exp[96];
-		snprintf(field, sizeof field, "%s.%s", prefix, d->key);
-		lua_pushstring(L, d->key);
-		int type = lua_rawget(L, idx);
-		void *at = base + d->offset;
-		if (type == LUA_TNIL) {
-			lua_pop(L, 1);
-			continue;
-		}
-		switch (d->kind) {
-		case QL_OPT_STR:
-			*(const char **)at = qlb_check_string(L, -1, ctx, field, NULL);
-			break;
-		case QL_OPT_BOOL:
-			if (type != LUA_TBOOLEAN)
-				qlb_field_error(L, ctx, field, "a boolean", -1);
-			*(int *)at = lua_toboolean(L, -1);
-			break;
-		case QL_OPT_DBL: {
-			double v = lua_tonumber(L, -1);
-			if (type != LUA_TNUMBER || !isfinite(v) || v < d->dmin || v > d->dmax) {
-				snprintf(exp, sizeof exp, "a finite number in [%.15g, %.15g]", d->dmin,
-					 d->dmax);
-				qlb_field_error(L, ctx, field, exp, -1);
-			}
-			*(double *)at = v;
-			break;
-		}
-		default: {
-			int isint = 0;
-			lua_Integer v = lua_tointegerx(L, -1, &isint);
-			if (type != LUA_TNUMBER || !isint || v < d->imin || v > d->imax) {
-				snprintf(exp, sizeof exp, "an integer in [%lld, %lld]",
-					 (long long)d->imin, (long long)d->imax);
-				qlb_field_error(L, ctx, field, exp, -1);
-			}
-			*(int *)at = (int)v;
-			break;
-		}
-		}
-		lua_pop(L, 1);
-	}
+	qlb_read_opts(L, idx, ctx, prefix, ql_probe_opt_desc,
+		      standalone ? 0 : QL_OPT_PROBE_ALONE, o, NULL);
 	ql_err e;
 	if (ql_probe_opts_validate(o, standalone, prefix, &e) < 0)
 		luaL_error(L, "%s: %s", ctx, e.msg);

@@ -131,4 +131,24 @@ function M.enum(ctx, field, v, list, default, level)
   M.fail(ctx, field, 'one of "' .. table.concat(list, '", "') .. '"', v, (level or 1) + 1)
 end
 
+local core_mod
+--- The binding (`qoslab.core`), loaded on the first call: a module that
+-- needs it only in its functions loads without it.
+-- @treturn table qoslab.core
+-- @raise require's error when the binding cannot be loaded
+function M.core()
+  if not core_mod then core_mod = require 'qoslab.core' end
+  return core_mod
+end
+
+--- A shallow copy of t read raw (no `__pairs`), as the binding's checks
+-- read an options table.
+-- @tparam table t
+-- @treturn table a new table with t's keys and values
+function M.raw_copy(t)
+  local c = {}
+  for k, v in next, t do c[k] = v end
+  return c
+end
+
 return M

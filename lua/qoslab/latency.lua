@@ -36,17 +36,8 @@ local check = require 'qoslab.check'
 
 local M = {}
 
-local core_mod
-local function core()
-  if not core_mod then core_mod = require 'qoslab.core' end
-  return core_mod
-end
-
-local function copy(t)
-  local c = {}
-  for k, v in next, t do c[k] = v end
-  return c
-end
+local core = check.core
+local copy = check.raw_copy
 
 --- Probe the latency to a host for a while (latency alone, irtt-like).
 -- @tparam table opts `host` (required: name or address), `port` (UDP/TCP:

@@ -46,11 +46,7 @@ local latency = require 'qoslab.latency'
 
 local M = {}
 
-local core_mod
-local function core()
-  if not core_mod then core_mod = require 'qoslab.core' end
-  return core_mod
-end
+local core = check.core
 
 -- ------------------------------------------------------------ options ----
 
@@ -65,11 +61,7 @@ local function checked_client(ctx, opts)
 end
 
 -- A raw copy (no __pairs), as the check reads the options raw.
-local function copy(t)
-  local c = {}
-  for k, v in next, t do c[k] = v end
-  return c
-end
+local copy = check.raw_copy
 
 -- The test's options without `probe`, and the probe (`{ opts, filled }`,
 -- checked by the core's probe rules, raised at the public function's

@@ -52,6 +52,10 @@ describe('latency probe options: one check in C, raised at the caller', function
       .. 'port, proto, interval_ms, tos, payload_bytes, idle_s, timeout_ms, clock_synced, '
       .. 'duration_s, netns, bind_address)', latency.probe, { host = '127.0.0.1', intervl_ms = 1 })
     assert.truthy(err)
+    -- a key that is no string is an unknown key, in the traffic options' words
+    expect('qoslab.latency.probe: opts.1: unknown key (known keys: host, '
+      .. 'port, proto, interval_ms, tos, payload_bytes, idle_s, timeout_ms, clock_synced, '
+      .. 'duration_s, netns, bind_address)', latency.probe, { host = '127.0.0.1', [1] = 2 })
     expect('qoslab.latency.probe: opts: expected a table, got nil', latency.probe)
   end)
 
@@ -68,6 +72,9 @@ describe('latency probe options: one check in C, raised at the caller', function
     expect('qoslab.traffic.run: opts.probe.duration_s: unknown key (known keys: port, proto, '
       .. 'interval_ms, tos, payload_bytes, idle_s, timeout_ms, clock_synced)',
       traffic.run, { host = '127.0.0.1', probe = { duration_s = 1 } })
+    expect('qoslab.traffic.run: opts.probe.1: unknown key (known keys: port, proto, '
+      .. 'interval_ms, tos, payload_bytes, idle_s, timeout_ms, clock_synced)',
+      traffic.run, { host = '127.0.0.1', probe = { 2 } })
     -- the test's own options are still checked after the probe's
     expect('qoslab.traffic.run: opts.parallel: expected an integer in [1, 128], got 0',
       traffic.run, { host = '127.0.0.1', parallel = 0, probe = {} })

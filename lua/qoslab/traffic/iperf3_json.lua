@@ -1,13 +1,11 @@
 --- A traffic result in iperf3's `-J` JSON schema (iperf3 3.12's layout):
 -- a pure function over a result table (see qoslab.traffic).
 -- @module qoslab.traffic.iperf3_json
+local check = require 'qoslab.check'
+
 local M = {}
 
-local core_mod
-local function core()
-  if not core_mod then core_mod = require 'qoslab.core' end
-  return core_mod
-end
+local core = check.core
 
 -- ---------------------------------------------------------- iperf3 JSON --
 

@@ -9,17 +9,9 @@ local as_result = result.as_result
 
 local M = {}
 
-local core_mod
-local function core()
-  if not core_mod then core_mod = require 'qoslab.core' end
-  return core_mod
-end
-
-local function copy(t)
-  local c = {}
-  for k, v in pairs(t) do c[k] = v end
-  return c
-end
+local core = check.core
+-- opts and probe opts are the façade's raw copies (no metatable)
+local copy = check.raw_copy
 
 -- ------------------------------------------------------------- client ----
 
