@@ -11,6 +11,8 @@
  *   link_addr_add / link_addr_del(ifname, cidr[, {netns=}])
  *   link_offloads(ifname[, {tso=, gso=, gro=}[, {netns=}]]) -> {tso=, gso=, gro=}
  *   link_info(ifname[, {netns=}]) -> table
+ *   route_add(dst, via[, {netns=}]) -> true | nil, msg, code (csrc/core/route.h)
+ *   route_forwarding(on[, {netns=, ipv6=}]) -> true | nil, msg, code
  *   netns_check_prefix(ctx, field, prefix) -> true (raises on a bad prefix)
  *   testbed_check(opts) -> opts with defaults (raises; qoslab.testbed's rules)
  *   shape_check(ifname, spec[, {netns=}]) (raises or true) /
@@ -23,6 +25,7 @@
 #include "../core/link.h"
 #include "../core/netns.h"
 #include "../core/nl.h"
+#include "../core/route.h"
 #include "../core/shape.h"
 #include "bind.h"
 
@@ -214,6 +217,34 @@ static int link_addr(lua_State *L, int add)
 
 static int l_addr_add(lua_State *L) { return link_addr(L, 1); }
 static int l_addr_del(lua_State *L) { return link_addr(L, 0); }
+
+static int l_route_add(lua_State *L)
+{
+	const char *ctx = "qoslab.link.route_add";
+	const char *dst = arg_string(L, 1, ctx, "dst");
+	const char *via = arg_string(L, 2, ctx, "via");
+	const char *ns = opt_netns(L, 3, ctx, NULL);
+	ql_err e;
+	if (ql_route_add(ns, dst, via, &e) < 0)
+		return fail(L, ctx, &e);
+	return ok(L);
+}
+
+static int l_route_forwarding(lua_State *L)
+{
+	static const char *const keys[] = { "netns", "ipv6", NULL };
+	const char *ctx = "qoslab.link.forwarding";
+	if (!lua_isboolean(L, 1))
+		qlb_field_error(L, ctx, "on", "a boolean", 1);
+	int on = lua_toboolean(L, 1), ipv6 = 1;
+	const char *ns = opt_netns(L, 2, ctx, keys);
+	if (!lua_isnoneornil(L, 2))
+		qlb_opt_boolean(L, 2, ctx, "opts", "ipv6", &ipv6);
+	ql_err e;
+	if (ql_route_forwarding(ns, on, ipv6, &e) < 0)
+		return fail(L, ctx, &e);
+	return ok(L);
+}
 
 static int l_offloads(lua_State *L)
 {
@@ -542,6 +573,8 @@ void qlb_open_link(lua_State *L)
 		{ "link_addr_del", l_addr_del },
 		{ "link_offloads", l_offloads },
 		{ "link_info", l_link_info },
+		{ "route_add", l_route_add },
+		{ "route_forwarding", l_route_forwarding },
 		{ "shape_check", l_shape_check },
 		{ "netns_check_prefix", l_netns_check_prefix },
 		{ "testbed_check", l_testbed_check },
