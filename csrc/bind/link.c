@@ -407,14 +407,15 @@ static int l_netns_check_prefix(lua_State *L)
  * link.set); impair and reverse_impair are only required to be tables here
  * (qoslab.netem checks what is in them). Returns {rate_bps =, shape =
  * "tbf", burst_bytes =, offloads = false, mtu_bytes =, ipv6 = false, prefix
- * = "qoslab"}.
+ * = "qoslab", bottleneck = "host"}.
  */
 static int l_testbed_check(lua_State *L)
 {
 	static const char *const keys[] = { "rate_bps", "impair", "reverse_impair", "shape",
 					    "offloads", "mtu_bytes", "ipv6", "prefix",
-					    "burst_bytes", NULL };
+					    "burst_bytes", "bottleneck", NULL };
 	static const char *const kinds[] = { "tbf", "htb", NULL };
+	static const char *const bottlenecks[] = { "host", "router", NULL };
 	const char *ctx = "qoslab.testbed";
 	lua_settop(L, 1);
 	if (lua_isnil(L, 1)) {
@@ -425,8 +426,9 @@ static int l_testbed_check(lua_State *L)
 	qlb_check_keys(L, 1, ctx, "opts", keys);
 	lua_Integer rate = 0, burst = 0, mtu = 0;
 	int has_rate = qlb_opt_integer(L, 1, ctx, "opts", "rate_bps", 8, MAX_RATE_BPS, &rate);
-	int kind = 0, offloads = 0, ipv6 = 0;
+	int kind = 0, offloads = 0, ipv6 = 0, bottleneck = 0;
 	qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
+	qlb_opt_enum(L, 1, ctx, "opts", "bottleneck", bottlenecks, &bottleneck);
 	int has_burst = qlb_opt_integer(L, 1, ctx, "opts", "burst_bytes", 1, UINT32_MAX, &burst);
 	qlb_opt_boolean(L, 1, ctx, "opts", "offloads", &offloads);
 	int has_mtu = qlb_opt_integer(L, 1, ctx, "opts", "mtu_bytes", MTU_MIN, MTU_MAX, &mtu);
@@ -472,7 +474,7 @@ static int l_testbed_check(lua_State *L)
 				     &names, &bt, &cbt, &e) < 0)
 			return fail(L, ctx, &e);
 	}
-	lua_createtable(L, 0, 7);
+	lua_createtable(L, 0, 8);
 	if (has_rate)
 		qlb_set_integer(L, "rate_bps", rate);
 	qlb_set_string(L, "shape", kinds[kind]);
@@ -483,6 +485,7 @@ static int l_testbed_check(lua_State *L)
 		qlb_set_integer(L, "mtu_bytes", mtu);
 	qlb_set_boolean(L, "ipv6", ipv6);
 	qlb_set_string(L, "prefix", prefix);
+	qlb_set_string(L, "bottleneck", bottlenecks[bottleneck]);
 	return 1;
 }
 

@@ -180,6 +180,10 @@ describe('qoslab.testbed bad input', function()
     raises('qoslab.testbed: opts.offloads: expected a boolean, got string "no"', testbed.testbed, { offloads = 'no' })
     raises('qoslab.testbed: opts.mtu_bytes: expected an integer in [68, 65535], got 10', testbed.testbed, { mtu_bytes = 10 })
     raises('qoslab.testbed: opts.ipv6: expected a boolean, got 1', testbed.testbed, { ipv6 = 1 })
+    raises('qoslab.testbed: opts.bottleneck: expected one of "host", "router", got string "switch"',
+      testbed.testbed, { bottleneck = 'switch' })
+    raises('qoslab.testbed: opts.bottleneck: expected one of "host", "router", got true', testbed.testbed,
+      { bottleneck = true })
     raises('qoslab.testbed: opts.prefix: expected a string, got table', testbed.testbed, { prefix = {} })
     raises('qoslab.testbed: opts.prefix: expected a string of 1..64', testbed.testbed, { prefix = 'a/b' })
     raises('qoslab.testbed: opts.impair: expected a table, got string "delay 10ms"', testbed.testbed, { impair = 'delay 10ms' })
