@@ -11,6 +11,8 @@
  *   link_addr_add / link_addr_del(ifname, cidr[, {netns=}])
  *   link_offloads(ifname[, {tso=, gso=, gro=}[, {netns=}]]) -> {tso=, gso=, gro=}
  *   link_info(ifname[, {netns=}]) -> table
+ *   route_add(dst, via[, {netns=}]) -> true | nil, msg, code (csrc/core/route.h)
+ *   route_forwarding(on[, {netns=, ipv6=}]) -> true | nil, msg, code
  *   netns_check_prefix(ctx, field, prefix) -> true (raises on a bad prefix)
  *   testbed_check(opts) -> opts with defaults (raises; qoslab.testbed's rules)
  *   shape_check(ifname, spec[, {netns=}]) (raises or true) /
@@ -23,6 +25,7 @@
 #include "../core/link.h"
 #include "../core/netns.h"
 #include "../core/nl.h"
+#include "../core/route.h"
 #include "../core/shape.h"
 #include "bind.h"
 
@@ -215,6 +218,34 @@ static int link_addr(lua_State *L, int add)
 static int l_addr_add(lua_State *L) { return link_addr(L, 1); }
 static int l_addr_del(lua_State *L) { return link_addr(L, 0); }
 
+static int l_route_add(lua_State *L)
+{
+	const char *ctx = "qoslab.link.route_add";
+	const char *dst = arg_string(L, 1, ctx, "dst");
+	const char *via = arg_string(L, 2, ctx, "via");
+	const char *ns = opt_netns(L, 3, ctx, NULL);
+	ql_err e;
+	if (ql_route_add(ns, dst, via, &e) < 0)
+		return fail(L, ctx, &e);
+	return ok(L);
+}
+
+static int l_route_forwarding(lua_State *L)
+{
+	static const char *const keys[] = { "netns", "ipv6", NULL };
+	const char *ctx = "qoslab.link.forwarding";
+	if (!lua_isboolean(L, 1))
+		qlb_field_error(L, ctx, "on", "a boolean", 1);
+	int on = lua_toboolean(L, 1), ipv6 = 1;
+	const char *ns = opt_netns(L, 2, ctx, keys);
+	if (!lua_isnoneornil(L, 2))
+		qlb_opt_boolean(L, 2, ctx, "opts", "ipv6", &ipv6);
+	ql_err e;
+	if (ql_route_forwarding(ns, on, ipv6, &e) < 0)
+		return fail(L, ctx, &e);
+	return ok(L);
+}
+
 static int l_offloads(lua_State *L)
 {
 	static const char *const keys[] = { "tso", "gso", "gro", NULL };
@@ -376,14 +407,15 @@ static int l_netns_check_prefix(lua_State *L)
  * link.set); impair and reverse_impair are only required to be tables here
  * (qoslab.netem checks what is in them). Returns {rate_bps =, shape =
  * "tbf", burst_bytes =, offloads = false, mtu_bytes =, ipv6 = false, prefix
- * = "qoslab"}.
+ * = "qoslab", bottleneck = "host"}.
  */
 static int l_testbed_check(lua_State *L)
 {
 	static const char *const keys[] = { "rate_bps", "impair", "reverse_impair", "shape",
 					    "offloads", "mtu_bytes", "ipv6", "prefix",
-					    "burst_bytes", NULL };
+					    "burst_bytes", "bottleneck", NULL };
 	static const char *const kinds[] = { "tbf", "htb", NULL };
+	static const char *const bottlenecks[] = { "host", "router", NULL };
 	const char *ctx = "qoslab.testbed";
 	lua_settop(L, 1);
 	if (lua_isnil(L, 1)) {
@@ -394,8 +426,9 @@ static int l_testbed_check(lua_State *L)
 	qlb_check_keys(L, 1, ctx, "opts", keys);
 	lua_Integer rate = 0, burst = 0, mtu = 0;
 	int has_rate = qlb_opt_integer(L, 1, ctx, "opts", "rate_bps", 8, MAX_RATE_BPS, &rate);
-	int kind = 0, offloads = 0, ipv6 = 0;
+	int kind = 0, offloads = 0, ipv6 = 0, bottleneck = 0;
 	qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
+	qlb_opt_enum(L, 1, ctx, "opts", "bottleneck", bottlenecks, &bottleneck);
 	int has_burst = qlb_opt_integer(L, 1, ctx, "opts", "burst_bytes", 1, UINT32_MAX, &burst);
 	qlb_opt_boolean(L, 1, ctx, "opts", "offloads", &offloads);
 	int has_mtu = qlb_opt_integer(L, 1, ctx, "opts", "mtu_bytes", MTU_MIN, MTU_MAX, &mtu);
@@ -441,7 +474,7 @@ static int l_testbed_check(lua_State *L)
 				     &names, &bt, &cbt, &e) < 0)
 			return fail(L, ctx, &e);
 	}
-	lua_createtable(L, 0, 7);
+	lua_createtable(L, 0, 8);
 	if (has_rate)
 		qlb_set_integer(L, "rate_bps", rate);
 	qlb_set_string(L, "shape", kinds[kind]);
@@ -452,6 +485,7 @@ static int l_testbed_check(lua_State *L)
 		qlb_set_integer(L, "mtu_bytes", mtu);
 	qlb_set_boolean(L, "ipv6", ipv6);
 	qlb_set_string(L, "prefix", prefix);
+	qlb_set_string(L, "bottleneck", bottlenecks[bottleneck]);
 	return 1;
 }
 
@@ -542,6 +576,8 @@ void qlb_open_link(lua_State *L)
 		{ "link_addr_del", l_addr_del },
 		{ "link_offloads", l_offloads },
 		{ "link_info", l_link_info },
+		{ "route_add", l_route_add },
+		{ "route_forwarding", l_route_forwarding },
 		{ "shape_check", l_shape_check },
 		{ "netns_check_prefix", l_netns_check_prefix },
 		{ "testbed_check", l_testbed_check },

@@ -1,5 +1,6 @@
 --- Network links in named namespaces: veth pairs, up/down, MTU, IPv4/IPv6
--- addresses, link information and offloads (TSO/GSO/GRO).
+-- addresses, link information and offloads (TSO/GSO/GRO), routes through a
+-- gateway and a namespace's IP forwarding.
 --
 -- All requests go over rtnetlink (libnl-route) from this process, or the
 -- ethtool ioctl (SIOCETHTOOL) for offloads, made inside the namespace given by
@@ -69,6 +70,26 @@ M.addr_add = core.link_addr_add
 -- @tparam[opt] table opts `{netns = NS}`
 -- @return true, or nil, message, code ("ENOENT" when the address is not there)
 M.addr_del = core.link_addr_del
+
+--- Add a route through a gateway (like `ip route add DST via VIA`).
+-- Routes go with their links and namespaces (nothing to record for cleanup).
+-- @tparam string dst "default", "A.B.C.D/N" or "X:...:Y/N" ("default" takes via's family)
+-- @tparam string via the gateway's address, on a link of the namespace
+-- @tparam[opt] table opts `{netns = NS}`
+-- @return true, or nil, message, code ("EEXIST" when a route to dst is there,
+--   "ENETUNREACH" when no link reaches via, "ENOENT" no such namespace, "EPERM")
+-- @raise when dst or via is not such a string, or their families differ
+-- @usage link.route_add('default', '10.0.0.254', {netns = 'a'})
+M.route_add = core.route_add
+
+--- Turn IP forwarding on or off in a namespace (`net.ipv4.ip_forward` and
+-- `net.ipv6.conf.all.forwarding` of that namespace only), which makes it a router.
+-- @tparam boolean on
+-- @tparam[opt] table opts `{netns = NS, ipv6 = bool (default true: IPv6 too)}`
+-- @return true, or nil, message, code ("ENOENT" no such namespace, "EACCES"/"EPERM" not root)
+-- @raise when on is not a boolean, or on an unknown key
+-- @usage link.forwarding(true, {netns = 'router'})
+M.forwarding = core.route_forwarding
 
 --- Turn TCP segmentation offload, generic segmentation offload and generic
 -- receive offload on or off, and read them back (ethtool -K / -k).

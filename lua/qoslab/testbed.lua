@@ -1,5 +1,6 @@
 --- A two-namespace testbed: a client and a server network namespace joined
--- by a veth pair, optionally rate-limited and impaired, removed completely
+-- by a veth pair (or, with `bottleneck = "router"`, by a router namespace
+-- between them), optionally rate-limited and impaired, removed completely
 -- by `close` (also as a to-be-closed variable and on garbage collection).
 --
 --     client netns                         server netns
@@ -8,6 +9,18 @@
 --     [fd00:X:Y::1/64]                     [fd00:X:Y::2/64]
 --     egress: shaper (rate_bps) ─ netem (impair)
 --                                          egress: shaper ─ netem (reverse_impair)
+--
+-- `bottleneck = "router"` puts the shaper and netem where a real path has
+-- them, on a router's egress, not on the sending host's own (there TCP
+-- Small Queues and pacing keep the sender's queue short, so a 20 ms queue
+-- adds only a few ms of delay under load):
+--
+--     client netns              router netns (forwarding on)            server netns
+--     CLIENT_IF 10.X.Y.1/25 ─ RC_IF 10.X.Y.126/25   RS_IF 10.X.Y.254/25 ─ SERVER_IF 10.X.Y.129/25
+--     [fd00:X:Y:1::1/64]      [fd00:X:Y:1::fe/64]   [fd00:X:Y:2::fe/64]   [fd00:X:Y:2::1/64]
+--     default via RC          egress to client:     egress to server:     default via RS
+--                             shaper ─ netem        shaper ─ netem
+--                             (reverse_impair)      (impair)
 --
 -- Names include the process id and a per-process counter, so parallel runs
 -- never collide; everything made is recorded with `qoslab.state` so
@@ -55,7 +68,16 @@ local function must(v, msg, code)
   return v
 end
 
+-- The interface, namespace and netem parent of a direction's bottleneck:
+-- forward (client → server) is the client's egress, or the router's towards
+-- the server; reverse the server's, or the router's towards the client.
 local function side(tb, direction)
+  if tb.router_netns then
+    if direction == 'forward' then
+      return tb.router_server_ifname, tb.router_netns, tb._client_parent
+    end
+    return tb.router_client_ifname, tb.router_netns, tb._server_parent
+  end
   if direction == 'forward' then
     return tb.client_ifname, tb.client_netns, tb._client_parent
   end
@@ -95,17 +117,27 @@ end
 -- @tparam[opt] table opts
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
 --   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
---   qoslab.shape), impair = netem spec on the client's egress (default none;
+--   qoslab.shape), impair = netem spec on the client's egress (the router's
+--   towards the server with bottleneck = "router"; default none;
 --   one-way: delay_ms = 100 gives RTT ≈ 100 ms, the ACKs come back
---   undelayed), reverse_impair = netem spec on the server's egress (for
+--   undelayed), reverse_impair = netem spec on the server's egress (the
+--   router's towards the client; for
 --   symmetric delay split it: impair and reverse_impair delay_ms = RTT/2), offloads = bool (default
 --   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
 --   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
 --   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
---   name prefix, default "qoslab")}`
+--   name prefix, default "qoslab"), bottleneck = "host"|"router" (default "host":
+--   the shaper and netem on each end's own egress; "router": a third namespace
+--   routes between client and server, IPv4 (and IPv6 with ipv6), and the shaper and
+--   netem sit on its egress towards the server (rate_bps, impair) and towards the
+--   client (rate_bps, reverse_impair), so a TCP sender's queue limits (TCP Small
+--   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture)}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
---   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`
+--   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
+--   `bottleneck`; with a router also `router_netns`, `router_client_ifname`,
+--   `router_server_ifname` (its ends towards client and server),
+--   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
 --   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
@@ -127,6 +159,7 @@ function M.testbed(opts)
   local tbo = check.call(2, core.testbed_check, opts)
   local rate, kind, burst = tbo.rate_bps, tbo.shape, tbo.burst_bytes
   local offloads, mtu, ipv6, prefix = tbo.offloads, tbo.mtu_bytes, tbo.ipv6, tbo.prefix
+  local routed = tbo.bottleneck == 'router'
   if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
   if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
   local base = netns.unique_name(prefix)
@@ -140,36 +173,84 @@ function M.testbed(opts)
     client_ifname = string.format('qc%dn%d', pid, counter):sub(1, 15),
     server_ifname = string.format('qs%dn%d', pid, counter):sub(1, 15),
     client_addr = string.format('10.%d.%d.1', x, y),
-    server_addr = string.format('10.%d.%d.2', x, y),
-    client_addr6 = ipv6 and string.format('fd00:%x:%x::1', x, y) or nil,
-    server_addr6 = ipv6 and string.format('fd00:%x:%x::2', x, y) or nil,
-    rate_bps = rate, shape = rate and kind or nil,
+    server_addr = string.format(routed and '10.%d.%d.129' or '10.%d.%d.2', x, y),
+    client_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:1::1' or 'fd00:%x:%x::1', x, y) or nil,
+    server_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:2::1' or 'fd00:%x:%x::2', x, y) or nil,
+    rate_bps = rate, shape = rate and kind or nil, bottleneck = tbo.bottleneck,
     _made = {}, _closed = false,
   }, TB)
+  local plen = 24
+  if routed then
+    plen = 25
+    tb.router_netns = base .. '-r'
+    tb.router_client_ifname = string.format('qrc%dn%d', pid, counter):sub(1, 15)
+    tb.router_server_ifname = string.format('qrs%dn%d', pid, counter):sub(1, 15)
+    tb.router_client_addr = string.format('10.%d.%d.126', x, y)
+    tb.router_server_addr = string.format('10.%d.%d.254', x, y)
+    tb.router_client_addr6 = ipv6 and string.format('fd00:%x:%x:1::fe', x, y) or nil
+    tb.router_server_addr6 = ipv6 and string.format('fd00:%x:%x:2::fe', x, y) or nil
+  end
   local ok, err = pcall(function()
     must(netns.add(tb.client_netns))
     tb._made.client_netns = true
     must(netns.add(tb.server_netns))
     tb._made.server_netns = true
-    must(link.add_veth { name = tb.client_ifname, peer = tb.server_ifname,
-      netns = tb.client_netns, peer_netns = tb.server_netns })
-    tb._made.veth = true
-    for _, s in ipairs { { tb.client_ifname, tb.client_netns, tb.client_addr, tb.client_addr6 },
-                         { tb.server_ifname, tb.server_netns, tb.server_addr, tb.server_addr6 } } do
+    -- each end: interface, namespace, IPv4, IPv6
+    local ends
+    if routed then
+      must(netns.add(tb.router_netns))
+      tb._made.router_netns = true
+      must(link.add_veth { name = tb.client_ifname, peer = tb.router_client_ifname,
+        netns = tb.client_netns, peer_netns = tb.router_netns })
+      tb._made.veth = true
+      must(link.add_veth { name = tb.server_ifname, peer = tb.router_server_ifname,
+        netns = tb.server_netns, peer_netns = tb.router_netns })
+      tb._made.veth2 = true
+      ends = { { tb.client_ifname, tb.client_netns, tb.client_addr, tb.client_addr6 },
+               { tb.router_client_ifname, tb.router_netns, tb.router_client_addr, tb.router_client_addr6 },
+               { tb.router_server_ifname, tb.router_netns, tb.router_server_addr, tb.router_server_addr6 },
+               { tb.server_ifname, tb.server_netns, tb.server_addr, tb.server_addr6 } }
+    else
+      must(link.add_veth { name = tb.client_ifname, peer = tb.server_ifname,
+        netns = tb.client_netns, peer_netns = tb.server_netns })
+      tb._made.veth = true
+      ends = { { tb.client_ifname, tb.client_netns, tb.client_addr, tb.client_addr6 },
+               { tb.server_ifname, tb.server_netns, tb.server_addr, tb.server_addr6 } }
+    end
+    local lo_up = {}
+    for _, s in ipairs(ends) do
       local ifname, ns, a4, a6 = s[1], s[2], s[3], s[4]
       local o = { netns = ns }
-      must(link.set('lo', { up = true, netns = ns }))
+      if not lo_up[ns] then
+        must(link.set('lo', { up = true, netns = ns }))
+        lo_up[ns] = true
+      end
       if not offloads then
         must(link.offloads(ifname, { tso = false, gso = false, gro = false }, o))
       end
       must(link.set(ifname, { up = true, mtu_bytes = mtu, netns = ns }))
-      must(link.addr_add(ifname, a4 .. '/24', o))
+      must(link.addr_add(ifname, a4 .. '/' .. plen, o))
       if a6 then must(link.addr_add(ifname, a6 .. '/64', o)) end
+      -- A router solicits neighbours for forwarded packets from a link-local
+      -- address; the kernel's own is tentative for a second or two (DAD),
+      -- which would hold the first forwarded packets that long.
+      if a6 and ns == tb.router_netns then must(link.addr_add(ifname, 'fe80::fe/64', o)) end
+    end
+    if routed then
+      must(link.forwarding(true, { netns = tb.router_netns, ipv6 = ipv6 }))
+      must(link.route_add('default', tb.router_client_addr, { netns = tb.client_netns }))
+      must(link.route_add('default', tb.router_server_addr, { netns = tb.server_netns }))
+      if ipv6 then
+        must(link.route_add('default', tb.router_client_addr6, { netns = tb.client_netns }))
+        must(link.route_add('default', tb.router_server_addr6, { netns = tb.server_netns }))
+      end
     end
     if rate then
       tb._shape_spec = { kind = kind, rate_bps = rate, burst_bytes = burst }
-      local c = must(shape.apply(tb.client_ifname, tb._shape_spec, { netns = tb.client_netns }))
-      local s = must(shape.apply(tb.server_ifname, tb._shape_spec, { netns = tb.server_netns }))
+      local fi, fns = side(tb, 'forward')
+      local ri, rns = side(tb, 'reverse')
+      local c = must(shape.apply(fi, tb._shape_spec, { netns = fns }))
+      local s = must(shape.apply(ri, tb._shape_spec, { netns = rns }))
       tb._client_parent, tb._server_parent = c.netem_parent, s.netem_parent
     end
     if not is_empty(opts.impair) then set_impair(tb, opts.impair, 'forward') end
@@ -234,7 +315,9 @@ function TB:get()
   return out
 end
 
---- Qdisc counters of both ends' egress.
+--- Qdisc counters of both directions' bottleneck: each end's egress, or
+-- with a router its egress towards the server (`client`: the forward
+-- direction's) and towards the client (`server`: the reverse direction's).
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
 -- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
 --   namespace of the testbed was deleted behind its back, "ENODEV" when a
@@ -244,15 +327,17 @@ end
 function TB:stats()
   self_check(self, 'stats')
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
-  local c, msg, code = shape.stats(self.client_ifname, { netns = self.client_netns })
+  local fi, fns = side(self, 'forward')
+  local ri, rns = side(self, 'reverse')
+  local c, msg, code = shape.stats(fi, { netns = fns })
   if not c then return nil, msg, code end
   local s
-  s, msg, code = shape.stats(self.server_ifname, { netns = self.server_netns })
+  s, msg, code = shape.stats(ri, { netns = rns })
   if not s then return nil, msg, code end
   return { client = c, server = s }
 end
 
---- Remove everything the testbed made (qdiscs, veth pair, namespaces).
+--- Remove everything the testbed made (qdiscs, veth pairs, namespaces).
 -- Idempotent; also `__close` and `__gc`. Removal is best effort: a piece
 -- that is already gone is not an error.
 -- @treturn boolean true
@@ -266,6 +351,8 @@ function TB:close()
   -- and synchronously; deleting a namespace frees its devices only when the
   -- kernel's namespace cleanup runs.
   if m.veth then link.delete(self.client_ifname, { netns = self.client_netns }) end
+  if m.veth2 then link.delete(self.server_ifname, { netns = self.server_netns }) end
+  if m.router_netns then netns.delete(self.router_netns) end
   if m.server_netns then netns.delete(self.server_netns) end
   if m.client_netns then netns.delete(self.client_netns) end
   return true
@@ -275,8 +362,9 @@ TB.__close = TB.close
 TB.__gc = TB.close
 
 function TB:__tostring()
-  return string.format('qoslab.Testbed (%s %s %s <-> %s %s %s%s)%s',
+  return string.format('qoslab.Testbed (%s %s %s <-> %s%s %s %s%s)%s',
     self.client_netns, self.client_ifname, self.client_addr,
+    self.router_netns and ('router ' .. self.router_netns .. ' <-> ') or '',
     self.server_netns, self.server_ifname, self.server_addr,
     self.rate_bps and string.format(', %s %.0f bit/s', self.shape, self.rate_bps) or '',
     self._closed and ' closed' or '')

@@ -85,6 +85,31 @@ describe('qoslab.link bad input', function()
     raises('qoslab.link.addr_add: opts.x: unknown key', link.addr_add, 'lo', '10.0.0.1/8', { x = 1 })
   end)
 
+  it('route_add checks destination and gateway, forwarding its switch', function()
+    raises('qoslab.link.route_add: dst: expected a string, got no value', link.route_add)
+    raises('qoslab.link.route_add: via: expected a string, got no value', link.route_add, 'default')
+    for _, bad in ipairs { '10.0.0.0', '10.0.0.0/33', 'fd00::/129', 'host/24', 'defaults', '/8', '10.0.0.0/x' } do
+      raises('qoslab.link.route_add: dst: expected "default", "A.B.C.D/0..32" or "X:...:Y/0..128", got "'
+        .. bad .. '"', link.route_add, bad, '10.0.0.1')
+    end
+    for _, bad in ipairs { '10.0.0.1/24', 'gw', '' } do
+      raises('qoslab.link.route_add: via: expected an address "A.B.C.D" or "X:...:Y", got "' .. bad .. '"',
+        link.route_add, 'default', bad)
+    end
+    raises('qoslab.link.route_add: via: expected an address of dst\'s family (IPv4), got "fd00::1"',
+      link.route_add, '10.1.0.0/16', 'fd00::1')
+    raises('qoslab.link.route_add: via: expected an address of dst\'s family (IPv6), got "10.0.0.1"',
+      link.route_add, 'fd00:1::/64', '10.0.0.1')
+    raises('qoslab.link.route_add: opts.via: unknown key', link.route_add, 'default', '10.0.0.1', { via = 1 })
+    raises('qoslab.link.route_add: opts.netns: expected a namespace name', link.route_add, 'default',
+      '10.0.0.1', { netns = 'a/b' })
+    raises('qoslab.link.forwarding: on: expected a boolean, got no value', link.forwarding)
+    raises('qoslab.link.forwarding: on: expected a boolean, got 1', link.forwarding, 1)
+    raises('qoslab.link.forwarding: opts.ipv6: expected a boolean, got string "yes"', link.forwarding, true,
+      { ipv6 = 'yes' })
+    raises('qoslab.link.forwarding: opts.all: unknown key', link.forwarding, true, { all = true })
+  end)
+
   it('offloads checks its switches', function()
     raises('qoslab.link.offloads: set.tso: expected a boolean, got string', link.offloads, 'lo', { tso = 'off' })
     raises('qoslab.link.offloads: set.lro: unknown key', link.offloads, 'lo', { lro = false })
@@ -155,6 +180,10 @@ describe('qoslab.testbed bad input', function()
     raises('qoslab.testbed: opts.offloads: expected a boolean, got string "no"', testbed.testbed, { offloads = 'no' })
     raises('qoslab.testbed: opts.mtu_bytes: expected an integer in [68, 65535], got 10', testbed.testbed, { mtu_bytes = 10 })
     raises('qoslab.testbed: opts.ipv6: expected a boolean, got 1', testbed.testbed, { ipv6 = 1 })
+    raises('qoslab.testbed: opts.bottleneck: expected one of "host", "router", got string "switch"',
+      testbed.testbed, { bottleneck = 'switch' })
+    raises('qoslab.testbed: opts.bottleneck: expected one of "host", "router", got true', testbed.testbed,
+      { bottleneck = true })
     raises('qoslab.testbed: opts.prefix: expected a string, got table', testbed.testbed, { prefix = {} })
     raises('qoslab.testbed: opts.prefix: expected a string of 1..64', testbed.testbed, { prefix = 'a/b' })
     raises('qoslab.testbed: opts.impair: expected a table, got string "delay 10ms"', testbed.testbed, { impair = 'delay 10ms' })

@@ -130,17 +130,20 @@ describe('testbed options: one check in C, raised at the caller', function()
     expect('qoslab.testbed: opts.prefix: expected a string of 1..64 letters, digits, "-", "_" or ".", got string "a b"',
       testbed.testbed, { prefix = 'a b' })
     expect('qoslab.testbed: opts.burst_bytes: only with opts.rate_bps', testbed.testbed, { burst_bytes = 1 })
+    expect('qoslab.testbed: opts.bottleneck: expected one of "host", "router", got string "ROUTER"',
+      testbed.testbed, { bottleneck = 'ROUTER' })
     expect('qoslab.testbed: opts.impair.reorder_pct: reordering needs spec.delay_ms > 0', testbed.testbed,
       { impair = { reorder_pct = 1 } })
   end)
 
   it('core.testbed_check fills the defaults', function()
-    assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab' }, core.testbed_check(nil))
+    assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab', bottleneck = 'host' },
+      core.testbed_check(nil))
     -- (a burst of at least the MTU: shape.apply would refuse a smaller one)
     assert.same({ rate_bps = 1000000, shape = 'htb', burst_bytes = 9000, offloads = true, mtu_bytes = 9000,
-                  ipv6 = true, prefix = 'x' },
+                  ipv6 = true, prefix = 'x', bottleneck = 'router' },
       core.testbed_check { rate_bps = 1e6, shape = 'htb', burst_bytes = 9000, offloads = true,
-                           mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {} })
+                           mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {}, bottleneck = 'router' })
   end)
 
   it('netns.unique_name takes the same prefix rule', function()
