@@ -198,6 +198,63 @@ TEST(udp_flood_replies_are_rate_bounded)
 	ql_server_free(s);
 }
 
+/* 64 KiB requests as fast as one socket sends them: within the reply
+ * rate they would reflect ~1 Gbit/s; the byte budget holds them to
+ * QL_PROBE_SRV_PEER_BYTE_RATE (plus its burst). */
+TEST(udp_big_request_flood_replies_are_byte_bounded)
+{
+	ql_server *s = server(0, 0);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int u = connect_to(SOCK_DGRAM, ql_server_port(s));
+	int big = 64 << 20;
+	setsockopt(u, SOL_SOCKET, SO_RCVBUFFORCE, &big, sizeof big);
+	setsockopt(u, SOL_SOCKET, SO_RCVBUF, &big, sizeof big);
+	static uint8_t buf[QL_PROBE_MAX_BYTES];
+	int64_t t0 = ql_now_ns();
+	int sent = 0;
+	uint64_t got_bytes = 0;
+	int64_t end = t0 + QL_NS_PER_S;
+	for (uint64_t i = 0; ql_now_ns() < end; i++) {
+		request(buf, QL_PROBE_MAX_BYTES, i);
+		if (send(u, buf, QL_PROBE_MAX_BYTES, MSG_DONTWAIT) == QL_PROBE_MAX_BYTES)
+			sent++;
+		else
+			usleep(100);
+		ssize_t r;
+		while ((r = recv(u, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+			got_bytes += (uint64_t)r;
+	}
+	double elapsed = (double)(ql_now_ns() - t0) / 1e9 + 0.05;
+	usleep(300000);
+	ssize_t r;
+	while ((r = recv(u, buf, sizeof buf, MSG_DONTWAIT)) > 0)
+		got_bytes += (uint64_t)r;
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	double bound = (double)QL_PROBE_SRV_PEER_BYTE_BURST + QL_PROBE_MAX_BYTES +
+		       (double)QL_PROBE_SRV_PEER_BYTE_RATE * elapsed;
+	printf("  big flood: %d sent (%.0f Mbit/s), %llu reply bytes (%.1f Mbit/s) in %.3f s "
+	       "(bound %.0f B), %llu rate-limited\n", sent,
+	       sent * (double)QL_PROBE_MAX_BYTES * 8 / elapsed / 1e6,
+	       (unsigned long long)got_bytes, (double)got_bytes * 8 / elapsed / 1e6, elapsed, bound,
+	       (unsigned long long)c.udp_rate_limited);
+	CHECK(got_bytes > 0);
+	CHECK((double)got_bytes <= bound);
+	CHECK_EQ_U64(c.udp_replies * QL_PROBE_MAX_BYTES, got_bytes);
+	CHECK(c.udp_rate_limited > 0);
+	/* and a small probe from the same address still fits its reply
+	 * budget once the byte bucket drained */
+	usleep(200000);
+	request(buf, 64, 1 << 30);
+	send(u, buf, 64, 0);
+	CHECK(readable(u, 1000));
+	CHECK_EQ_INT(recv(u, buf, sizeof buf, 0), 64);
+	close(u);
+	ql_server_free(s);
+}
+
 static int tcp_probe_conn(int port)
 {
 	int t = connect_to(SOCK_STREAM, port);
@@ -361,6 +418,7 @@ int main(void)
 	RUN(udp_hostile_datagrams_get_no_reply);
 	RUN(udp_huge_request_reply_is_never_larger);
 	RUN(udp_flood_replies_are_rate_bounded);
+	RUN(udp_big_request_flood_replies_are_byte_bounded);
 	RUN(tcp_garbage_silence_and_slots);
 	RUN(probe_client_against_the_server);
 	RUN(icmp_refused_by_ping_group_range_is_eacces);

@@ -25,7 +25,8 @@
 
 typedef struct peer_slot {
 	uint8_t key[9];
-	int64_t tat_ns;              /* GCRA theoretical arrival time */
+	int64_t tat_ns;              /* GCRA theoretical arrival time, replies */
+	int64_t tat_bytes_ns;        /* the same, reply bytes */
 	int sessions;                /* TCP probe sessions of this group */
 } peer_slot;
 
@@ -33,7 +34,7 @@ struct ql_probe_srv {
 	pthread_mutex_t mu;
 	int max_sessions, max_per_address;
 	uint8_t boot[8];
-	int64_t tat_ns;              /* the global bucket */
+	int64_t tat_ns, tat_bytes_ns;   /* the global buckets */
 	peer_slot peers[QL_PROBE_SRV_PEERS];
 	ql_probe_srv_counters c;
 	uint8_t udp_buf[QL_PROBE_MAX_BYTES + 1];
@@ -94,7 +95,7 @@ static peer_slot *slot_of(ql_probe_srv *ps, const struct sockaddr_storage *peer,
 		if (!claim || sl->sessions > 0)
 			return NULL;
 		memcpy(sl->key, k, 9);
-		sl->tat_ns = 0;
+		sl->tat_ns = sl->tat_bytes_ns = 0;
 	}
 	return sl;
 }
@@ -110,19 +111,43 @@ static int gcra(int64_t *tat, int64_t now, int rate, int burst)
 	return 1;
 }
 
-/* A reply allowed for peer now? Under mu. A peer whose slot is held by
+/* GCRA over bytes: a reply of len bytes at rate_Bps with a burst of
+ * burst_bytes (at least one reply of any size fits an idle bucket). */
+static int gcra_bytes(int64_t *tat, int64_t now, int64_t rate_Bps, int64_t burst_bytes,
+		      size_t len)
+{
+	int64_t base = *tat > now ? *tat : now;
+	if (base - now > burst_bytes * QL_NS_PER_S / rate_Bps)
+		return 0;
+	*tat = base + (int64_t)len * QL_NS_PER_S / rate_Bps;
+	return 1;
+}
+
+/* A reply of len bytes allowed for peer now? Under mu. Each of the four
+ * buckets (replies and bytes; the peer's, all peers') must have room; a
+ * refusal leaves them all as they were. A peer whose slot is held by
  * another group's TCP session shares the global budget only. */
-static int allowed(ql_probe_srv *ps, const struct sockaddr_storage *peer, int64_t now)
+static int allowed(ql_probe_srv *ps, const struct sockaddr_storage *peer, int64_t now,
+		   size_t len)
 {
 	peer_slot *sl = slot_of(ps, peer, 1);
-	int64_t keep_tat = ps->tat_ns;
-	if (!gcra(&ps->tat_ns, now, QL_PROBE_SRV_RATE, QL_PROBE_SRV_BURST))
-		return 0;
-	if (sl && !gcra(&sl->tat_ns, now, QL_PROBE_SRV_PEER_RATE, QL_PROBE_SRV_PEER_BURST)) {
-		ps->tat_ns = keep_tat;
-		return 0;
+	int64_t g = ps->tat_ns, gb = ps->tat_bytes_ns;
+	int64_t p = sl ? sl->tat_ns : 0, pb = sl ? sl->tat_bytes_ns : 0;
+	int ok = gcra(&ps->tat_ns, now, QL_PROBE_SRV_RATE, QL_PROBE_SRV_BURST) &&
+		 gcra_bytes(&ps->tat_bytes_ns, now, QL_PROBE_SRV_BYTE_RATE,
+			    QL_PROBE_SRV_BYTE_BURST, len) &&
+		 (!sl || (gcra(&sl->tat_ns, now, QL_PROBE_SRV_PEER_RATE, QL_PROBE_SRV_PEER_BURST) &&
+			  gcra_bytes(&sl->tat_bytes_ns, now, QL_PROBE_SRV_PEER_BYTE_RATE,
+				     QL_PROBE_SRV_PEER_BYTE_BURST, len)));
+	if (!ok) {
+		ps->tat_ns = g;
+		ps->tat_bytes_ns = gb;
+		if (sl) {
+			sl->tat_ns = p;
+			sl->tat_bytes_ns = pb;
+		}
 	}
-	return 1;
+	return ok;
 }
 
 /* Rewrite the request in buf[len] into its reply; -1 when malformed. */
@@ -195,7 +220,7 @@ int ql_probe_srv_udp(ql_probe_srv *ps, int fd, char *buf, size_t cap, size_t *le
 	pthread_mutex_lock(&ps->mu);
 	if (make_reply(ps, ps->udp_buf, (size_t)r, rx, rxk) < 0) {
 		ps->c.udp_malformed++;
-	} else if (!allowed(ps, peer, ql_now_ns())) {
+	} else if (!allowed(ps, peer, ql_now_ns(), (size_t)r)) {
 		ps->c.udp_rate_limited++;
 	} else {
 		ps->c.udp_replies++;
@@ -275,7 +300,7 @@ void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *p
 			break;
 		pthread_mutex_lock(&ps->mu);
 		make_reply(ps, buf, m.len, rx, rxk);
-		int ok = allowed(ps, peer, ql_now_ns());
+		int ok = allowed(ps, peer, ql_now_ns(), m.len);
 		if (ok)
 			ps->c.tcp_replies++;
 		else

@@ -12,8 +12,11 @@
  *  - replies are rate-limited per peer address group (IPv4 address, IPv6
  *    /64) to QL_PROBE_SRV_PEER_RATE per second (bursts of
  *    QL_PROBE_SRV_PEER_BURST) and over all peers to QL_PROBE_SRV_RATE
- *    (bursts of QL_PROBE_SRV_BURST); over a limit the request is dropped
- *    and counted. The per-peer table has QL_PROBE_SRV_PEERS slots (a new
+ *    (bursts of QL_PROBE_SRV_BURST), and their bytes likewise to
+ *    QL_PROBE_SRV_PEER_BYTE_RATE and QL_PROBE_SRV_BYTE_RATE (a reply is
+ *    never larger than its request, but 64 KiB requests at the reply rate
+ *    would reflect ~1 Gbit/s to a spoofed source); over a limit the
+ *    request is dropped and counted. The per-peer table has QL_PROBE_SRV_PEERS slots (a new
  *    peer takes the slot of its hash): memory is fixed;
  *  - TCP probe connections count against the server's max_tests_per_address
  *    and max_tests (as probe sessions, apart from tests: a test and its
@@ -34,6 +37,14 @@
 #define QL_PROBE_SRV_RATE 20000
 #define QL_PROBE_SRV_BURST 2000
 #define QL_PROBE_SRV_PEERS 1024
+/* Reply bytes: 2 MB/s per peer group (16 Mbit/s, bursts of 256 KiB: four
+ * of the largest replies) and 8 MB/s in all (64 Mbit/s, bursts of 1 MiB),
+ * so a spoofed source is reflected no more than that (the default probe
+ * sends 6.4 kB/s). */
+#define QL_PROBE_SRV_PEER_BYTE_RATE 2000000LL
+#define QL_PROBE_SRV_PEER_BYTE_BURST (256LL << 10)
+#define QL_PROBE_SRV_BYTE_RATE 8000000LL
+#define QL_PROBE_SRV_BYTE_BURST (1LL << 20)
 
 typedef struct ql_probe_srv ql_probe_srv;
 
