@@ -359,21 +359,30 @@ static void take_reply(ql_probe *p, uint64_t seq, int64_t rx, int rx_kernel,
 			x->flags |= QL_PS_RX_KERNEL;
 			p->info.rx_kernel++;
 		}
-		if (m) {
-			x->srv_rx_ns = m->server_rx_ns;
-			x->srv_tx_ns = m->server_tx_ns;
-			x->flags |= QL_PS_SERVER;
-		}
 		p->info.replies++;
-		if (!p->first) {
+		int first = !p->first;
+		if (first) {
 			p->first = 1;
 			static const uint8_t none[8];
 			if (m && memcmp(m->boot, p->boot, 8) == 0 && memcmp(p->boot, none, 8) != 0)
 				p->clock = QL_CLOCK_SHARED;
 			else if (p->o.clock_synced > 0)
 				p->clock = QL_CLOCK_SYNCED;
-			pthread_cond_broadcast(&p->cv);
 		}
+		/* the RTT is ours; the server's times are believed only where
+		 * they fit it (a peer can write anything, a boot id included) */
+		if (m && ql_probe_server_times_ok(x->tx_ns, rx, m->server_rx_ns, m->server_tx_ns,
+						  p->clock == QL_CLOCK_SHARED,
+						  QL_PROBE_SHARED_SLACK_NS)) {
+			x->srv_rx_ns = m->server_rx_ns;
+			x->srv_tx_ns = m->server_tx_ns;
+			x->flags |= QL_PS_SERVER;
+		} else if (m) {
+			x->flags |= QL_PS_BAD_SERVER;
+			p->info.bad_server_times++;
+		}
+		if (first)
+			pthread_cond_broadcast(&p->cv);
 	}
 	pthread_mutex_unlock(&p->mu);
 }
