@@ -290,10 +290,31 @@ TEST(tcp_garbage_silence_and_slots)
 	CHECK_EQ_INT(send(t, buf, 100, 0), 100);
 	CHECK(readable(t, 1000));
 	CHECK_EQ_INT(recv(t, buf, 100, MSG_WAITALL), 100);
-	/* a second probe connection from this address is over its one slot */
+	/* a second probe connection from this address is over its one slot:
+	 * told so (ACCESS_DENIED, then the reason naming the limit), closed */
 	int t2 = tcp_probe_conn(port);
-	CHECK(closed_within(t2, 1000));
+	CHECK(readable(t2, 1000));
+	char why[600] = "";
+	ssize_t wn = recv(t2, why, sizeof why - 1, MSG_WAITALL);
+	CHECK(wn > 5);
+	CHECK_EQ_INT((uint8_t)why[0], 0xff);
+	why[wn > 0 ? wn : 0] = 0;
+	CHECK(wn > 5 && strstr(why + 5, "qoslab-refused: busy: 1 TCP probe sessions from 127.0.0.1") &&
+	      strstr(why + 5, "max_tests_per_address is 1"));
 	close(t2);
+	/* and a probe client gets EBUSY with that reason */
+	ql_probe_opts po;
+	ql_probe_opts_init(&po);
+	po.host = "127.0.0.1";
+	po.port = port;
+	po.proto = "tcp";
+	ql_probe *pp = NULL;
+	ql_err pe;
+	CHECK_EQ_INT(ql_probe_start(&po, &pp, &pe), -EBUSY);
+	CHECK_STR(pe.code, "EBUSY");
+	CHECK(strstr(pe.msg, "max_tests_per_address is 1") && strstr(pe.msg, "--max-tests-per-address"));
+	printf("  refused: %s\n", pe.msg);
+	ql_probe_free(pp);
 
 	/* garbage closes the connection */
 	memset(buf, 'g', 64);
@@ -312,10 +333,133 @@ TEST(tcp_garbage_silence_and_slots)
 	usleep(50000);
 	ql_server_probe_counters(s, &c);
 	CHECK_EQ_U64(c.tcp_replies, 1);
-	CHECK_EQ_U64(c.tcp_refused, 1);
+	CHECK_EQ_U64(c.tcp_refused, 2);
 	CHECK_EQ_U64(c.tcp_malformed, 1);
 	CHECK_EQ_U64(c.tcp_idle_closed, 1);
 	CHECK_EQ_INT(c.tcp_open, 0);
+	ql_server_free(s);
+}
+
+/* A TCP probe connection from 127.0.a.b that sent its greeting and one
+ * request (answered): a session that looks alive, then says nothing. */
+static int held_session(int port, int a, int b)
+{
+	int t = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in me = { .sin_family = AF_INET };
+	me.sin_addr.s_addr = htonl(0x7f000000u | (uint32_t)a << 8 | (uint32_t)b);
+	struct sockaddr_in to = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+	to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	uint8_t g[QL_PROBE_GREETING_BYTES], buf[64];
+	ql_probe_greeting_put(g);
+	request(buf, 64, 0);
+	if (t < 0 || bind(t, (struct sockaddr *)&me, sizeof me) < 0 ||
+	    connect(t, (struct sockaddr *)&to, sizeof to) < 0 || send(t, g, sizeof g, 0) != sizeof g ||
+	    send(t, buf, 64, 0) != 64 || !readable(t, 1000) || recv(t, buf, 64, MSG_WAITALL) != 64) {
+		if (t >= 0)
+			close(t);
+		return -1;
+	}
+	return t;
+}
+
+/* How long a TCP probe from 127.0.0.1 takes to be admitted (-1: not
+ * within limit_s); *first_err: the first attempt's error ("" if none). */
+static double probe_admitted_after(int port, double limit_s, ql_err *first_err)
+{
+	int64_t t0 = ql_now_ns();
+	first_err->code[0] = 0;
+	first_err->msg[0] = 0;
+	for (int k = 0; (double)(ql_now_ns() - t0) / 1e9 < limit_s; k++) {
+		ql_probe_opts o;
+		ql_probe_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.port = port;
+		o.proto = "tcp";
+		ql_probe *p = NULL;
+		ql_err e;
+		int rc = ql_probe_start(&o, &p, &e);
+		ql_probe_free(p);
+		if (rc == 0)
+			return (double)(ql_now_ns() - t0) / 1e9;
+		if (k == 0)
+			*first_err = e;
+		usleep(200000);
+	}
+	return -1;
+}
+
+/* 32 addresses holding two sessions each fill the 64 sessions: a newcomer
+ * is admitted at once, one session of an address over its fair share
+ * closed for it (and logged). */
+TEST(tcp_full_table_evicts_an_unfair_holder)
+{
+	ql_server *s = server(10, 2);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int port = ql_server_port(s), fds[64], n = 0;
+	for (int i = 0; i < 64; i++)
+		if ((fds[n] = held_session(port, 2, 1 + i / 2)) >= 0)
+			n++;
+	CHECK_EQ_INT(n, 64);
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	CHECK_EQ_INT(c.tcp_open, 64);
+	ql_err e;
+	double took = probe_admitted_after(port, 3, &e);
+	printf("  64 sessions from 32 addresses: a newcomer admitted after %.3f s (%s)\n", took,
+	       e.msg[0] ? e.msg : "first try");
+	CHECK(took >= 0 && took < 0.5);
+	CHECK_STR(e.code, "");
+	ql_server_probe_counters(s, &c);
+	CHECK_EQ_U64(c.tcp_evicted, 1);
+	ql_srv_problem pl[8];
+	uint64_t total = 0;
+	int np = ql_server_problem_log(s, 0, pl, 8, &total);
+	int logged = 0;
+	for (int i = 0; i < np; i++)
+		logged += strstr(pl[i].text, "closed a TCP probe session from 127.0.2.") != NULL &&
+			  strstr(pl[i].text, "max_tests (64) reached") != NULL;
+	CHECK_EQ_INT(logged, 1);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
+	ql_server_free(s);
+}
+
+/* 64 addresses holding one session each: nobody holds more than a fair
+ * share, so a newcomer is refused (EBUSY naming max_tests) until a session
+ * has said nothing for 2 s, then admitted in its place. */
+TEST(tcp_full_table_of_idle_sessions_admits_within_seconds)
+{
+	ql_server *s = server(10, 2);
+	CHECK(s != NULL);
+	if (!s)
+		return;
+	int port = ql_server_port(s), fds[64], n = 0;
+	for (int i = 0; i < 64; i++)
+		if ((fds[n] = held_session(port, 3, 1 + i)) >= 0)
+			n++;
+	CHECK_EQ_INT(n, 64);
+	ql_err e;
+	double took = probe_admitted_after(port, 5, &e);
+	printf("  64 sessions from 64 addresses: a newcomer admitted after %.3f s (first: %s)\n",
+	       took, e.msg);
+	CHECK(took >= 0 && took < 3.5);
+	CHECK_STR(e.code, "EBUSY");
+	CHECK(strstr(e.msg, "max_tests is 64") && strstr(e.msg, "--max-tests"));
+	ql_probe_srv_counters c;
+	ql_server_probe_counters(s, &c);
+	CHECK(c.tcp_evicted >= 1);
+	CHECK(c.tcp_refused >= 1);
+	ql_srv_problem pl[QL_SRV_PROBLEMS_KEPT];
+	uint64_t total = 0;
+	int np = ql_server_problem_log(s, 0, pl, QL_SRV_PROBLEMS_KEPT, &total);
+	int refused = 0;
+	for (int i = 0; i < np; i++)
+		refused += strstr(pl[i].text, "TCP probe session refused from 127.0.0.1") != NULL;
+	CHECK(refused >= 1);
+	for (int i = 0; i < n; i++)
+		close(fds[i]);
 	ql_server_free(s);
 }
 
@@ -421,6 +565,8 @@ int main(void)
 	RUN(udp_big_request_flood_replies_are_byte_bounded);
 	RUN(tcp_garbage_silence_and_slots);
 	RUN(probe_client_against_the_server);
+	RUN(tcp_full_table_evicts_an_unfair_holder);
+	RUN(tcp_full_table_of_idle_sessions_admits_within_seconds);
 	RUN(icmp_refused_by_ping_group_range_is_eacces);
 	return ctest_done();
 }
