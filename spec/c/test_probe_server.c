@@ -4,7 +4,12 @@
  * spoofed-size, reply-typed and huge datagrams; a flood (replies bounded by
  * the per-peer rate); replies never larger than their request; TCP probe
  * connections that send garbage, stay silent, or exceed the per-address
- * slots; and the ICMP probe's EACCES, with its advice, for a user that
+ * slots (told why: the client's EBUSY); a flood of 64 KiB requests (reply
+ * bytes bounded by the byte budget); a full table of TCP probe sessions
+ * (a newcomer admitted at once when an address holds more than its share,
+ * within 2 s when each holds one: the idle eviction); a fake responder's
+ * impossible server times (the client keeps the RTT, drops the rest); and
+ * the ICMP probe's EACCES, with its advice, for a user that
  * net.ipv4.ping_group_range refuses.
  */
 #include <arpa/inet.h>
@@ -17,6 +22,7 @@
 #include <grp.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ctest.h"
@@ -463,6 +469,109 @@ TEST(tcp_full_table_of_idle_sessions_admits_within_seconds)
 	ql_server_free(s);
 }
 
+/* A fake responder (a child process) on a UDP port of 127.0.0.1 for
+ * dur_ms: it answers each request as a reply with this host's boot id (so
+ * the client takes the clock as shared) but with server times of `mode`:
+ * 0 sane, 1 swapped (receive 1 s after now, send 1 s before), 2 both
+ * INT64_MAX, 3 receive 1 ns and send 0, 4 both 50 ms ahead (a hold of 0
+ * but an up delay past the RTT and a negative down). Returns its pid; *port its port. */
+static pid_t fake_responder(int mode, int dur_ms, int *port)
+{
+	int u = socket(AF_INET, SOCK_DGRAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	socklen_t al = sizeof a;
+	if (u < 0 || bind(u, (struct sockaddr *)&a, sizeof a) < 0 ||
+	    getsockname(u, (struct sockaddr *)&a, &al) < 0)
+		return -1;
+	*port = ntohs(a.sin_port);
+	fflush(stdout);
+	pid_t pid = fork();
+	if (pid != 0) {
+		close(u);
+		return pid;
+	}
+	uint8_t boot[8], buf[2048];
+	ql_probe_boot_id(boot);
+	int64_t end = ql_now_ns() + (int64_t)dur_ms * 1000000;
+	while (ql_now_ns() < end) {
+		if (!readable(u, 50))
+			continue;
+		struct sockaddr_storage from;
+		socklen_t fl = sizeof from;
+		ssize_t r = recvfrom(u, buf, sizeof buf, 0, (struct sockaddr *)&from, &fl);
+		ql_probe_msg m;
+		if (r <= 0 || ql_probe_msg_get(&m, buf, (size_t)r) < 0)
+			continue;
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		int64_t now = (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+		m.type = QL_PROBE_REPLY;
+		memcpy(m.boot, boot, 8);
+		m.server_rx_ns = mode == 0 ? now : mode == 1 ? now + 1000000000LL
+			       : mode == 2 ? INT64_MAX : mode == 3 ? 1 : now + 50000000LL;
+		m.server_tx_ns = mode == 0 ? now : mode == 1 ? now - 1000000000LL
+			       : mode == 2 ? INT64_MAX : mode == 3 ? 0 : now + 50000000LL;
+		ql_probe_msg_put(&m, buf);
+		sendto(u, buf, (size_t)r, 0, (struct sockaddr *)&from, fl);
+	}
+	_exit(0);
+}
+
+/* The client keeps the RTT of a reply whose server times are impossible
+ * but neither its hold nor its one-way delays: they are counted in
+ * bad_server_times (a peer can copy the boot id; it cannot fake our RTT). */
+TEST(probe_client_drops_impossible_server_times)
+{
+	for (int mode = 0; mode < 5; mode++) {
+		int port = 0;
+		pid_t pid = fake_responder(mode, 900, &port);
+		CHECK(pid > 0);
+		if (pid <= 0)
+			return;
+		ql_probe_opts o;
+		ql_probe_opts_init(&o);
+		o.host = "127.0.0.1";
+		o.port = port;
+		o.interval_ms = 10;
+		ql_probe *p = NULL;
+		ql_err e;
+		CHECK_EQ_INT(ql_probe_start(&o, &p, &e), 0);
+		if (p) {
+			usleep(300000);
+			ql_probe_stop(p);
+			ql_probe_info in;
+			ql_probe_get_info(p, &in);
+			ql_probe_sample *x;
+			size_t n;
+			CHECK_EQ_INT(ql_probe_samples(p, &x, &n), 0);
+			ql_lat_summary sum;
+			CHECK_EQ_INT(ql_lat_summarize(x, n, INT64_MIN, INT64_MAX, 2000000000LL,
+						      INT64_MAX, 1, &sum), 0);
+			printf("  mode %d: %llu replies, %llu bad server times, rtt n %lld hold n %lld "
+			       "up n %lld, hold min %.3f ms\n", mode, (unsigned long long)in.replies,
+			       (unsigned long long)in.bad_server_times, (long long)sum.rtt.n,
+			       (long long)sum.hold.n, (long long)sum.up.n, sum.hold.min_ms);
+			CHECK_EQ_INT(in.clock, QL_CLOCK_SHARED);
+			CHECK(in.replies >= 10);
+			CHECK_EQ_INT(sum.rtt.n, (int64_t)in.replies);
+			if (mode == 0) {
+				CHECK_EQ_U64(in.bad_server_times, 0);
+				CHECK_EQ_INT(sum.hold.n, (int64_t)in.replies);
+				CHECK(sum.hold.min_ms >= 0 && sum.up.min_ms >= -1 && sum.down.min_ms >= -1);
+			} else {
+				CHECK_EQ_U64(in.bad_server_times, in.replies);
+				CHECK_EQ_INT(sum.hold.n, 0);
+				CHECK_EQ_INT(sum.up.n + sum.down.n, 0);
+			}
+			free(x);
+			ql_probe_free(p);
+		}
+		int st;
+		waitpid(pid, &st, 0);
+	}
+}
+
 /* A gid the ping_group_range does not hold, or -1. */
 static int refused_gid(void)
 {
@@ -566,6 +675,7 @@ int main(void)
 	RUN(tcp_garbage_silence_and_slots);
 	RUN(probe_client_against_the_server);
 	RUN(tcp_full_table_evicts_an_unfair_holder);
+	RUN(probe_client_drops_impossible_server_times);
 	RUN(tcp_full_table_of_idle_sessions_admits_within_seconds);
 	RUN(icmp_refused_by_ping_group_range_is_eacces);
 	return ctest_done();

@@ -306,10 +306,10 @@ static int tcp_held(ql_probe_srv *ps, const uint8_t key[9])
  * Among sessions of key's group (key != NULL), else of any group holding
  * more than its fair share (fair: max_sessions over the groups holding
  * sessions, the newcomer's counted), else of any group: one that never
- * sent a request first, then the one idle longest; but only sessions idle
- * for QL_PROBE_SRV_EVICT_IDLE_NS or more outside an unfair group, so a
- * working probe (which sends every interval) is never the victim of a
- * newcomer. */
+ * sent a request first, then the one idle longest; outside an unfair
+ * group only sessions idle for QL_PROBE_SRV_EVICT_IDLE_NS or more, so a
+ * working probe (which sends every interval) of an address within its
+ * share is never the victim of a newcomer. */
 static session *tcp_victim(ql_probe_srv *ps, const uint8_t *key, const uint8_t *newcomer,
 			   int64_t now)
 {

@@ -86,8 +86,9 @@ int ql_probe_srv_udp(ql_probe_srv *ps, int fd, char *buf, size_t cap, size_t *le
  * max_tests_per_address a session of the same address idle for
  * QL_PROBE_SRV_EVICT_IDLE_NS makes room; over max_tests one of an address
  * holding more than its fair share (max_tests over the addresses holding
- * sessions), else one idle that long: never a working probe, never the
- * newcomer refused while such a session stays. An eviction is told in
+ * sessions), else one idle that long: a working probe only when its
+ * address holds more than its share, and never the newcomer refused while
+ * such a session stays. An eviction is told in
  * note[nlen] ("" when none) for the log, with the evicted peer in
  * *victim.
  */
