@@ -204,6 +204,7 @@ static int l_probe_latency(lua_State *L)
 	qlb_set_integer(L, "sent", (lua_Integer)in.sent);
 	qlb_set_integer(L, "duplicates", (lua_Integer)in.duplicates);
 	qlb_set_integer(L, "bad_replies", (lua_Integer)in.bad_replies);
+	qlb_set_integer(L, "bad_server_times", (lua_Integer)in.bad_server_times);
 	qlb_set_integer(L, "send_errors", (lua_Integer)in.send_errors);
 	qlb_set_boolean(L, "capped", in.capped);
 	lua_createtable(L, 0, 2);
@@ -262,6 +263,7 @@ static int l_probe_info(lua_State *L)
 	qlb_set_integer(L, "replies", (lua_Integer)in.replies);
 	qlb_set_integer(L, "duplicates", (lua_Integer)in.duplicates);
 	qlb_set_integer(L, "bad_replies", (lua_Integer)in.bad_replies);
+	qlb_set_integer(L, "bad_server_times", (lua_Integer)in.bad_server_times);
 	qlb_set_integer(L, "send_errors", (lua_Integer)in.send_errors);
 	qlb_set_boolean(L, "stopped", in.stopped);
 	qlb_set_boolean(L, "capped", in.capped);

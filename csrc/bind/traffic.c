@@ -777,7 +777,7 @@ static int l_server_probe_counters(lua_State *L)
 	lserver *u = check_server(L);
 	ql_probe_srv_counters c;
 	ql_server_probe_counters(u->s, &c);
-	lua_createtable(L, 0, 10);
+	lua_createtable(L, 0, 12);
 	qlb_set_integer(L, "udp_replies", (lua_Integer)c.udp_replies);
 	qlb_set_integer(L, "udp_malformed", (lua_Integer)c.udp_malformed);
 	qlb_set_integer(L, "udp_rate_limited", (lua_Integer)c.udp_rate_limited);
@@ -788,6 +788,7 @@ static int l_server_probe_counters(lua_State *L)
 	qlb_set_integer(L, "tcp_malformed", (lua_Integer)c.tcp_malformed);
 	qlb_set_integer(L, "tcp_rate_limited", (lua_Integer)c.tcp_rate_limited);
 	qlb_set_integer(L, "tcp_idle_closed", (lua_Integer)c.tcp_idle_closed);
+	qlb_set_integer(L, "tcp_evicted", (lua_Integer)c.tcp_evicted);
 	qlb_set_integer(L, "tcp_open", c.tcp_open);
 	return 1;
 }

@@ -179,6 +179,43 @@ TEST(summarize_owd_hold_idle_induced)
 	CHECK_EQ_INT(ql_lat_induced_ms(&ld, &none, &induced), -1);
 }
 
+/* Fixture replies whose server times cannot be: a peer's lie (or a
+ * stepped clock) must not become a hold or a one-way delay. */
+TEST(server_times_that_do_not_fit_the_rtt)
+{
+	int64_t tx = T0, rx = T0 + 10 * MSNS, sl = QL_PROBE_SHARED_SLACK_NS;
+	/* sane: 4 ms up, 1 ms hold, 5 ms down */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx + 4 * MSNS, tx + 5 * MSNS, 1, sl), 1);
+	/* negative hold (the trial's "swap": receive 1 s late, send 1 s early) */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx + 1000 * MSNS, tx - 1000 * MSNS, 1, sl), 0);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx + 5 * MSNS, tx + 4 * MSNS, 0, sl), 0);
+	/* a hold longer than the whole round trip: unsynced too */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx - 100 * MSNS, tx + 100 * MSNS, 0, sl), 0);
+	/* one-way delays past the RTT with a plausible hold: shared only */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx + 50 * MSNS, tx + 51 * MSNS, 1, sl), 0);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx - 50 * MSNS, tx - 49 * MSNS, 1, sl), 0);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx + 50 * MSNS, tx + 51 * MSNS, 0, sl), 1);
+	/* within the slack of a shared clock: kept */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, tx - sl / 2, tx + sl / 2, 1, sl), 1);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, rx - sl / 2, rx + sl / 2, 1, sl), 1);
+	/* the extremes a peer can write: INT64_MAX, 0, negative */
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, INT64_MAX, INT64_MAX, 1, sl), 0);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, 1, 0, 1, sl), 0);
+	CHECK_EQ_INT(ql_probe_server_times_ok(tx, rx, INT64_MIN, INT64_MIN, 0, sl), 0);
+	/* the summary only takes what the client kept (QL_PS_SERVER) */
+	ql_probe_sample s[2] = { smp(0, 10), smp(1, 10) };
+	s[0].srv_rx_ns = s[0].tx_ns + 4 * MSNS;
+	s[0].srv_tx_ns = s[0].tx_ns + 5 * MSNS;
+	s[0].flags = QL_PS_SERVER;
+	s[1].flags = QL_PS_BAD_SERVER;
+	ql_lat_summary a;
+	CHECK_EQ_INT(ql_lat_summarize(s, 2, INT64_MIN, INT64_MAX, 100 * MSNS, INT64_MAX, 1, &a), 0);
+	CHECK_EQ_INT(a.samples, 2);
+	CHECK_EQ_INT(a.hold.n, 1);
+	CHECK_EQ_INT(a.up.n, 1);
+	CHECK_NEAR(a.hold.max_ms, 1, 1e-9);
+}
+
 TEST(wire_round_trip_and_malformed)
 {
 	uint8_t buf[QL_PROBE_HDR_BYTES + 8];
@@ -256,6 +293,7 @@ int main(void)
 	RUN(histogram_edges);
 	RUN(summarize_counts);
 	RUN(summarize_owd_hold_idle_induced);
+	RUN(server_times_that_do_not_fit_the_rtt);
 	RUN(wire_round_trip_and_malformed);
 	RUN(options_rules);
 	return ctest_done();

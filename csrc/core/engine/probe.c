@@ -30,6 +30,7 @@
 #include <unistd.h>
 
 #include "probe_wire.h"
+#include "proto.h"
 #include "sockopt.h"
 #include "../nl.h"
 #include "../timer.h"
@@ -63,6 +64,7 @@ struct ql_probe {
 	uint8_t *txbuf, *rxbuf;      /* payload + ICMP/IP headers */
 	size_t rxlen;                /* TCP: bytes of the reply being read */
 	int tcp_broken;              /* written under mu (read by first_reply) */
+	char why[QL_REFUSAL_MAX_BYTES];   /* TCP: the server's refusal, under mu */
 };
 
 static int64_t rt_now(void)
@@ -359,21 +361,30 @@ static void take_reply(ql_probe *p, uint64_t seq, int64_t rx, int rx_kernel,
 			x->flags |= QL_PS_RX_KERNEL;
 			p->info.rx_kernel++;
 		}
-		if (m) {
-			x->srv_rx_ns = m->server_rx_ns;
-			x->srv_tx_ns = m->server_tx_ns;
-			x->flags |= QL_PS_SERVER;
-		}
 		p->info.replies++;
-		if (!p->first) {
+		int first = !p->first;
+		if (first) {
 			p->first = 1;
 			static const uint8_t none[8];
 			if (m && memcmp(m->boot, p->boot, 8) == 0 && memcmp(p->boot, none, 8) != 0)
 				p->clock = QL_CLOCK_SHARED;
 			else if (p->o.clock_synced > 0)
 				p->clock = QL_CLOCK_SYNCED;
-			pthread_cond_broadcast(&p->cv);
 		}
+		/* the RTT is ours; the server's times are believed only where
+		 * they fit it (a peer can write anything, a boot id included) */
+		if (m && ql_probe_server_times_ok(x->tx_ns, rx, m->server_rx_ns, m->server_tx_ns,
+						  p->clock == QL_CLOCK_SHARED,
+						  QL_PROBE_SHARED_SLACK_NS)) {
+			x->srv_rx_ns = m->server_rx_ns;
+			x->srv_tx_ns = m->server_tx_ns;
+			x->flags |= QL_PS_SERVER;
+		} else if (m) {
+			x->flags |= QL_PS_BAD_SERVER;
+			p->info.bad_server_times++;
+		}
+		if (first)
+			pthread_cond_broadcast(&p->cv);
 	}
 	pthread_mutex_unlock(&p->mu);
 }
@@ -454,6 +465,49 @@ static ssize_t recv_stamped(ql_probe *p, uint8_t *buf, size_t cap, int64_t *rx, 
 	return r;
 }
 
+/* TCP, before any reply: the stream starts with a qoslab server's
+ * refusal (the state byte ACCESS_DENIED, then the length-prefixed
+ * "qoslab-refused: why", as a refused test is told), whose first
+ * have[nhave] bytes came. Read the rest (the server closes after it; at
+ * most 500 ms) and keep why under mu. */
+static void read_refusal(ql_probe *p, const uint8_t *have, size_t nhave)
+{
+	uint8_t b[1 + 4 + QL_REFUSAL_MAX_BYTES];
+	size_t n = nhave < sizeof b ? nhave : sizeof b;
+	memcpy(b, have, n);
+	int64_t dl = ql_now_ns() + 500 * MS;
+	while (n < sizeof b && ql_now_ns() < dl) {
+		if (n >= 5) {
+			uint32_t l = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
+			if (l <= QL_REFUSAL_MAX_BYTES && n >= 5 + l)
+				break;
+		}
+		struct pollfd pf = { .fd = p->fd, .events = POLLIN };
+		if (poll(&pf, 1, 50) <= 0)
+			continue;
+		ssize_t r = recv(p->fd, b + n, sizeof b - n, MSG_DONTWAIT);
+		if (r == 0 || (r < 0 && errno != EAGAIN && errno != EINTR))
+			break;
+		if (r > 0)
+			n += (size_t)r;
+	}
+	char why[QL_REFUSAL_MAX_BYTES] = "";
+	size_t pl = strlen(QL_REFUSAL_PREFIX), k = 0;
+	if (n >= 5) {
+		uint32_t l = (uint32_t)b[1] << 24 | (uint32_t)b[2] << 16 | (uint32_t)b[3] << 8 | b[4];
+		size_t end = 5 + (l < n - 5 ? l : n - 5);
+		if (end > 5 + pl && memcmp(b + 5, QL_REFUSAL_PREFIX, pl) == 0)
+			for (size_t i = 5 + pl; i < end && k + 1 < sizeof why; i++)
+				why[k++] = b[i] >= 32 && b[i] < 127 ? (char)b[i] : '?';
+	}
+	why[k] = 0;
+	pthread_mutex_lock(&p->mu);
+	snprintf(p->why, sizeof p->why, "%s", why[0] ? why : "refused, no reason given");
+	p->tcp_broken = p->fatal = 1;
+	pthread_cond_broadcast(&p->cv);
+	pthread_mutex_unlock(&p->mu);
+}
+
 static void read_replies(ql_probe *p)
 {
 	size_t cap = (size_t)p->payload + 128;
@@ -478,6 +532,10 @@ static void read_replies(ql_probe *p)
 			if (r < 0)
 				return;
 			p->rxlen += (size_t)r;
+			if (!p->first && p->rxbuf[0] == (uint8_t)(signed char)QL_ST_ACCESS_DENIED) {
+				read_refusal(p, p->rxbuf, p->rxlen);
+				return;
+			}
 			if (p->rxlen == (size_t)p->payload) {
 				ql_probe_msg m;
 				if (ql_probe_msg_get(&m, p->rxbuf, p->rxlen) < 0 ||
@@ -585,9 +643,14 @@ static int first_reply(ql_probe *p, ql_err *e)
 		pthread_cond_timedwait(&p->cv, &p->mu, &ts);
 	}
 	int ok = p->first, refused = p->refused, broken = p->tcp_broken;
+	char why[sizeof p->why];
+	memcpy(why, p->why, sizeof why);
 	pthread_mutex_unlock(&p->mu);
 	if (ok)
 		return 0;
+	if (why[0])
+		return ql_err_set(e, EBUSY, "EBUSY", "TCP probe to %s port %d: the server refused "
+				  "the probe session: %s", p->host, p->o.port, why);
 	if (p->proto == QL_PROBE_ICMP)
 		return ql_err_set(e, ETIMEDOUT, "ETIMEDOUT", "ICMP probe to %s: no echo reply "
 				  "within %.0f ms (the host is down, or it or the path drops "

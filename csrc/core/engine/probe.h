@@ -109,6 +109,9 @@ typedef struct ql_probe_info {
 	                                clock_synced */
 	int stopped, capped;
 	uint64_t sent, replies, duplicates, bad_replies, send_errors;
+	uint64_t bad_server_times;   /* replies whose server times did not fit
+	                                their RTT (ql_probe_server_times_ok):
+	                                RTT kept, hold and one-way delays not */
 	uint64_t tx_kernel;          /* requests with a kernel TX stamp */
 	uint64_t rx_kernel;          /* replies with a kernel RX stamp */
 	int64_t first_tx_ns, now_rt_ns;  /* CLOCK_REALTIME */

@@ -7,12 +7,14 @@
  */
 #include "probe_server.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <linux/net_tstamp.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -25,15 +27,32 @@
 
 typedef struct peer_slot {
 	uint8_t key[9];
-	int64_t tat_ns;              /* GCRA theoretical arrival time */
+	int64_t tat_ns;              /* GCRA theoretical arrival time, replies */
+	int64_t tat_bytes_ns;        /* the same, reply bytes */
 	int sessions;                /* TCP probe sessions of this group */
 } peer_slot;
+
+/* A TCP probe session, from its admission to its end (under mu). */
+typedef struct session {
+	int used;                    /* its thread has it (till the thread leaves) */
+	int live;                    /* counted: not evicted */
+	int fd;
+	uint8_t key[9];
+	struct sockaddr_storage peer;
+	peer_slot *sl;               /* its rate slot (NULL: the global budget only) */
+	int64_t start_ns, last_ns;   /* admitted; its last request */
+	uint64_t requests;
+} session;
 
 struct ql_probe_srv {
 	pthread_mutex_t mu;
 	int max_sessions, max_per_address;
+	session *sess;               /* nsess of them: twice the sessions, as an
+	                                evicted one's place is free only when its
+	                                thread has gone */
+	int nsess;
 	uint8_t boot[8];
-	int64_t tat_ns;              /* the global bucket */
+	int64_t tat_ns, tat_bytes_ns;   /* the global buckets */
 	peer_slot peers[QL_PROBE_SRV_PEERS];
 	ql_probe_srv_counters c;
 	uint8_t udp_buf[QL_PROBE_MAX_BYTES + 1];
@@ -51,6 +70,12 @@ ql_probe_srv *ql_probe_srv_new(int max_sessions, int max_sessions_per_address)
 	ql_probe_srv *ps = calloc(1, sizeof *ps);
 	if (!ps)
 		return NULL;
+	ps->nsess = 2 * (max_sessions > 0 ? max_sessions : 1);
+	ps->sess = calloc((size_t)ps->nsess, sizeof *ps->sess);
+	if (!ps->sess) {
+		free(ps);
+		return NULL;
+	}
 	pthread_mutex_init(&ps->mu, NULL);
 	ps->max_sessions = max_sessions;
 	ps->max_per_address = max_sessions_per_address;
@@ -63,6 +88,7 @@ void ql_probe_srv_free(ql_probe_srv *ps)
 	if (!ps)
 		return;
 	pthread_mutex_destroy(&ps->mu);
+	free(ps->sess);
 	free(ps);
 }
 
@@ -94,7 +120,7 @@ static peer_slot *slot_of(ql_probe_srv *ps, const struct sockaddr_storage *peer,
 		if (!claim || sl->sessions > 0)
 			return NULL;
 		memcpy(sl->key, k, 9);
-		sl->tat_ns = 0;
+		sl->tat_ns = sl->tat_bytes_ns = 0;
 	}
 	return sl;
 }
@@ -110,19 +136,43 @@ static int gcra(int64_t *tat, int64_t now, int rate, int burst)
 	return 1;
 }
 
-/* A reply allowed for peer now? Under mu. A peer whose slot is held by
+/* GCRA over bytes: a reply of len bytes at rate_Bps with a burst of
+ * burst_bytes (at least one reply of any size fits an idle bucket). */
+static int gcra_bytes(int64_t *tat, int64_t now, int64_t rate_Bps, int64_t burst_bytes,
+		      size_t len)
+{
+	int64_t base = *tat > now ? *tat : now;
+	if (base - now > burst_bytes * QL_NS_PER_S / rate_Bps)
+		return 0;
+	*tat = base + (int64_t)len * QL_NS_PER_S / rate_Bps;
+	return 1;
+}
+
+/* A reply of len bytes allowed for peer now? Under mu. Each of the four
+ * buckets (replies and bytes; the peer's, all peers') must have room; a
+ * refusal leaves them all as they were. A peer whose slot is held by
  * another group's TCP session shares the global budget only. */
-static int allowed(ql_probe_srv *ps, const struct sockaddr_storage *peer, int64_t now)
+static int allowed(ql_probe_srv *ps, const struct sockaddr_storage *peer, int64_t now,
+		   size_t len)
 {
 	peer_slot *sl = slot_of(ps, peer, 1);
-	int64_t keep_tat = ps->tat_ns;
-	if (!gcra(&ps->tat_ns, now, QL_PROBE_SRV_RATE, QL_PROBE_SRV_BURST))
-		return 0;
-	if (sl && !gcra(&sl->tat_ns, now, QL_PROBE_SRV_PEER_RATE, QL_PROBE_SRV_PEER_BURST)) {
-		ps->tat_ns = keep_tat;
-		return 0;
+	int64_t g = ps->tat_ns, gb = ps->tat_bytes_ns;
+	int64_t p = sl ? sl->tat_ns : 0, pb = sl ? sl->tat_bytes_ns : 0;
+	int ok = gcra(&ps->tat_ns, now, QL_PROBE_SRV_RATE, QL_PROBE_SRV_BURST) &&
+		 gcra_bytes(&ps->tat_bytes_ns, now, QL_PROBE_SRV_BYTE_RATE,
+			    QL_PROBE_SRV_BYTE_BURST, len) &&
+		 (!sl || (gcra(&sl->tat_ns, now, QL_PROBE_SRV_PEER_RATE, QL_PROBE_SRV_PEER_BURST) &&
+			  gcra_bytes(&sl->tat_bytes_ns, now, QL_PROBE_SRV_PEER_BYTE_RATE,
+				     QL_PROBE_SRV_PEER_BYTE_BURST, len)));
+	if (!ok) {
+		ps->tat_ns = g;
+		ps->tat_bytes_ns = gb;
+		if (sl) {
+			sl->tat_ns = p;
+			sl->tat_bytes_ns = pb;
+		}
 	}
-	return 1;
+	return ok;
 }
 
 /* Rewrite the request in buf[len] into its reply; -1 when malformed. */
@@ -195,7 +245,7 @@ int ql_probe_srv_udp(ql_probe_srv *ps, int fd, char *buf, size_t cap, size_t *le
 	pthread_mutex_lock(&ps->mu);
 	if (make_reply(ps, ps->udp_buf, (size_t)r, rx, rxk) < 0) {
 		ps->c.udp_malformed++;
-	} else if (!allowed(ps, peer, ql_now_ns())) {
+	} else if (!allowed(ps, peer, ql_now_ns(), (size_t)r)) {
 		ps->c.udp_rate_limited++;
 	} else {
 		ps->c.udp_replies++;
@@ -236,19 +286,159 @@ static int read_exact(int fd, uint8_t *buf, size_t n, int64_t idle_ns, const _At
 	return 0;
 }
 
-void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *peer,
-		      int64_t idle_ns, const _Atomic int *stop)
+/* How long a session has been idle at now: since its last request, or
+ * since its admission when it sent none. */
+static int64_t idle_for(const session *x, int64_t now)
 {
+	return now - (x->requests ? x->last_ns : x->start_ns);
+}
+
+/* Caller holds mu: sessions open from key's group. */
+static int tcp_held(ql_probe_srv *ps, const uint8_t key[9])
+{
+	int n = 0;
+	for (int i = 0; i < ps->nsess; i++)
+		n += ps->sess[i].live && memcmp(ps->sess[i].key, key, 9) == 0;
+	return n;
+}
+
+/* Caller holds mu: the session to close so a newcomer fits, or NULL.
+ * Among sessions of key's group (key != NULL), else of any group holding
+ * more than its fair share (fair: max_sessions over the groups holding
+ * sessions, the newcomer's counted), else of any group: one that never
+ * sent a request first, then the one idle longest; outside an unfair
+ * group only sessions idle for QL_PROBE_SRV_EVICT_IDLE_NS or more, so a
+ * working probe (which sends every interval) of an address within its
+ * share is never the victim of a newcomer. */
+static session *tcp_victim(ql_probe_srv *ps, const uint8_t *key, const uint8_t *newcomer,
+			   int64_t now)
+{
+	int ngroups = 0, newcomer_holds = 0;
+	for (int i = 0; i < ps->nsess; i++) {
+		session *x = &ps->sess[i];
+		if (!x->live)
+			continue;
+		int seen = 0;
+		for (int k = 0; k < i && !seen; k++)
+			seen = ps->sess[k].live && memcmp(ps->sess[k].key, x->key, 9) == 0;
+		ngroups += !seen;
+		newcomer_holds |= memcmp(x->key, newcomer, 9) == 0;
+	}
+	ngroups += !newcomer_holds;
+	int fair = ps->max_sessions / (ngroups > 0 ? ngroups : 1);
+	if (fair < 1)
+		fair = 1;
+	session *best = NULL;
+	int best_rank = -1;
+	int64_t best_idle = 0;
+	for (int i = 0; i < ps->nsess; i++) {
+		session *x = &ps->sess[i];
+		if (!x->live)
+			continue;
+		if (key && memcmp(x->key, key, 9) != 0)
+			continue;
+		int held = tcp_held(ps, x->key);
+		int64_t idle = idle_for(x, now);
+		int unfair = !key && held > fair;
+		if (!unfair && idle < QL_PROBE_SRV_EVICT_IDLE_NS)
+			continue;
+		/* rank: unfair first, then silent since its greeting */
+		int rank = unfair * 2 + (x->requests == 0);
+		if (rank > best_rank || (rank == best_rank && idle > best_idle)) {
+			best = x;
+			best_rank = rank;
+			best_idle = idle;
+		}
+	}
+	return best;
+}
+
+/* Caller holds mu: close x to make room (its thread wakes on the shutdown
+ * and leaves; its place is free from now on). */
+static void tcp_evict(ql_probe_srv *ps, session *x, int64_t now, const char *limit, int value,
+		      char *note, size_t nlen, struct sockaddr_storage *victim)
+{
+	*victim = x->peer;
+	char host[INET6_ADDRSTRLEN] = "?";
+	peer_host(&x->peer, host, sizeof host);
+	snprintf(note, nlen, "closed a TCP probe session from %s port %d (%s for %.1f s) to admit "
+		 "a newcomer: %s (%d) reached", host, peer_port(&x->peer),
+		 x->requests ? "no request" : "no request since its greeting",
+		 (double)idle_for(x, now) / 1e9, limit, value);
+	shutdown(x->fd, SHUT_RDWR);
+	x->live = 0;
+	if (x->sl)
+		x->sl->sessions--;
+	ps->c.tcp_open--;
+	ps->c.tcp_evicted++;
+}
+
+int ql_probe_srv_tcp_admit(ql_probe_srv *ps, int fd, const struct sockaddr_storage *peer,
+			   char *why, size_t len, char *note, size_t nlen,
+			   struct sockaddr_storage *victim)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	peer_host(peer, host, sizeof host);
+	why[0] = note[0] = 0;
+	uint8_t k[9];
+	group_key(peer, k);
+	int64_t now = ql_now_ns();
 	pthread_mutex_lock(&ps->mu);
-	peer_slot *sl = slot_of(ps, peer, 1);
-	if (!sl || sl->sessions >= ps->max_per_address || ps->c.tcp_open >= ps->max_sessions) {
+	int mine = tcp_held(ps, k);
+	if (mine >= ps->max_per_address) {
+		session *v = tcp_victim(ps, k, k, now);
+		if (v)
+			tcp_evict(ps, v, now, "max_tests_per_address", ps->max_per_address, note, nlen,
+				  victim);
+		else
+			snprintf(why, len, "busy: %d TCP probe sessions from %s open, the server's "
+				 "max_tests_per_address is %d (probe sessions count apart from "
+				 "tests); wait for one to end, or ask the server's operator to raise "
+				 "--max-tests-per-address", mine, host, ps->max_per_address);
+	} else if (ps->c.tcp_open >= ps->max_sessions) {
+		session *v = tcp_victim(ps, NULL, k, now);
+		if (v)
+			tcp_evict(ps, v, now, "max_tests", ps->max_sessions, note, nlen, victim);
+		else
+			snprintf(why, len, "busy: %d TCP probe sessions open, the server's max_tests is "
+				 "%d (probe sessions count apart from tests); wait for one to end, "
+				 "or ask the server's operator to raise --max-tests",
+				 ps->c.tcp_open, ps->max_sessions);
+	}
+	int slot = -1;
+	for (int i = 0; !why[0] && i < ps->nsess && slot < 0; i++)
+		if (!ps->sess[i].used)
+			slot = i;
+	if (slot < 0) {
+		if (!why[0])   /* as many evicted sessions still leaving as live ones */
+			snprintf(why, len, "busy: %d TCP probe sessions closing; retry in a second",
+				 ps->nsess - ps->c.tcp_open);
 		ps->c.tcp_refused++;
 		pthread_mutex_unlock(&ps->mu);
-		return;
+		return -1;
 	}
-	sl->sessions++;
+	session *x = &ps->sess[slot];
+	memset(x, 0, sizeof *x);
+	x->used = x->live = 1;
+	x->fd = fd;
+	memcpy(x->key, k, 9);
+	x->peer = *peer;
+	x->start_ns = now;
+	x->sl = slot_of(ps, peer, 1);
+	if (x->sl)
+		x->sl->sessions++;
 	ps->c.tcp_open++;
 	ps->c.tcp_sessions++;
+	pthread_mutex_unlock(&ps->mu);
+	return slot;
+}
+
+void ql_probe_srv_tcp(ql_probe_srv *ps, int slot, int fd, int64_t idle_ns,
+		      const _Atomic int *stop)
+{
+	session *x = &ps->sess[slot];
+	pthread_mutex_lock(&ps->mu);
+	struct sockaddr_storage peer = x->peer;
 	pthread_mutex_unlock(&ps->mu);
 	uint8_t *buf = malloc(QL_PROBE_MAX_BYTES);
 	int one = 1;
@@ -257,10 +447,15 @@ void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *p
 	setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv);
 	ql_probe_srv_stamp_socket(fd);
 	int idle = 0;
-	while (buf) {
+	/* a probe sends its first request at once: a session silent after its
+	 * greeting for longer is closed early */
+	int64_t first_ns = idle_ns < QL_PROBE_SRV_FIRST_REQUEST_NS ? idle_ns
+								   : QL_PROBE_SRV_FIRST_REQUEST_NS;
+	for (uint64_t nreq = 0; buf; nreq++) {
 		int64_t rx;
 		int rxk;
-		if (read_exact(fd, buf, QL_PROBE_HDR_BYTES, idle_ns, stop, &rx, &rxk, &idle) < 0)
+		if (read_exact(fd, buf, QL_PROBE_HDR_BYTES, nreq ? idle_ns : first_ns, stop, &rx, &rxk,
+			       &idle) < 0)
 			break;
 		ql_probe_msg m;
 		if (ql_probe_msg_get(&m, buf, QL_PROBE_HDR_BYTES) < 0 || m.type != QL_PROBE_REQUEST) {
@@ -275,21 +470,30 @@ void ql_probe_srv_tcp(ql_probe_srv *ps, int fd, const struct sockaddr_storage *p
 			break;
 		pthread_mutex_lock(&ps->mu);
 		make_reply(ps, buf, m.len, rx, rxk);
-		int ok = allowed(ps, peer, ql_now_ns());
+		int ok = allowed(ps, &peer, ql_now_ns(), m.len);
 		if (ok)
 			ps->c.tcp_replies++;
 		else
 			ps->c.tcp_rate_limited++;
+		if (x->live) {
+			x->requests++;
+			x->last_ns = ql_now_ns();
+		}
 		pthread_mutex_unlock(&ps->mu);
 		if (ok && send(fd, buf, m.len, MSG_NOSIGNAL) != (ssize_t)m.len)
 			break;
 	}
 	free(buf);
 	pthread_mutex_lock(&ps->mu);
-	if (idle)
-		ps->c.tcp_idle_closed++;
-	ps->c.tcp_open--;
-	sl->sessions--;   /* a slot with sessions is never taken over */
+	if (x->live) {
+		if (idle)
+			ps->c.tcp_idle_closed++;
+		ps->c.tcp_open--;
+		if (x->sl)
+			x->sl->sessions--;   /* a slot with sessions is never taken over */
+		x->live = 0;
+	}
+	x->used = 0;
 	pthread_mutex_unlock(&ps->mu);
 }
 

@@ -83,6 +83,22 @@ int ql_lat_hist_bucket(int64_t v)
 	return lo;
 }
 
+int ql_probe_server_times_ok(int64_t tx_ns, int64_t rx_ns, int64_t srv_rx_ns,
+			     int64_t srv_tx_ns, int shared, int64_t slack_ns)
+{
+	/* a peer may write any 64 bits: with every stamp positive (as
+	 * CLOCK_REALTIME is) no difference below can overflow */
+	if (srv_rx_ns <= 0 || srv_tx_ns <= 0 || rx_ns < tx_ns)
+		return 0;
+	int64_t rtt = rx_ns - tx_ns;
+	if (srv_tx_ns < srv_rx_ns || srv_tx_ns - srv_rx_ns > rtt)
+		return 0;
+	if (!shared)
+		return 1;
+	int64_t up = srv_rx_ns - tx_ns, down = rx_ns - srv_tx_ns;
+	return up >= -slack_ns && down >= -slack_ns;
+}
+
 static int in_span(int64_t t, int64_t from_ns, int64_t to_ns, int inside)
 {
 	return (t >= from_ns && t < to_ns) == inside;

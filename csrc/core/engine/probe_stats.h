@@ -40,6 +40,12 @@
 #define QL_PS_TX_KERNEL 1u          /* tx_ns is the kernel's TX stamp */
 #define QL_PS_RX_KERNEL 2u          /* rx_ns is the kernel's RX stamp */
 #define QL_PS_SERVER 4u             /* srv_rx_ns / srv_tx_ns are set */
+#define QL_PS_BAD_SERVER 8u         /* the reply's server times were impossible:
+                                       dropped (not QL_PS_SERVER), RTT kept */
+
+/* How far a shared clock's one-way delay may fall below 0 (the two ends'
+ * stamps are taken in different places: kernel and user space). */
+#define QL_PROBE_SHARED_SLACK_NS 1000000LL
 
 typedef struct ql_probe_sample {
 	int64_t tx_ns;               /* client send, ns CLOCK_REALTIME */
@@ -80,6 +86,19 @@ void ql_lat_dist_of(int64_t *v, size_t n, ql_lat_dist *d);
 /* The bucket of a value: -1 below the first edge, QL_LAT_HIST_EDGES - 1
  * at or above the last, else k with edge[k] <= v < edge[k + 1]. */
 int ql_lat_hist_bucket(int64_t v_ns);
+
+/*
+ * Whether a reply's server times fit its round trip (tx_ns, rx_ns on our
+ * own clock, srv_rx_ns, srv_tx_ns as the server wrote them): the hold
+ * (server send - server receive) must lie in [0, RTT]; with a shared
+ * clock (shared != 0) the one-way delays too: up = server receive - client
+ * send and down = client receive - server send each >= -slack_ns (with
+ * the hold in [0, RTT], up + hold + down = RTT then holds, each within
+ * [-slack, RTT + slack]). Anything else is a peer's lie or a stepped clock:
+ * 0, and the caller keeps the RTT but drops the server times.
+ */
+int ql_probe_server_times_ok(int64_t tx_ns, int64_t rx_ns, int64_t srv_rx_ns,
+			     int64_t srv_tx_ns, int shared, int64_t slack_ns);
 
 /*
  * Summarise the samples s[n] sent in [from_ns, to_ns) (see the top). owd:

@@ -99,6 +99,58 @@ static int read_cookie(conn_arg *ca, char *cookie, int64_t deadline)
 	return ql_io_read_full(ca->fd, cookie, QL_COOKIE_SIZE, ql_now_ns() + 200 * MS, NULL);
 }
 
+/* Caller holds s->mu: a line for srv:problems() and the log. */
+static void probe_logged(ql_server *s, const struct sockaddr_storage *peer, const char *what,
+			 const char *text)
+{
+	char host[INET6_ADDRSTRLEN] = "?";
+	peer_host(peer, host, sizeof host);
+	s->rejected++;
+	if (what)
+		snprintf(s->problem, sizeof s->problem, "%s from %s port %d: %s", what, host,
+			 peer_port(peer), text);
+	else
+		snprintf(s->problem, sizeof s->problem, "%s", text);
+	srv_problem_logged(s, peer, 0);
+}
+
+/* A TCP probe connection past its greeting: admitted and served, or told
+ * why not (as a refused test is: state ACCESS_DENIED and the reason) and
+ * logged. Closes fd. */
+static void probe_session(ql_server *s, int fd, const struct sockaddr_storage *peer,
+			  int64_t idle)
+{
+	char why[QL_REFUSAL_MAX_BYTES - sizeof QL_REFUSAL_PREFIX], note[320];
+	struct sockaddr_storage victim;
+	int slot = ql_probe_srv_tcp_admit(s->probe, fd, peer, why, sizeof why, note, sizeof note,
+					  &victim);
+	if (note[0]) {
+		pthread_mutex_lock(&s->mu);
+		probe_logged(s, &victim, NULL, note);
+		pthread_mutex_unlock(&s->mu);
+	}
+	if (slot >= 0) {
+		ql_probe_srv_tcp(s->probe, slot, fd, idle, &s->stop);
+		close(fd);
+		return;
+	}
+	srv_tell(fd, QL_ST_ACCESS_DENIED, 0, why);
+	/* a FIN after the reason, and what the peer sent read away, so the
+	 * close does not reset the connection before the peer read why */
+	shutdown(fd, SHUT_WR);
+	int64_t dl = ql_now_ns() + 500 * MS;
+	char junk[512];
+	while (ql_now_ns() < dl && !atomic_load(&s->stop)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 50) > 0 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) == 0)
+			break;
+	}
+	close(fd);
+	pthread_mutex_lock(&s->mu);
+	probe_logged(s, peer, "TCP probe session refused", why);
+	pthread_mutex_unlock(&s->mu);
+}
+
 static void *conn_main(void *arg)
 {
 	conn_arg *ca = arg;
@@ -117,8 +169,9 @@ static void *conn_main(void *arg)
 			unid_unlink(s, ca);
 		pthread_mutex_unlock(&s->mu);
 		if (!ev)
-			ql_probe_srv_tcp(s->probe, fd, &ca->peer, idle, &s->stop);
-		close(fd);
+			probe_session(s, fd, &ca->peer, idle);
+		else
+			close(fd);
 		goto out;
 	}
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
