@@ -61,10 +61,11 @@ end
 
 local function known_names() return table.concat(defs.names(), ', ') end
 
+-- level as for check.fail: 1 = the caller of the function calling check_name
 local function check_name(ctx, name, level)
   if type(name) ~= 'string' or not defs.tests[name] then
     error(string.format('%s: name: expected a standard test (%s), got %s', ctx, known_names(),
-      check.describe(name)), level + 1)
+      check.describe(name)), level + 2)
   end
   return defs.tests[name]
 end
@@ -85,7 +86,8 @@ local function resolve(name, d, opts, level)
         k == 'streams' and 'tcp_nup and tcp_ndown' or 'udp_flood'), L + 1)
     end
   end
-  check.keys(CTX, 'opts', opts, allowed, L)
+  -- check.keys's level 1 is its caller (resolve), one short of check.fail's
+  check.keys(CTX, 'opts', opts, allowed, L + 1)
   if opts.host == nil then check.fail(CTX, 'opts.host', "the server's host name or address", nil, L) end
   local o = {
     host = check.cstring(CTX, 'opts.host', opts.host, nil, L),

@@ -136,6 +136,30 @@ describe('qoslab.stdtest option checks', function()
     assert.is_false(ok)
     assert.matches('stdtest_spec.lua:%d+: qoslab.stdtest.check: name:', e)
   end)
+
+  -- An unknown test name and an unknown key were raised one level short, at
+  -- a line inside stdtest.lua; each must name the caller's own line.
+  it('an unknown test or key: at the caller\'s line, not inside qoslab', function()
+    local line
+    local ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.run('foo', { host = 'h' }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.run: name: expected a standard test', e)
+    ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.run('rrul', { host = 'h', foo = 1 }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.run: opts.foo: unknown key', e)
+    ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.check('rrul', { host = 'h', foo = 1 }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.check: opts.foo: unknown key', e)
+  end)
 end)
 
 describe('qoslab.stdtest.format', function()
