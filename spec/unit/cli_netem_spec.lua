@@ -2,9 +2,11 @@
 -- exit codes, with a fake qoslab.netem (the real one is exercised by
 -- spec/netem/ inside the guest and spec/integration/netem_host_spec.lua).
 describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
+  local real_parse = require('qoslab.netem').parse
   local fake
   fake = {
     parse = function(str)
+      if str:match('banana') then return real_parse(str) end
       if str:match('bogus') then error('qoslab.netem.parse: unknown option "bogus"', 0) end
       return { delay_ms = 50, loss_pct = 1 }
     end,
@@ -82,6 +84,15 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     rc, _, err = netem { 'frob', 'veth0' }
     assert.equal(2, rc)
     assert.matches("argument 'action' must be one of", err, 1, true)
+  end)
+
+  -- netem.parse raises at its caller's line, which for the command line was
+  -- "./lua/qoslab/cli/netem.lua:42: " before the message: no such prefix.
+  it("a parse error is printed without a position inside qoslab's files", function()
+    local rc, _, err = netem { 'set', 'lo', 'delay', 'banana' }
+    assert.equal(2, rc)
+    assert.equal('qoslab.netem.parse: delay: expected a time with a unit (e.g. 50ms, 1.5ms, 250us, 1s), '
+      .. 'got "banana"\n', err)
   end)
 
   it('stats prints the qdisc counters', function()

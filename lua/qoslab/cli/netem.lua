@@ -44,7 +44,9 @@ local function run(a)
     return netem.apply(dev, spec, o)
   end)
   if not ok then
-    eprint(tostring(r1))
+    -- a caller's mistake is raised at the caller's line, here: of no use on
+    -- the command line, so that position goes (a fault deeper keeps its own)
+    eprint((tostring(r1):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
     return 2
   end
   if r1 == nil and r2 ~= nil then
