@@ -416,7 +416,8 @@ end
 
 --- The tables of a run as text: per-class throughput per direction (rrul),
 -- per-stream throughput (tcp_nup, tcp_ndown), rate and loss (udp_flood),
--- the probe's latency (idle p50, loaded p50/p90/p99, induced), and each
+-- the probe's latency (idle p50, loaded p50/p90/p99, induced) and its
+-- health (requests sent, samples, lost, late, slots not sent), and each
 -- flow's warnings ("warning: LABEL: ...").
 -- @tparam table r a run as `run` returns it
 -- @treturn string lines ending in "\n"
@@ -468,7 +469,11 @@ function M.format(r)
       rows = rows }
   end
   local lt = latency_table(r.latency)
-  if lt then parts[#parts + 1] = report.format_table(lt) end
+  if lt then
+    parts[#parts + 1] = report.format_table(lt)
+    parts[#parts + 1] = require('qoslab.traffic.summary').probe_health(r.latency, r.duration_s)
+      .. '\n'
+  end
   for _, f in ipairs(flows) do
     for _, w in ipairs(f.warnings or {}) do
       parts[#parts + 1] = string.format('warning: %s: %s\n', tostring(f.label), tostring(w))

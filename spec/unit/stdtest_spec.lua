@@ -213,6 +213,31 @@ describe('qoslab.stdtest.format', function()
     assert.not_matches('induced', text, 1, true)
   end)
 
+  -- A starved probe that sent 61 of its ~200 loaded requests printed
+  -- "61 | 0 | ..." and nothing hinted that 70 % of the schedule was missing:
+  -- the table is followed by the probe's health, slots not sent included.
+  it("the probe's health under its table: sent, samples, lost, late, slots not sent", function()
+    local lat = { sent = 270, samples = 61, lost = 0, late = 0, interval_ms = 10,
+                  idle = { samples = 209, lost = 0, late = 0, rtt_ms = { p50 = 0.03 } },
+                  rtt_ms = { p50 = 0.029, p90 = 5.2, p99 = 66.8, max = 66.8 }, induced_ms = 0 }
+    local text = stdtest.format { test = 'rrul', host = 'h', duration_s = 2, idle_s = 1,
+      flows = {}, classes = {}, latency = lat }
+    assert.matches('\nprobe: sent 270; loaded: 61 samples, 0 lost, 0 late; about 139 of 200 slots '
+      .. 'not sent (duration / interval - requests: a descheduled probe skips the slots it missed)\n',
+      text, 1, true)
+    -- a full schedule (a slot short at the edges) says nothing of slots
+    lat.samples, lat.lost, lat.late = 197, 2, 1
+    text = stdtest.format { test = 'rrul', host = 'h', duration_s = 2, idle_s = 1,
+      flows = {}, classes = {}, latency = lat }
+    assert.matches('\nprobe: sent 270; loaded: 197 samples, 2 lost, 1 late\n', text, 1, true)
+    local summary = require 'qoslab.traffic.summary'
+    local lines = summary.latency_lines({ proto = 'udp', interval_ms = 10, clock = 'shared',
+      sent = 100, samples = 40, lost = 5, late = 5, idle = { samples = 0 }, rtt_ms = {} }, 1)
+    assert.equal('probe: sent 100; loaded: 40 samples, 5 lost, 5 late; about 50 of 100 slots not '
+      .. 'sent (duration / interval - requests: a descheduled probe skips the slots it missed)',
+      lines[3])
+  end)
+
   it('raises on what is not a run', function()
     assert.has_error(function() stdtest.format(nil) end,
       'qoslab.stdtest.format: r: expected a table, got nil')
