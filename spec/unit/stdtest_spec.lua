@@ -285,6 +285,14 @@ describe('qoslab test (command line)', function()
     assert.matches('--probe-interval (probe.interval_ms): expected a finite number in [1, 60000], got 0.5',
       out, 1, true)
     assert.matches('rc=2', out, 1, true)
+    -- 1e9 was "expected a positive number of milliseconds": the range it is out of
+    out = qoslab('test rrul 127.0.0.1 --probe-interval 1e9')
+    assert.matches('--probe-interval (probe.interval_ms): expected a finite number in [1, 60000], got 1',
+      out, 1, true)
+    assert.matches('rc=2', out, 1, true)
+    out = qoslab('test rrul 127.0.0.1 --probe-interval x')
+    assert.matches("--probe-interval: expected a number of milliseconds, got 'x'", out, 1, true)
+    assert.matches('rc=2', out, 1, true)
     out = qoslab('test latency 127.0.0.1 --no-probe')
     assert.matches('--probe-* (probe): latency is the probe alone', out, 1, true)
     assert.matches('rc=2', out, 1, true)

@@ -61,7 +61,8 @@ function M.describe(cmd)
     :convert(conv('-b', traffic_cli.parse_rate))
   cmd:option('--netns', 'Named network namespace to run the client and probe in.')
   cmd:option('--probe-interval', 'Milliseconds between probe requests (default: the probe\'s).')
-    :convert(conv('--probe-interval', num_in(0.001, 3600000, 'a positive number of milliseconds')))
+    -- only a number here: the probe's own check names its range
+    :convert(conv('--probe-interval', num_in(-math.huge, math.huge, 'a number of milliseconds')))
   cmd:option('--probe-proto', 'Probe protocol: udp, icmp or tcp (default udp).')
     :choices { 'udp', 'icmp', 'tcp' }
   cmd:flag('--no-probe', 'Run the load without the latency probe.')
