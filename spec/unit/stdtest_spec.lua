@@ -254,6 +254,20 @@ describe('qoslab test (command line)', function()
     return s
   end
 
+  -- An interrupted run left its folder holding only qoslab-run.json and
+  -- said nothing of it: like `qoslab run`, the empty folder goes, told.
+  it('interrupted before anything is written: the empty folder is removed, and said', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local out = qoslab(string.format('test latency 127.0.0.1 --probe-proto icmp -t 20 --out %s 2>&1 '
+      .. '& pid=$!; sleep 1.5; kill -INT $pid; wait $pid', dir))
+    assert.matches('qoslab test: nothing was written; removed the empty ' .. dir, out, 1, true)
+    assert.matches('interrupted by SIGINT', out, 1, true)
+    assert.matches('rc=130', out, 1, true)
+    assert.is_nil(io.open(dir .. '/qoslab-run.json'))
+    assert.is_true(os.execute('test ! -e ' .. dir))
+  end)
+
   it('--list names every test', function()
     local out = qoslab('test --list')
     for _, n in ipairs { 'rrul', 'tcp_nup', 'tcp_ndown', 'udp_flood', 'latency' } do

@@ -157,7 +157,17 @@ local function run(a)
     what = what .. string.format(', probe idle %g s before and after', resolved.idle_s)
   end
   eprint('qoslab test: ', a.name, ' to ', a.host, ': ', what, '; results in ', cli_plan.shell_quote(out))
-  local r, msg, code = stdtest.run(a.name, o)
+  local done, r, msg, code = pcall(stdtest.run, a.name, o)
+  if not done then
+    -- interrupted (or any raised error): as `qoslab run` does, an empty
+    -- folder goes and says so, one with results is named
+    if made and cli_plan.remove_if_empty(out) then
+      eprint('qoslab test: nothing was written; removed the empty ', cli_plan.shell_quote(out))
+    elseif made then
+      eprint('qoslab test: results so far in ', cli_plan.shell_quote(out))
+    end
+    error(r, 0)
+  end
   if not r then
     eprint('qoslab test: ', a.name, ': ', tostring(msg), ' (', tostring(code), ')')
     if made then cli_plan.remove_if_empty(out) end
