@@ -102,3 +102,47 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     assert.matches('drops%s+1\n', out)
   end)
 end)
+
+-- `qoslab netem check SPEC`: netem.check's canonical spec and advice from the
+-- command line, with no device and no sch_netem (this host has none), so
+-- the advice a spec gets can be read before it is set anywhere.
+describe('qoslab netem check (bin/qoslab)', function()
+  local function qoslab(args)
+    local errfile = os.tmpname()
+    local p = assert(io.popen('QOSLAB_BUILD=${QOSLAB_BUILD:-build} lua5.4 bin/qoslab ' .. args
+      .. ' 2>' .. errfile .. '; echo "rc=$?"'))
+    local out = p:read('a')
+    p:close()
+    local f = io.open(errfile)
+    local err = f and f:read('a') or ''
+    if f then f:close() end
+    os.remove(errfile)
+    return out, err
+  end
+
+  it('prints the canonical spec and its advice as warnings, exit 0', function()
+    local out, err = qoslab('netem check loss 5% 25%')
+    assert.equal('netem limit 1000 loss 5% 25%\nrc=0\n', out)
+    assert.matches('^warning: spec.loss_pct = 5 with spec.loss_corr_pct = 25 gives about 0.19 %% loss', err)
+    out, err = qoslab('netem check delay 50ms 10ms limit auto')
+    assert.equal('netem delay 50ms 10ms limit auto\nrc=0\n', out)
+    assert.equal('', err)
+  end)
+
+  it('--json: the spec and the advice with its stable code', function()
+    local out = qoslab('netem check loss 5% 25% --json')
+    local j = require('cjson').decode(out:match('^(.-)\nrc=0\n$'))
+    assert.same({ limit_packets = 1000, loss_pct = 5, loss_corr_pct = 25 }, j.spec)
+    assert.equal('CORRELATED_LOSS', j.advice[1].code)
+  end)
+
+  it('bad input: the message without a position, exit 2', function()
+    local out, err = qoslab('netem check delay banana')
+    assert.equal('rc=2\n', out)
+    assert.equal('qoslab.netem.parse: delay: expected a time with a unit (e.g. 50ms, 1.5ms, 250us, 1s), '
+      .. 'got "banana"\n', err)
+    out, err = qoslab('netem check loss 150%')
+    assert.equal('rc=2\n', out)
+    assert.matches('^qoslab.netem.parse: loss: expected a percentage', err)
+  end)
+end)
