@@ -465,7 +465,8 @@ static void push_advice(lua_State *L, const ql_netem_spec *s)
 		qlb_set_string(L, "code", a->code);
 		qlb_set_string(L, "field", a->field);
 		qlb_set_string(L, "message", a->msg);
-		qlb_set_number(L, "kernel_loss_pct", a->kernel_loss_pct);
+		if (strcmp(a->code, "CORRELATED_LOSS") == 0)
+			qlb_set_number(L, "kernel_loss_pct", a->kernel_loss_pct);
 		if (a->has_gilbert) {
 			qlb_set_number(L, "mean_burst_packets", a->mean_burst_packets);
 			lua_createtable(L, 0, 3);

@@ -118,11 +118,33 @@ static int correlated_loss(const ql_netem_spec *s, ql_netem_advice *a)
 	return 1;
 }
 
+static int jitter_reorders(const ql_netem_spec *s, ql_netem_advice *a)
+{
+	/* asked-for reordering (reorder_pct) or a rate (keep_order's) keep
+	 * nothing to say */
+	if (s->jitter_ns <= 0 || s->keep_order || s->rate_bytes_per_s || s->reorder_frac32)
+		return 0;
+	memset(a, 0, sizeof *a);
+	snprintf(a->code, sizeof a->code, "JITTER_REORDERS");
+	snprintf(a->field, sizeof a->field, "spec.jitter_ms");
+	double jitter_ms = (double)s->jitter_ns / 1e6;
+	snprintf(a->msg, sizeof a->msg,
+		 "spec.jitter_ms = %.6g without spec.keep_order or spec.rate_bps reorders packets: "
+		 "netem draws each packet's delay on its own, so packets sent less than about "
+		 "%.6g ms (2 x jitter) apart can overtake each other (datagrams 1 ms apart under "
+		 "50 +- 10 ms: about 70 %% out of order); set spec.keep_order = true to keep them "
+		 "in order (it changes the delays' distribution, see manual/errors.md)",
+		 jitter_ms, 2 * jitter_ms);
+	return 1;
+}
+
 int ql_netem_advise(const ql_netem_spec *s, ql_netem_advice *out, int cap)
 {
 	int n = 0;
 	ql_netem_advice a;
 	if (correlated_loss(s, &a) && n < cap)
+		out[n++] = a;
+	if (jitter_reorders(s, &a) && n < cap)
 		out[n++] = a;
 	return n;
 }

@@ -17,6 +17,12 @@
  * p + rho (1 - p), P(loss | delivered) = p (1 - rho), i.e. the simple
  * Gilbert model p_GE = p (1 - rho), r = (1 - p)(1 - rho), 1-h = 100 %,
  * 1-k = 0, whose mean loss is p_GE / (p_GE + r) = p and mean burst 1 / r.
+ *
+ * JITTER_REORDERS: delay jitter without keep_order, a rate or reorder.
+ * netem draws each packet's delay on its own and sends in the order of the
+ * send times, so packets closer together than the spread of the delays
+ * (2 x jitter for the uniform default) overtake each other; only a rate
+ * (what keep_order sets) schedules each after the one queued before.
  */
 #ifndef QL_NETEM_ADVICE_H
 #define QL_NETEM_ADVICE_H
@@ -29,10 +35,10 @@
 #define QL_NETEM_ADVICE_MAX 4
 
 typedef struct ql_netem_advice {
-	char code[QL_ERR_CODE_MAX];    /* stable: "CORRELATED_LOSS" */
+	char code[QL_ERR_CODE_MAX];    /* stable: "CORRELATED_LOSS", "JITTER_REORDERS" */
 	char field[40];                /* the spec field it is about */
 	char msg[QL_ERR_MSG_MAX];      /* what happens and what to use instead */
-	double kernel_loss_pct;        /* the loss the kernel's generator gives */
+	double kernel_loss_pct;        /* CORRELATED_LOSS: the loss the kernel's generator gives */
 	int has_gilbert;               /* a suggestion below (0: rho = 100 %) */
 	uint32_t ge_p_frac32, ge_r_frac32;  /* with 1-h = 100 %, 1-k = 0 */
 	double mean_burst_packets;     /* 1 / r of the suggestion */

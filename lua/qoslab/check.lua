@@ -33,6 +33,18 @@ function M.call(level, fn, ...)
   return table.unpack(r, 2, r.n)
 end
 
+--- Whether err is the stand-alone interpreter's own "interrupted!" (lua.c
+-- raises it from a hook on SIGINT when qoslab's signal handlers are not
+-- installed), positioned wherever the hook happened to run: inside one of
+-- qoslab's files or nowhere. A caller that catches it raises
+-- `error("interrupted!", level)` again, at its own caller's line.
+-- @param err any error value
+-- @treturn boolean
+function M.interpreter_interrupt(err)
+  if type(err) ~= 'string' then return false end
+  return err == 'interrupted!' or err:find('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: interrupted!$') ~= nil
+end
+
 --- Raise for any key of t that is not in the set `allowed` ({key=true,...}).
 function M.keys(ctx, prefix, t, allowed, level)
   for k in pairs(t) do

@@ -69,8 +69,18 @@ function M.probe(opts)
   local filled = check.call(2, core().probe_check, opts, 'qoslab.latency.probe', 'opts', true)
   local p, msg, code = core().probe_start(copy(opts))
   if not p then return nil, msg, code end
-  local ok, smsg, scode = core().sleep(filled.duration_s)
+  -- plain lua5.4's SIGINT hook raises "interrupted!" at whatever line of
+  -- this file runs next: the probe is stopped and it is raised again at the
+  -- caller's line
+  local done, ok, smsg, scode = pcall(function()
+    local a, b, c = core().sleep(filled.duration_s)
+    return a, b, c
+  end)
   p:stop()
+  if not done then
+    if check.interpreter_interrupt(ok) then error('interrupted!', 2) end
+    error(ok, 0)
+  end
   if not ok then return nil, smsg, scode end
   local lat = p:latency()
   return lat

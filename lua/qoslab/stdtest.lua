@@ -61,10 +61,11 @@ end
 
 local function known_names() return table.concat(defs.names(), ', ') end
 
+-- level as for check.fail: 1 = the caller of the function calling check_name
 local function check_name(ctx, name, level)
   if type(name) ~= 'string' or not defs.tests[name] then
     error(string.format('%s: name: expected a standard test (%s), got %s', ctx, known_names(),
-      check.describe(name)), level + 1)
+      check.describe(name)), level + 2)
   end
   return defs.tests[name]
 end
@@ -85,7 +86,8 @@ local function resolve(name, d, opts, level)
         k == 'streams' and 'tcp_nup and tcp_ndown' or 'udp_flood'), L + 1)
     end
   end
-  check.keys(CTX, 'opts', opts, allowed, L)
+  -- check.keys's level 1 is its caller (resolve), one short of check.fail's
+  check.keys(CTX, 'opts', opts, allowed, L + 1)
   if opts.host == nil then check.fail(CTX, 'opts.host', "the server's host name or address", nil, L) end
   local o = {
     host = check.cstring(CTX, 'opts.host', opts.host, nil, L),
@@ -414,7 +416,8 @@ end
 
 --- The tables of a run as text: per-class throughput per direction (rrul),
 -- per-stream throughput (tcp_nup, tcp_ndown), rate and loss (udp_flood),
--- the probe's latency (idle p50, loaded p50/p90/p99, induced), and each
+-- the probe's latency (idle p50, loaded p50/p90/p99, induced) and its
+-- health (requests sent, samples, lost, late, slots not sent), and each
 -- flow's warnings ("warning: LABEL: ...").
 -- @tparam table r a run as `run` returns it
 -- @treturn string lines ending in "\n"
@@ -466,7 +469,11 @@ function M.format(r)
       rows = rows }
   end
   local lt = latency_table(r.latency)
-  if lt then parts[#parts + 1] = report.format_table(lt) end
+  if lt then
+    parts[#parts + 1] = report.format_table(lt)
+    parts[#parts + 1] = require('qoslab.traffic.summary').probe_health(r.latency, r.duration_s)
+      .. '\n'
+  end
   for _, f in ipairs(flows) do
     for _, w in ipairs(f.warnings or {}) do
       parts[#parts + 1] = string.format('warning: %s: %s\n', tostring(f.label), tostring(w))

@@ -72,6 +72,8 @@ local function split_probe(ctx, opts)
   local probe = o.probe
   o.probe = nil
   if probe == true then probe = {} end
+  -- `true` is taken too, so the message says so (level 2: the public caller's)
+  if type(probe) ~= 'table' then check.fail(ctx, 'opts.probe', 'a table or true', probe, 2) end
   local filled = latency.check_beside(ctx, probe, 3)
   return o, { opts = copy(probe), filled = filled }
 end

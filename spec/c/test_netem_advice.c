@@ -109,6 +109,40 @@ TEST(advice_for_correlated_loss_only)
 	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
 }
 
+/* Jitter without keep_order, a rate or reorder reorders closely spaced
+ * packets: JITTER_REORDERS says so, naming twice the jitter; with any of
+ * the three there is nothing to say. */
+TEST(advice_for_jitter_without_order)
+{
+	ql_netem_spec s;
+	ql_netem_advice a[QL_NETEM_ADVICE_MAX];
+	ql_netem_spec_init(&s);
+	s.delay_ns = 50000000;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);  /* no jitter */
+	s.jitter_ns = 10000000;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 1);
+	CHECK_STR(a[0].code, "JITTER_REORDERS");
+	CHECK_STR(a[0].field, "spec.jitter_ms");
+	CHECK(!a[0].has_gilbert);
+	CHECK(strstr(a[0].msg, "spec.jitter_ms = 10 ") && strstr(a[0].msg, "about 20 ms")
+	      && strstr(a[0].msg, "spec.keep_order = true"));
+	s.loss_frac32 = ql_netem_pct_to_frac32(5);  /* both, in a fixed order */
+	s.loss_corr_frac32 = ql_netem_pct_to_frac32(25);
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 2);
+	CHECK_STR(a[0].code, "CORRELATED_LOSS");
+	CHECK_STR(a[1].code, "JITTER_REORDERS");
+	CHECK_EQ_INT(ql_netem_advise(&s, a, 1), 1);  /* cap respected */
+	s.loss_frac32 = s.loss_corr_frac32 = 0;
+	s.keep_order = 1;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
+	s.keep_order = 0;
+	s.rate_bytes_per_s = 12500000;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
+	s.rate_bytes_per_s = 0;
+	s.reorder_frac32 = ql_netem_pct_to_frac32(5);
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
+}
+
 /* The suggested model run as the kernel runs GE: mean loss and mean burst. */
 TEST(suggested_gilbert_gives_the_asked_loss)
 {
@@ -181,6 +215,7 @@ int main(void)
 	RUN(correlated_generator_loss_matches_the_kernel_recurrence);
 	RUN(gilbert_from_loss_and_burst);
 	RUN(advice_for_correlated_loss_only);
+	RUN(advice_for_jitter_without_order);
 	RUN(suggested_gilbert_gives_the_asked_loss);
 	RUN(keep_order_rules);
 	RUN(short_percent);

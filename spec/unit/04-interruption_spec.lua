@@ -69,4 +69,33 @@ print(tostring(err))
     assert.equal('false\ttable\tEINTR\tSIGTERM\tSIGTERM\tSIGTERM', l1, out)
     assert.matches('^%(command line%):%d+: interrupted by SIGTERM$', l2, nil, false)
   end)
+
+  -- Under a plain lua5.4 (no qoslab handlers) SIGINT during
+  -- qoslab.latency.probe came out as "lua/qoslab/latency.lua:81:
+  -- interrupted!": the interpreter's error must name the caller's line.
+  it("plain lua5.4: the interpreter's interrupted! names the caller's line", function()
+    local build = os.getenv('QOSLAB_BUILD') or 'build'
+    local dir = os.tmpname()
+    os.remove(dir)
+    local file = dir .. '.lua'
+    local f = assert(io.open(file, 'w'))
+    f:write([[
+package.cpath = './]] .. build .. [[/?.so;' .. package.cpath
+package.path = './lua/?.lua;./lua/?/init.lua;' .. package.path
+local latency = require 'qoslab.latency'
+local pid = io.open('/proc/self/stat'):read('n')
+os.execute('(sleep 0.3; kill -INT ' .. pid .. ') &')
+local ok, err = pcall(function()
+  local r = latency.probe { host = '127.0.0.1', proto = 'icmp', duration_s = 5 }
+  return r
+end)
+print(ok, err)
+]])
+    f:close()
+    local p = assert(io.popen('timeout 20 lua5.4 ' .. q(file) .. ' 2>&1'))
+    local out = p:read('a')
+    p:close()
+    os.remove(file)
+    assert.equal('false\t' .. file .. ':7: interrupted!\n', out)
+  end)
 end)

@@ -64,8 +64,11 @@ describe('latency probe options: one check in C, raised at the caller', function
       traffic.run, { host = '127.0.0.1', probe = { interval_ms = 70000 } })
     expect('qoslab.traffic.start: opts.probe.idle_s: expected a finite number in [0, 3600], got -1',
       traffic.start, { host = '127.0.0.1', probe = { idle_s = -1 } })
-    expect('qoslab.client: opts.probe: expected a table, got 10',
+    -- probe = true (the defaults) is taken, so a wrong value is told that
+    expect('qoslab.client: opts.probe: expected a table or true, got 10',
       traffic.client, { host = '127.0.0.1', probe = 10 })
+    expect('qoslab.traffic.run: opts.probe: expected a table or true, got string "yes"',
+      traffic.run, { host = '127.0.0.1', probe = 'yes' })
     expect('qoslab.traffic.run: opts.probe.host: unknown key (known keys: port, proto, interval_ms, '
       .. 'tos, payload_bytes, idle_s, timeout_ms, clock_synced)',
       traffic.run, { host = '127.0.0.1', probe = { host = 'x' } })

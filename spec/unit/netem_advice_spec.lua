@@ -49,10 +49,32 @@ describe('qoslab.netem advice on correlated random loss', function()
 
   it('nothing to say without a correlation, at 100 % loss, or for the loss models', function()
     for _, spec in ipairs {
-      { loss_pct = 5 }, { loss_pct = 100, loss_corr_pct = 25 }, { delay_ms = 5, jitter_ms = 1 },
+      { loss_pct = 5 }, { loss_pct = 100, loss_corr_pct = 25 },
+      { delay_ms = 5, jitter_ms = 1, keep_order = true },
       { loss_gemodel = { p_pct = 3.75, r_pct = 71.25 } }, { loss_state = { p13_pct = 3.75, p31_pct = 71.25 } },
     } do
       local _, advice = netem.check(spec)
+      assert.same({}, advice)
+    end
+  end)
+
+  -- errors.md's first netem trap (jitter reorders 70-74 % of datagrams 1 ms
+  -- apart) had no advice: netem.check{delay_ms = 50, jitter_ms = 10} gave {}.
+  it('jitter without keep_order, a rate or reorder: JITTER_REORDERS', function()
+    local _, advice = netem.check { delay_ms = 50, jitter_ms = 10 }
+    assert.equal(1, #advice)
+    assert.equal('JITTER_REORDERS', advice[1].code)
+    assert.equal('spec.jitter_ms', advice[1].field)
+    assert.is_nil(advice[1].kernel_loss_pct)
+    assert.is_nil(advice[1].changes)
+    assert.matches('about 20 ms (2 x jitter) apart', advice[1].message, 1, true)
+    assert.matches('set spec.keep_order = true', advice[1].message, 1, true)
+    for _, spec in ipairs {
+      { delay_ms = 50, jitter_ms = 10, keep_order = true },
+      { delay_ms = 50, jitter_ms = 10, rate_bps = 1e8 },
+      { delay_ms = 50, jitter_ms = 10, reorder_pct = 5 },
+    } do
+      _, advice = netem.check(spec)
       assert.same({}, advice)
     end
   end)

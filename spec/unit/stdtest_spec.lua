@@ -136,6 +136,30 @@ describe('qoslab.stdtest option checks', function()
     assert.is_false(ok)
     assert.matches('stdtest_spec.lua:%d+: qoslab.stdtest.check: name:', e)
   end)
+
+  -- An unknown test name and an unknown key were raised one level short, at
+  -- a line inside stdtest.lua; each must name the caller's own line.
+  it('an unknown test or key: at the caller\'s line, not inside qoslab', function()
+    local line
+    local ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.run('foo', { host = 'h' }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.run: name: expected a standard test', e)
+    ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.run('rrul', { host = 'h', foo = 1 }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.run: opts.foo: unknown key', e)
+    ok, e = pcall(function()
+      line = debug.getinfo(1, 'l').currentline + 1
+      local r = stdtest.check('rrul', { host = 'h', foo = 1 }); return r
+    end)
+    assert.is_false(ok)
+    assert.matches('stdtest_spec.lua:' .. line .. ': qoslab.stdtest.check: opts.foo: unknown key', e)
+  end)
 end)
 
 describe('qoslab.stdtest.format', function()
@@ -189,6 +213,31 @@ describe('qoslab.stdtest.format', function()
     assert.not_matches('induced', text, 1, true)
   end)
 
+  -- A starved probe that sent 61 of its ~200 loaded requests printed
+  -- "61 | 0 | ..." and nothing hinted that 70 % of the schedule was missing:
+  -- the table is followed by the probe's health, slots not sent included.
+  it("the probe's health under its table: sent, samples, lost, late, slots not sent", function()
+    local lat = { sent = 270, samples = 61, lost = 0, late = 0, interval_ms = 10,
+                  idle = { samples = 209, lost = 0, late = 0, rtt_ms = { p50 = 0.03 } },
+                  rtt_ms = { p50 = 0.029, p90 = 5.2, p99 = 66.8, max = 66.8 }, induced_ms = 0 }
+    local text = stdtest.format { test = 'rrul', host = 'h', duration_s = 2, idle_s = 1,
+      flows = {}, classes = {}, latency = lat }
+    assert.matches('\nprobe: sent 270; loaded: 61 samples, 0 lost, 0 late; about 139 of 200 slots '
+      .. 'not sent (duration / interval - requests: a descheduled probe skips the slots it missed)\n',
+      text, 1, true)
+    -- a full schedule (a slot short at the edges) says nothing of slots
+    lat.samples, lat.lost, lat.late = 197, 2, 1
+    text = stdtest.format { test = 'rrul', host = 'h', duration_s = 2, idle_s = 1,
+      flows = {}, classes = {}, latency = lat }
+    assert.matches('\nprobe: sent 270; loaded: 197 samples, 2 lost, 1 late\n', text, 1, true)
+    local summary = require 'qoslab.traffic.summary'
+    local lines = summary.latency_lines({ proto = 'udp', interval_ms = 10, clock = 'shared',
+      sent = 100, samples = 40, lost = 5, late = 5, idle = { samples = 0 }, rtt_ms = {} }, 1)
+    assert.equal('probe: sent 100; loaded: 40 samples, 5 lost, 5 late; about 50 of 100 slots not '
+      .. 'sent (duration / interval - requests: a descheduled probe skips the slots it missed)',
+      lines[3])
+  end)
+
   it('raises on what is not a run', function()
     assert.has_error(function() stdtest.format(nil) end,
       'qoslab.stdtest.format: r: expected a table, got nil')
@@ -204,6 +253,20 @@ describe('qoslab test (command line)', function()
     p:close()
     return s
   end
+
+  -- An interrupted run left its folder holding only qoslab-run.json and
+  -- said nothing of it: like `qoslab run`, the empty folder goes, told.
+  it('interrupted before anything is written: the empty folder is removed, and said', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local out = qoslab(string.format('test latency 127.0.0.1 --probe-proto icmp -t 20 --out %s 2>&1 '
+      .. '& pid=$!; sleep 1.5; kill -INT $pid; wait $pid', dir))
+    assert.matches('qoslab test: nothing was written; removed the empty ' .. dir, out, 1, true)
+    assert.matches('interrupted by SIGINT', out, 1, true)
+    assert.matches('rc=130', out, 1, true)
+    assert.is_nil(io.open(dir .. '/qoslab-run.json'))
+    assert.is_true(os.execute('test ! -e ' .. dir))
+  end)
 
   it('--list names every test', function()
     local out = qoslab('test --list')
@@ -235,6 +298,14 @@ describe('qoslab test (command line)', function()
     out = qoslab('test rrul 127.0.0.1 --probe-interval 0.5')
     assert.matches('--probe-interval (probe.interval_ms): expected a finite number in [1, 60000], got 0.5',
       out, 1, true)
+    assert.matches('rc=2', out, 1, true)
+    -- 1e9 was "expected a positive number of milliseconds": the range it is out of
+    out = qoslab('test rrul 127.0.0.1 --probe-interval 1e9')
+    assert.matches('--probe-interval (probe.interval_ms): expected a finite number in [1, 60000], got 1',
+      out, 1, true)
+    assert.matches('rc=2', out, 1, true)
+    out = qoslab('test rrul 127.0.0.1 --probe-interval x')
+    assert.matches("--probe-interval: expected a number of milliseconds, got 'x'", out, 1, true)
     assert.matches('rc=2', out, 1, true)
     out = qoslab('test latency 127.0.0.1 --no-probe')
     assert.matches('--probe-* (probe): latency is the probe alone', out, 1, true)

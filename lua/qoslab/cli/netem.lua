@@ -5,6 +5,7 @@
 --     qoslab netem show veth0                (tc-netem(8) syntax, or --json)
 --     qoslab netem stats veth0 --json
 --     qoslab netem clear veth0 --ingress
+--     qoslab netem check loss 5% 25%      (no device, no kernel netem needed)
 --
 -- `limit auto` sizes the queue as `qoslab.netem` documents. Put `--` before
 -- options with negative numbers (rate overheads). Exit status: 0 done,
@@ -25,9 +26,43 @@ local function opts_of(a)
   return next(o) and o or nil
 end
 
+-- The spec in tc-netem(8) syntax, `limit auto` included (format refuses it).
+local function spec_text(netem, spec)
+  if spec.limit_packets ~= 'auto' then return netem.format(spec) end
+  local c = {}
+  for k, v in pairs(spec) do c[k] = v end
+  c.limit_packets = nil
+  local t = netem.format(c):gsub('^limit %d+ ?', '')
+  return (t == '' and '' or t .. ' ') .. 'limit auto'
+end
+
+-- `check SPEC`: the words after `check` are all the spec (dev included).
+-- The canonical spec and netem.check's advice, without the kernel.
+local function check_only(a, netem, cjson)
+  local words = { a.dev }
+  for _, w in ipairs(a.spec) do words[#words + 1] = w end
+  local ok, canon, advice = pcall(function()
+    local spec = netem.parse(table.concat(words, ' '))
+    local c, adv = netem.check(spec, 'qoslab netem check')
+    return c, adv
+  end)
+  if not ok then
+    eprint((tostring(canon):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
+    return 2
+  end
+  if a.json then
+    print(cjson.encode { spec = canon, advice = advice })
+  else
+    for _, adv in ipairs(advice) do eprint('warning: ', adv.message) end
+    print('netem ' .. spec_text(netem, canon))
+  end
+  return 0
+end
+
 local function run(a)
   local netem = require 'qoslab.netem'
   local cjson = require 'cjson'
+  if a.action == 'check' then return check_only(a, netem, cjson) end
   local o = opts_of(a)
   local verb, dev = a.action, a.dev
   local ok, r1, r2, r3 = pcall(function()
@@ -44,11 +79,17 @@ local function run(a)
     return netem.apply(dev, spec, o)
   end)
   if not ok then
-    eprint(tostring(r1))
+    -- a caller's mistake is raised at the caller's line, here: of no use on
+    -- the command line, so that position goes (a fault deeper keeps its own)
+    eprint((tostring(r1):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
     return 2
   end
   if r1 == nil and r2 ~= nil then
     eprint('qoslab netem ', verb, ' ', dev, ': ', tostring(r2), r3 and (' (' .. r3 .. ')') or '')
+    if verb == 'set' and r3 == 'ENOTSUP' then
+      eprint('(qoslab netem check ', table.concat(a.spec, ' '), ' shows the advice for that spec ',
+        'without netem in the kernel)')
+    end
     return 1
   end
   if verb == 'show' then
@@ -78,9 +119,11 @@ end
 
 M.commands.netem = {
   describe = function(cmd)
-    cmd:summary('Show, set, clear or count netem on a device (tc-netem(8) syntax).')
-    cmd:argument('action', 'show | set | clear | stats'):choices { 'show', 'set', 'clear', 'stats' }
-    cmd:argument('dev', 'Network device.')
+    cmd:summary('Show, set, clear or count netem on a device (tc-netem(8) syntax); check a spec.')
+    cmd:argument('action', 'show | set | clear | stats | check (a spec alone: no device, no '
+      .. 'kernel netem; prints it canonical and its advice)')
+      :choices { 'show', 'set', 'clear', 'stats', 'check' }
+    cmd:argument('dev', 'Network device (check: the spec\'s first word).')
     cmd:argument('spec', 'For set: tc-netem(8) options, e.g. delay 50ms 5ms loss 1% limit auto.'):args('*')
     cmd:option('--netns', 'Named network namespace of the device (ip netns).')
     cmd:option('--parent', 'Parent class MAJ:MIN (default root), e.g. 1:1 under tbf.')

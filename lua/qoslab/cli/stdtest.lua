@@ -61,7 +61,8 @@ function M.describe(cmd)
     :convert(conv('-b', traffic_cli.parse_rate))
   cmd:option('--netns', 'Named network namespace to run the client and probe in.')
   cmd:option('--probe-interval', 'Milliseconds between probe requests (default: the probe\'s).')
-    :convert(conv('--probe-interval', num_in(0.001, 3600000, 'a positive number of milliseconds')))
+    -- only a number here: the probe's own check names its range
+    :convert(conv('--probe-interval', num_in(-math.huge, math.huge, 'a number of milliseconds')))
   cmd:option('--probe-proto', 'Probe protocol: udp, icmp or tcp (default udp).')
     :choices { 'udp', 'icmp', 'tcp' }
   cmd:flag('--no-probe', 'Run the load without the latency probe.')
@@ -156,7 +157,17 @@ local function run(a)
     what = what .. string.format(', probe idle %g s before and after', resolved.idle_s)
   end
   eprint('qoslab test: ', a.name, ' to ', a.host, ': ', what, '; results in ', cli_plan.shell_quote(out))
-  local r, msg, code = stdtest.run(a.name, o)
+  local done, r, msg, code = pcall(stdtest.run, a.name, o)
+  if not done then
+    -- interrupted (or any raised error): as `qoslab run` does, an empty
+    -- folder goes and says so, one with results is named
+    if made and cli_plan.remove_if_empty(out) then
+      eprint('qoslab test: nothing was written; removed the empty ', cli_plan.shell_quote(out))
+    elseif made then
+      eprint('qoslab test: results so far in ', cli_plan.shell_quote(out))
+    end
+    error(r, 0)
+  end
   if not r then
     eprint('qoslab test: ', a.name, ': ', tostring(msg), ' (', tostring(code), ')')
     if made then cli_plan.remove_if_empty(out) end

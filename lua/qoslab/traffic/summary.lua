@@ -141,7 +141,9 @@ function M.summary(res)
         (a and b) and (a .. '; ' .. b) or a or b)
     end
   end
-  for _, line in ipairs(M.latency_lines(res.latency)) do out[#out + 1] = line end
+  for _, line in ipairs(M.latency_lines(res.latency, res.duration_s)) do
+    out[#out + 1] = line
+  end
   if res.cpu then
     out[#out + 1] = 'cpu client: ' .. cpu_text(res.cpu.client)
     out[#out + 1] = 'cpu server: ' .. cpu_text(res.cpu.server)
@@ -160,13 +162,41 @@ end
 
 local function ms(v) return v and string.format('%.3f', v) or '-' end
 
+--- The probe's health in one line: requests sent, the loaded requests'
+-- samples, lost and late, and (with `duration_s`) about how many of the
+-- loaded phase's slots were never sent. The latency table has no count of
+-- those: it is estimated as duration_s / interval_ms − (samples + lost +
+-- late), since a probe that wakes late skips the slots it missed.
+-- @tparam table lat a latency table
+-- @tparam[opt] number duration_s the loaded phase's length (nil: no estimate)
+-- @treturn string e.g. "probe: sent 270; loaded: 61 samples, 0 lost, 0 late;
+--   about 139 of 200 slots not sent (...)"
+-- @usage print(summary.probe_health(res.latency, res.duration_s))
+function M.probe_health(lat, duration_s)
+  local loaded = (lat.samples or 0) + (lat.lost or 0) + (lat.late or 0)
+  local line = string.format('probe: sent %d; loaded: %d samples, %d lost, %d late',
+    lat.sent or loaded, lat.samples or 0, lat.lost or 0, lat.late or 0)
+  if duration_s and lat.interval_ms and lat.interval_ms > 0 and not lat.capped then
+    local slots = math.floor(duration_s * 1000 / lat.interval_ms + 0.5)
+    local missing = slots - loaded
+    -- a slot or two either way is the phase's edges, not starvation
+    if missing >= math.max(2, slots * 0.05) then
+      line = line .. string.format('; about %d of %d slots not sent (duration / interval - '
+        .. 'requests: a descheduled probe skips the slots it missed)', missing, slots)
+    end
+  end
+  return line
+end
+
 --- The summary lines of a latency table (`res.latency`, or
 -- qoslab.latency.probe's result): idle p50, loaded p50/p90/p99, induced,
 -- the counts; one-way delays where the clock allows them.
 -- @tparam[opt] table lat a latency table (nil: no lines)
+-- @tparam[opt] number duration_s the loaded phase's length, for the
+--   estimate of slots not sent (see probe_health)
 -- @treturn table list of strings
--- @usage for _, l in ipairs(summary.latency_lines(res.latency)) do print(l) end
-function M.latency_lines(lat)
+-- @usage for _, l in ipairs(summary.latency_lines(res.latency, res.duration_s)) do print(l) end
+function M.latency_lines(lat, duration_s)
   if not lat then return {} end
   local out = {}
   local r = lat.rtt_ms or {}
@@ -187,8 +217,9 @@ function M.latency_lines(lat)
       .. counts
   end
   out[2] = counts
+  out[3] = M.probe_health(lat, duration_s)
   if lat.owd_up_ms and lat.owd_down_ms then
-    out[3] = string.format('one-way delay (%s clock): up p50 %s / p99 %s ms, down p50 %s / p99 %s ms',
+    out[#out + 1] = string.format('one-way delay (%s clock): up p50 %s / p99 %s ms, down p50 %s / p99 %s ms',
       lat.clock, ms(lat.owd_up_ms.p50), ms(lat.owd_up_ms.p99), ms(lat.owd_down_ms.p50),
       ms(lat.owd_down_ms.p99))
   end
