@@ -24,7 +24,9 @@
 -- `interval_ms`, `timeout_ms`, `payload_bytes`, `clock` (`"shared"`: the
 -- server's boot id equals ours, one host or its namespaces; `"synced"`: the
 -- caller said `clock_synced = true`; `"unsynced"`), `sent`, `samples`,
--- `lost`, `late`, `duplicates`, `bad_replies`, `send_errors`, `capped`,
+-- `lost`, `late`, `duplicates`, `bad_replies`, `bad_server_times` (replies
+-- whose server times do not fit the RTT: their RTT counts, their hold and
+-- one-way delays do not), `send_errors`, `capped`,
 -- `timestamps = { tx_kernel, rx_kernel }`, `rtt_ms = { min, mean, p50, p90,
 -- p99, p999, max }`, `server_hold_ms` (UDP/TCP: the server's turnaround,
 -- included in rtt_ms), `owd_up_ms`, `owd_down_ms` (UDP/TCP with a shared
