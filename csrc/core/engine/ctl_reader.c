@@ -1,7 +1,6 @@
 /*
  * ctl_reader.c - the control connection's messages read incrementally,
- * without blocking (ctl_reader.h). Stands on ctl_reader.h, proto.h and the
- * core's timer.h.
+ * without blocking (ctl_reader.h). Stands on ctl_reader.h and proto.h.
  */
 #include "ctl_reader.h"
 
@@ -11,8 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-
-#include "../timer.h"
 
 void ql_ctl_reader_init(ql_ctl_reader *r, size_t max_json_bytes)
 {
@@ -143,17 +140,8 @@ int ql_ctl_reader_wait(ql_ctl_reader *r, int fd, int64_t deadline_ns,
 		int rc = ql_ctl_reader_recv(r, fd);
 		if (rc != 0)
 			return rc;
-		int64_t slice = 50 * 1000000LL;
-		if (deadline_ns > 0) {
-			int64_t left = deadline_ns - ql_now_ns();
-			if (left <= 0)
-				return -ETIMEDOUT;
-			if (left < slice)
-				slice = left;
-		}
-		struct pollfd pf = { .fd = fd, .events = POLLIN };
-		if (poll(&pf, 1, (int)((slice + 999999) / 1000000)) < 0 && errno != EINTR)
-			return -errno;
+		if ((rc = ql_io_wait_fd(fd, POLLIN, deadline_ns, stop)) < 0)
+			return rc;
 	}
 }
 

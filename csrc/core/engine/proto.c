@@ -357,7 +357,7 @@ out:
 
 /* ---------------------------------------------------------- framed io --- */
 
-static int wait_fd(int fd, short ev, int64_t deadline_ns, const volatile int *stop)
+int ql_io_wait_fd(int fd, short ev, int64_t deadline_ns, const volatile int *stop)
 {
 	for (;;) {
 		if (stop && __atomic_load_n(stop, __ATOMIC_RELAXED))
@@ -387,7 +387,7 @@ int ql_io_read_full(int fd, void *buf, size_t n, int64_t deadline_ns,
 {
 	size_t got = 0;
 	while (got < n) {
-		int rc = wait_fd(fd, POLLIN, deadline_ns, stop);
+		int rc = ql_io_wait_fd(fd, POLLIN, deadline_ns, stop);
 		if (rc < 0)
 			return rc;
 		ssize_t r = recv(fd, (char *)buf + got, n - got, MSG_DONTWAIT);
@@ -408,7 +408,7 @@ int ql_io_write_full(int fd, const void *buf, size_t n, int64_t deadline_ns,
 {
 	size_t put = 0;
 	while (put < n) {
-		int rc = wait_fd(fd, POLLOUT, deadline_ns, stop);
+		int rc = ql_io_wait_fd(fd, POLLOUT, deadline_ns, stop);
 		if (rc < 0)
 			return rc;
 		ssize_t r = send(fd, (const char *)buf + put, n - put,

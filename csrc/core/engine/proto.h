@@ -177,6 +177,9 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e);
  */
 int ql_io_read_full(int fd, void *buf, size_t n, int64_t deadline_ns,
 		    const volatile int *stop);
+/* Until fd is ready for ev (POLLIN/POLLOUT), under the same deadline and
+ * stop flag: 0, -ETIMEDOUT, -EINTR (stop) or another negative errno. */
+int ql_io_wait_fd(int fd, short ev, int64_t deadline_ns, const volatile int *stop);
 int ql_io_write_full(int fd, const void *buf, size_t n, int64_t deadline_ns,
 		     const volatile int *stop);
 /* One state byte. */
