@@ -72,7 +72,7 @@ local function start_plan(dir, extra)
     q(plan_file), q(dir .. '/o'), extra or '', q(dir .. '/log'), q(dir .. '/pid'), q(dir .. '/rc')))))
   local t0 = timer.now()
   while not (slurp(dir .. '/o/results.jsonl') or ''):find('\n') and timer.now() - t0 < 60 do
-    if slurp(dir .. '/rc') then break end
+    if (slurp(dir .. '/rc') or ''):find('\n') then break end
     timer.sleep(0.05)
   end
   assert.is_truthy((slurp(dir .. '/o/results.jsonl') or ''):find('\n'),
@@ -84,7 +84,7 @@ end
 
 local function wait_rc(dir)
   local t0 = timer.now()
-  while not slurp(dir .. '/rc') and timer.now() - t0 < 60 do timer.sleep(0.05) end
+  while not (slurp(dir .. '/rc') or ''):find('\n') and timer.now() - t0 < 60 do timer.sleep(0.05) end
   return tonumber(slurp(dir .. '/rc'))
 end
 

@@ -236,7 +236,7 @@ mark('finished')
         while not slurp(o .. '/running2') and timer.now() - t0 < 15 do timer.sleep(0.02) end
         local pid = assert(tonumber(slurp(dir .. '/pid')))
         os.execute('kill -' .. sig[1] .. ' ' .. pid)
-        while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+        while not (slurp(dir .. '/rc') or ''):find('\n') and timer.now() - t0 < 20 do timer.sleep(0.02) end
         assert.equal(tostring(sig[2]) .. '\n', slurp(dir .. '/rc'), slurp(dir .. '/log'))
         assert.equal('x', slurp(o .. '/closed'), slurp(dir .. '/log'))
         assert.equal('x', slurp(o .. '/teardown_err'))
@@ -267,7 +267,7 @@ mark('finished')
       local t0 = timer.now()
       while not slurp(dir .. '/started') and timer.now() - t0 < 15 do timer.sleep(0.02) end
       os.execute('kill -INT ' .. assert(tonumber(slurp(dir .. '/pid'))))
-      while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+      while not (slurp(dir .. '/rc') or ''):find('\n') and timer.now() - t0 < 20 do timer.sleep(0.02) end
       local log = slurp(dir .. '/log')
       assert.equal('130\n', slurp(dir .. '/rc'), log)
       assert.matches("nothing was written; removed the empty '" .. dir .. "/it'\\''s'\n", log, 1, true)
@@ -286,7 +286,7 @@ mark('finished')
       local t0 = timer.now()
       while not slurp(dir .. '/started') and timer.now() - t0 < 15 do timer.sleep(0.02) end
       os.execute('kill -TERM ' .. assert(tonumber(slurp(dir .. '/pid'))))
-      while not slurp(dir .. '/rc') and timer.now() - t0 < 20 do timer.sleep(0.02) end
+      while not (slurp(dir .. '/rc') or ''):find('\n') and timer.now() - t0 < 20 do timer.sleep(0.02) end
       local log = slurp(dir .. '/log')
       assert.equal('143\n', slurp(dir .. '/rc'), log)
       assert.equal('false', slurp(o .. '/caught'), log)
