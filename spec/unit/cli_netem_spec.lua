@@ -148,4 +148,16 @@ describe('qoslab netem check (bin/qoslab)', function()
     assert.equal('rc=2\n', out)
     assert.matches('^qoslab.netem.parse: loss: expected a percentage', err)
   end)
+
+  it('a device before the spec, as `set` takes it: named, with the command without it', function()
+    local out, err = qoslab('netem check lo delay 10ms')
+    assert.equal('rc=2\n', out)
+    local tail = 'got "lo"\nqoslab netem check: takes the spec alone, no device: drop "lo" '
+      .. '(qoslab netem check delay 10ms)\n'
+    assert.equal(tail, err:sub(-#tail))
+    -- a word that is no device and leaves no spec gets the parser's message alone
+    out, err = qoslab('netem check bogus')
+    assert.equal('rc=2\n', out)
+    assert.is_nil(err:find('no device', 1, true), err)
+  end)
 end)

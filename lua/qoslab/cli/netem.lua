@@ -48,6 +48,11 @@ local function check_only(a, netem, cjson)
   end)
   if not ok then
     eprint((tostring(canon):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
+    -- `check dev spec`, as `set` is written: the spec alone parses
+    if #words > 1 and pcall(netem.parse, table.concat(words, ' ', 2)) then
+      eprint(string.format('qoslab netem check: takes the spec alone, no device: drop %q '
+        .. '(qoslab netem check %s)', words[1], table.concat(words, ' ', 2)))
+    end
     return 2
   end
   if a.json then
