@@ -127,6 +127,8 @@ describe('qoslab netem check (bin/qoslab)', function()
     out, err = qoslab('netem check delay 50ms 10ms limit auto')
     assert.equal('netem delay 50ms 10ms limit auto\nrc=0\n', out)
     assert.matches('^warning: spec.jitter_ms = 10 without spec.keep_order or spec.rate_bps reorders', err)
+    assert.matches('\n  (on the command line: give a rate at the link\'s speed, e.g. rate 10gbit, which is '
+      .. 'what keep_order sets; keep_order itself is a field of Lua specs)\n', err, 1, true)
     out, err = qoslab('netem check delay 50ms rate 100mbit')
     assert.equal('netem limit 1000 delay 50ms rate 100mbit\nrc=0\n', out)
     assert.equal('', err)
