@@ -7,122 +7,14 @@
 -- PNG uses the pngcairo terminal when gnuplot has it (anti-aliased), else png.
 -- @module qoslab.plot
 local check = require 'qoslab.check'
-local fs = require 'qoslab.fs'
+
+local gnuplot = require 'qoslab.plot.gnuplot'
 
 local M = {}
 
--- gnuplot string literal (single quotes; a quote is doubled).
--- A gnuplot string literal. Single quotes take everything literally (no
--- backquote command substitution, no escapes) but cannot hold a line break;
--- a string with control bytes is written double-quoted with every byte but
--- letters, digits and "./_-" as an octal escape (a raw backquote there
--- would run a command).
-local function gq(s)
-  s = tostring(s)
-  if not s:find('%c') then return "'" .. s:gsub("'", "''") .. "'" end
-  return '"' .. s:gsub('[^%w%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
-end
-
--- Text for a comment line: control bytes as \ddd.
-local function comment_text(s)
-  return (tostring(s):gsub('[%c\\]', function(c) return string.format('\\%03d', c:byte()) end))
-end
-
--- A path as a program argument: a relative one starting with "-" would be
--- taken for an option.
-local function arg_path(p)
-  if p:sub(1, 1) == '-' then return './' .. p end
-  return p
-end
-
-local found -- cached {path = ..., pngcairo = bool} per PATH
-local found_for
-
---- Locate gnuplot on PATH.
--- @treturn string|nil absolute path
--- @treturn boolean whether the pngcairo terminal exists
-function M.gnuplot()
-  local path_env = os.getenv('PATH') or ''
-  if found_for == path_env and found then return found.path, found.pngcairo end
-  found, found_for = nil, path_env
-  local path = fs.which('gnuplot')
-  if not path then return nil end
-  local how, status = fs.run({ path, '-e', 'set terminal pngcairo' }, { output = '/dev/null' })
-  found = { path = path, pngcairo = how == 'exit' and status == 0 }
-  return found.path, found.pngcairo
-end
-
-local write_file = fs.write_file
-
-local function num(v)
-  if v == nil or v ~= v then return 'NaN' end
-  return string.format('%.10g', v)
-end
-
-local FORMATS = { png = true, svg = true }
-
-local function check_formats(ctx, formats)
-  formats = formats or { 'png', 'svg' }
-  check.table(ctx, 'opts.formats', formats, 2)
-  for i, f in ipairs(formats) do
-    if not FORMATS[f] then check.fail(ctx, 'opts.formats[' .. i .. ']', '"png" or "svg"', f, 2) end
-  end
-  return formats
-end
-
-local function terminal(fmt, pngcairo, w, h)
-  if fmt == 'svg' then
-    return string.format("set terminal svg size %d,%d dynamic noenhanced font 'Sans,12' background rgb 'white'", w, h)
-  end
-  if pngcairo then
-    return string.format("set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background rgb 'white'", w, h)
-  end
-  return string.format("set terminal png size %d,%d noenhanced", w, h)
-end
-
--- Run a gnuplot script that draws `body` once per format.
-local function render(base, prelude, body, formats, size)
-  local gp, pngcairo = M.gnuplot()
-  local files = {}
-  local parts = { '# qoslab plot script: gnuplot ' .. comment_text(arg_path(base .. '.gp')), prelude }
-  for _, fmt in ipairs(formats) do
-    local out = base .. '.' .. fmt
-    files[fmt] = out
-    parts[#parts + 1] = terminal(fmt, pngcairo, size[1], size[2])
-    parts[#parts + 1] = 'set output ' .. gq(out)
-    parts[#parts + 1] = body
-    parts[#parts + 1] = 'unset output'
-  end
-  local script = table.concat(parts, '\n') .. '\n'
-  files.gp = base .. '.gp'
-  local ok, err, wcode = write_file(files.gp, script)
-  if not ok then return nil, err, wcode end
-  if not gp then
-    return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
-  end
-  local log = base .. '.gnuplot.log'
-  -- gnuplot by argv, no shell: a path with quotes or `$` is just a path. It
-  -- runs in this process's directory, where the script's relative paths
-  -- point (in BASE's folder, as it ran before, a relative BASE "d/x" failed:
-  -- "Cannot load input from 'd/x.gp'").
-  local how, code, ecode = fs.run({ gp, arg_path(files.gp) }, { output = log })
-  if how == nil then return nil, 'cannot run gnuplot: ' .. tostring(code), ecode end
-  if how ~= 'exit' or code ~= 0 then
-    local f = io.open(log, 'r')
-    local msg = f and f:read('a') or ''
-    if f then f:close() end
-    return nil, string.format('gnuplot failed (%s %s): %s', tostring(how), tostring(code),
-      msg:gsub('%s+$', '')), 'EIO'
-  end
-  os.remove(log)
-  for _, fmt in ipairs(formats) do
-    local f = io.open(files[fmt], 'rb')
-    local sz = f and f:seek('end') or 0
-    if f then f:close() end
-    if sz == 0 then return nil, 'gnuplot wrote no ' .. files[fmt], 'EIO' end
-  end
-  return files
-end
+M.gnuplot = gnuplot.gnuplot
+local gq, num, render, base_of = gnuplot.gq, gnuplot.num, gnuplot.render, gnuplot.base_of
+local check_formats, write_file = gnuplot.check_formats, gnuplot.write_file
 
 local PALETTE = "set palette defined (0 '#ffffd9', 1 '#c7e9b4', 2 '#7fcdbb', 3 '#41b6c4', "
   .. "4 '#1d91c0', 5 '#225ea8')"
@@ -147,17 +39,6 @@ local function tics_cmd(axis, values)
   local t = {}
   for i, v in ipairs(values) do t[i] = string.format("'%g' %.10g", v, v) end
   return 'set ' .. axis .. 'tics (' .. table.concat(t, ', ') .. ')'
-end
-
-local function base_of(ctx, opts)
-  local base = opts.out
-  if type(base) ~= 'string' or base == '' then
-    check.fail(ctx, 'opts.out', 'a path without extension', base, 2)
-  end
-  local dir = base:match('^(.*)/[^/]*$')
-  -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
-  if dir then fs.mkdir_p(dir) end
-  return base
 end
 
 --- Line plot: one series per value of something (window size, client count).
