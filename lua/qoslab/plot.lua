@@ -12,7 +12,34 @@ local gnuplot = require 'qoslab.plot.gnuplot'
 
 local M = {}
 
+--- Locate gnuplot on PATH (`qoslab.plot.gnuplot.gnuplot`).
+-- @function gnuplot
+-- @treturn string|nil absolute path
+-- @treturn boolean whether the pngcairo terminal exists
 M.gnuplot = gnuplot.gnuplot
+
+--- Time series of one traffic test: `qoslab.plot.timeseries.timeseries`.
+-- @function timeseries
+-- @tparam table res a `qoslab.traffic.run` result
+-- @tparam table opts `{out = "FILE.png", title =}`
+-- @usage plot.timeseries(res, {out = 'out/test.png'})
+M.timeseries = require('qoslab.plot.timeseries').timeseries
+
+--- CDF of the latency probe's RTT, idle beside loaded:
+-- `qoslab.plot.timeseries.latency_cdf`.
+-- @function latency_cdf
+-- @tparam table res_or_list a result with a probe, or a list of them
+-- @tparam table opts `{out = "FILE.png", title =, labels =}`
+-- @usage plot.latency_cdf(res, {out = 'out/test-cdf.png'})
+M.latency_cdf = require('qoslab.plot.timeseries').latency_cdf
+
+--- The time series and, when a probe ran, the latency CDF of one test:
+-- `qoslab.plot.timeseries.test_plots`.
+-- @function test_plots
+-- @tparam table res a `qoslab.traffic.run` result
+-- @tparam table opts `{out = "FILE.png"}` (the CDF: "FILE-cdf.png")
+-- @usage plot.test_plots(res, {out = 'out/test.png'})
+M.test_plots = require('qoslab.plot.timeseries').test_plots
 local gq, num, render, base_of = gnuplot.gq, gnuplot.num, gnuplot.render, gnuplot.base_of
 local check_formats, write_file = gnuplot.check_formats, gnuplot.write_file
 

@@ -77,7 +77,15 @@ local function terminal(fmt, pngcairo, w, h)
   return string.format("set terminal png size %d,%d noenhanced", w, h)
 end
 
--- Run a gnuplot script that draws `body` once per format.
+--- Write a gnuplot script that draws `body` once per format, and run it.
+-- @tparam string base path without extension: writes `base.gp`, `base.FMT`
+-- @tparam string prelude commands before the first terminal
+-- @tparam string body the drawing commands (`plot ...`, or a multiplot)
+-- @tparam table formats list of "png" | "svg"
+-- @tparam table size `{width, height}` in pixels
+-- @treturn table files `{gp = path, png = path, svg = path}` (those made)
+-- @return or nil, message, "ENOENT" (no gnuplot; the script is written) |
+--   "EIO" (gnuplot failed: its message; or wrote an empty file)
 function M.render(base, prelude, body, formats, size)
   local gp, pngcairo = M.gnuplot()
   local files = {}
@@ -121,7 +129,12 @@ function M.render(base, prelude, body, formats, size)
   return files
 end
 
-
+--- The output path of a plot's options (`opts.out`, without extension);
+-- its folder is made.
+-- @tparam string ctx the public function's name for messages
+-- @tparam table opts the caller's options
+-- @treturn string the path
+-- @raise `"<ctx>: opts.out: expected a path without extension, got ..."`
 function M.base_of(ctx, opts)
   local base = opts.out
   if type(base) ~= 'string' or base == '' then
@@ -133,7 +146,31 @@ function M.base_of(ctx, opts)
   return base
 end
 
+--- The output of a one-picture plot: `opts.out` with or without an
+-- extension. "x.png" (or "x.svg") writes that file only (`x.gp`, `x.dat`
+-- beside it); "x" writes every format of `opts.formats` (default png and svg).
+-- @tparam string ctx the public function's name for messages
+-- @tparam table opts the caller's options (`out`, `formats`)
+-- @treturn string base path without extension
+-- @treturn table formats
+-- @raise on a missing `out` or a bad `formats` entry, naming the field
+function M.out_of(ctx, opts)
+  local out = opts.out
+  if type(out) ~= 'string' or out == '' then
+    check.fail(ctx, 'opts.out', 'a path (with .png or .svg, or without extension)', out, 2)
+  end
+  local stem, ext = out:match('^(.+)%.(%a+)$')
+  if stem and FORMATS[ext] and not stem:match('/$') then
+    if opts.formats ~= nil then check_formats(ctx, opts.formats) end
+    M.base_of(ctx, { out = stem })
+    return stem, opts.formats or { ext }
+  end
+  return M.base_of(ctx, opts), check_formats(ctx, opts.formats)
+end
 
+-- For the plot modules' scripts: gq(s) a gnuplot string literal (safe for
+-- any bytes), num(v) a number ("NaN" for nil or NaN), check_formats(ctx,
+-- list), write_file(path, text).
 M.gq, M.num, M.check_formats, M.write_file = gq, num, check_formats, write_file
 
 return M
