@@ -12,12 +12,14 @@ local M = {}
 -- A gnuplot string literal. Single quotes take everything literally (no
 -- backquote command substitution, no escapes) but cannot hold a line break;
 -- a string with control bytes is written double-quoted with every byte but
--- letters, digits and "./_-" as an octal escape (a raw backquote there
--- would run a command).
+-- letters and "./_-" as an octal escape (a raw backquote there would run a
+-- command). Digits are escaped too: gnuplot reads an escape's octal digits
+-- on past three, so "to\04010.9" (a space, then "10.9") drew one huge
+-- glyph instead.
 local function gq(s)
   s = tostring(s)
   if not s:find('%c') then return "'" .. s:gsub("'", "''") .. "'" end
-  return '"' .. s:gsub('[^%w%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
+  return '"' .. s:gsub('[^%a%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
 end
 
 -- Text for a comment line: control bytes as \ddd.
