@@ -105,6 +105,19 @@ describe('qoslab.plot.timeseries', function()
     for _ in dat:gmatch('\n[%d.]+ [%d.]+ [%d.]+ ') do rows = rows + 1 end
     assert.equal(4, rows)
     assert.matches('stream 1 tcp rtt ms', dat, 1, true)
+    -- RTTs within 50x of each other: a linear axis from 0
+    assert.matches("# panel 2: rtt\n[^\n]*\n[^\n]*\nset ylabel \"RTT\\012\\050ms\\051\" offset %-0.8,0\nunset logscale y\n", gp)
+  end)
+
+  it('RTTs more than 50x apart (a loopback probe beside a queueing TCP) get a log axis', function()
+    local res = tcp_result(true)
+    for _, iv in ipairs(res.intervals) do iv.latency.rtt_ms = dist(0.01, 0.02) end
+    local f = assert(plot.timeseries(res, { out = dir .. '/log.png' }))
+    local gp = assert(slurp(f.gp))
+    assert.matches('# panel 2: rtt\n[^\n]*\n[^\n]*\n[^\n]*log\\051" offset[^\n]*\nset logscale y\n', gp)
+    -- the other panels stay linear
+    assert.matches('# panel 3: cwnd\n[^\n]*\n[^\n]*\n[^\n]*\nunset logscale y\n', gp)
+    assert_png(f.png, 1000, 900)
   end)
 
   it('without a probe there is no probe in the RTT panel; UDP has loss and jitter, no cwnd', function()

@@ -216,9 +216,23 @@ function M.timeseries(res, opts)
       return per(function(iv) return iv.latency and iv.latency.rtt_ms and iv.latency.rtt_ms[name] end)
     end
     p50, p99 = q('p50'), q('p99')
+    lists[#lists + 1] = p50
     lists[#lists + 1] = p99
   end
   local f, unit = ms_unit(lists)
+  -- a log axis when the values span more than 50x (loopback: a probe's
+  -- 30 µs beside a TCP RTT of 6 ms), else the small ones sit on the floor
+  local rlo, rhi
+  for _, l in ipairs(lists) do
+    for i = 1, n do
+      local v = l[i]
+      if v and v > 0 then
+        rlo = (rlo == nil or v < rlo) and v or rlo
+        rhi = (rhi == nil or v > rhi) and v or rhi
+      end
+    end
+  end
+  local rtt_log = rlo ~= nil and rhi / rlo > 50
   for _, t in ipairs(tcp_rtt) do
     local c = add(stream_title(t.s, ndirs > 1) .. ' tcp rtt ' .. unit, scaled(t.v, f))
     rtt[#rtt + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', c,
@@ -243,11 +257,12 @@ function M.timeseries(res, opts)
     if lost > 0 then
       -- lost probe requests as marks along the panel's floor
       local cl = add('probe lost', per(function(iv) return iv.latency and iv.latency.lost end))
-      rtt[#rtt + 1] = string.format("DAT using 3:($%d > 0 ? 0 : NaN) with points pt 9 ps 1.4 lc rgb %s title %s",
-        cl, gq(PROBE_COLOUR), gq(string.format('probe requests lost (%d in all)', lost)))
+      rtt[#rtt + 1] = string.format("DAT using 3:($%d > 0 ? %s : NaN) with points pt 9 ps 1.4 lc rgb %s title %s",
+        cl, rtt_log and num(rlo * f) or '0', gq(PROBE_COLOUR),
+        gq(string.format('probe requests lost (%d in all)', lost)))
     end
   end
-  panel('rtt', 'RTT\n(' .. unit .. ')', rtt)
+  panel('rtt', 'RTT\n(' .. unit .. (rtt_log and ', log' or '') .. ')', rtt, rtt_log and 'log' or nil)
   panel('cwnd', 'cwnd\n(KiB)', cwnd)
 
   -- retransmits: the senders' sum per interval
@@ -348,7 +363,7 @@ function M.timeseries(res, opts)
     "set grid xtics ytics lt 1 lw 1 lc rgb '#dddddd'",
     'set key at screen 0.655, graph 1 left top vertical Left reverse samplen 2 spacing 1.1',
     "set format y '%g'",
-    'set lmargin at screen 0.08',
+    'set lmargin at screen 0.1',
     'set rmargin at screen 0.64',
     'set ytics nomirror',
     'set mxtics 2',
@@ -367,8 +382,14 @@ function M.timeseries(res, opts)
     body[#body + 1] = string.format('# panel %d: %s', k, p.name)
     body[#body + 1] = string.format('set tmargin at screen %.4f', top - (k - 1) * h)
     body[#body + 1] = string.format('set bmargin at screen %.4f', top - k * h + 0.012)
-    body[#body + 1] = 'set ylabel ' .. gq(p.ylabel)
-    body[#body + 1] = 'set yrange [0:*]'
+    body[#body + 1] = 'set ylabel ' .. gq(p.ylabel) .. ' offset -0.8,0'
+    if p.extra == 'log' then
+      body[#body + 1] = 'set logscale y'
+      body[#body + 1] = 'set yrange [*:*]'
+    else
+      body[#body + 1] = 'unset logscale y'
+      body[#body + 1] = 'set yrange [0:*]'
+    end
     if k == np then
       body[#body + 1] = "set format x '%g'"
       body[#body + 1] = "set xlabel 'time since the test started (s)'"
