@@ -1,11 +1,11 @@
--- 029: a plot title with a line break (the sweep plots' second line, "... →
+-- 030: a plot title with a line break (the sweep plots' second line, "... →
 -- 10.9.0.2 · backend host") is written as a double-quoted gnuplot string with
 -- octal escapes. Digits were left bare, and gnuplot reads an escape's octal
 -- digits on past three: "to\04010.9.0.2" became one code point and the
 -- heat map showed a glyph the size of the picture instead of the title.
 local gnuplot = require 'qoslab.plot.gnuplot'
 
-describe('regress 029 plot string escapes', function()
+describe('regress 030 plot string escapes', function()
   it('gnuplot reads back the exact text of a string with line breaks and digits', function()
     local path = gnuplot.gnuplot()
     assert.is_string(path)
