@@ -220,6 +220,12 @@ function M.describe_client(cmd)
   cmd:option('--probe-proto', 'Latency probe protocol: udp (a qoslab server; default), icmp '
     .. '(any host, iperf3 -s too) or tcp (a qoslab server).')
     :choices { 'udp', 'icmp', 'tcp' }
+  cmd:option('--plot', 'Draw the test over time into FILE (.png or .svg), and the probe\'s '
+    .. 'latency CDF into FILE-cdf.EXT when a probe ran.'):argname('FILE')
+    :convert(function(v)
+      if v:match('.%.png$') or v:match('.%.svg$') then return v end
+      return nil, string.format("--plot: '%s' does not end in .png or .svg", v)
+    end)
 end
 
 --- Options for `traffic.client` from parsed client flags.
@@ -425,6 +431,7 @@ local function run_client(a)
     else io.stderr:write('qoslab client: ', M.flag_message(msg), ' (', tostring(code), ')\n') end
     return 1
   end
+  local plotted = a.plot and M.write_plots(a.plot, res, not a.json and function(line) out(title, line) end) or 0
   if a.json then
     out(nil, json_text(traffic.to_iperf3_json(res)))
   else
@@ -450,7 +457,24 @@ local function run_client(a)
     for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
     out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
   end
-  return interrupted or 0
+  return interrupted or plotted
+end
+
+--- `--plot FILE`: the time series into FILE, the latency CDF into
+-- FILE-cdf.EXT when a probe ran (`qoslab.plot.test_plots`).
+-- @tparam string file ends in .png or .svg
+-- @tparam table res the test's result
+-- @tparam function|nil say prints a line (nil: quiet, as with -J)
+-- @treturn integer 0, or 1 when a picture could not be drawn (said on stderr)
+function M.write_plots(file, res, say)
+  local r, msg, code = require('qoslab.plot').test_plots(res, { out = file })
+  if not r then
+    io.stderr:write('qoslab client: --plot: ', tostring(msg), ' (', tostring(code), ')\n')
+    return 1
+  end
+  local ext = file:match('(%a+)$')
+  if say then say('plot: ' .. r.timeseries[ext] .. (r.cdf and (', ' .. r.cdf[ext]) or '')) end
+  return 0
 end
 
 local function run_server(a)
