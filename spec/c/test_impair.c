@@ -729,6 +729,29 @@ TEST(slot_gates_dequeue_by_packets_and_bytes)
 	CHECK_NEAR(sum / 10000, 2.0 * MS, ZSD * (2.0 * MS / sqrt(12.0)) / 100);
 	ql_impair_free(m);
 
+	/* slot lengths from a table: delay + jitter * t / SCALE, so a
+	 * two-entry table {-SCALE, SCALE} gives delay - jitter or + jitter */
+	static const int16_t two[2] = { -QL_NETEM_DIST_SCALE, QL_NETEM_DIST_SCALE };
+	s = base();
+	s.slot_dist = two;
+	s.slot_dist_len = 2;
+	s.slot_dist_delay_ns = 5 * MS;
+	s.slot_dist_jitter_ns = 2 * MS;
+	s.slot_max_packets = 1;
+	m = model(&s, 6);
+	int short_ones = 0, only_two = 1;
+	for (int i = 0; i < 10000; i++) {
+		/* 20 ms apart: the slot opened after each send has gone unused */
+		now = T0 + i * 20 * MS;
+		int64_t gap = ql_impair_dequeue_at(m, 100, now, now) - now;
+		only_two &= gap == 3 * MS || gap == 7 * MS;
+		short_ones += gap == 3 * MS;
+		ql_impair_sent(m, 100, now + gap);
+	}
+	CHECK(only_two);
+	CHECK(binomial_ok((uint64_t)short_ones, 10000, 0.5));
+	ql_impair_free(m);
+
 	/* no slots: due is the answer */
 	s = base();
 	m = model(&s, 1);
@@ -753,6 +776,32 @@ TEST(seeded_runs_repeat_and_seeds_differ)
 	 * survive, 2 << 18, 8 << 2, 16 << 7 and 128 << 13 */
 	ql_rng_taus_seed(&r, 0);
 	CHECK_EQ_U64(ql_rng_taus_next(&r), 0x80000u ^ 0x20u ^ 0x800u ^ 0x100000u);
+
+	/* The generator against the published taus113 values the kernel's own
+	 * self-test checks (lib/random32.c): components seeded by the LCG
+	 * x * 69069 chained from the seed, ten warm-up draws, then the value
+	 * after n more draws. */
+	static const struct { uint32_t seed, n, value; } gsl[] = {
+		{ 1, 1, 3484351685u }, { 2, 1, 2623130059u }, { 3, 1, 3125133893u },
+		{ 4, 1, 984847254u }, { 931557656u, 959, 2975593782u },
+		{ 1339693295u, 876, 3887776532u },
+	};
+	for (size_t i = 0; i < sizeof gsl / sizeof *gsl; i++) {
+		uint32_t x = gsl[i].seed * 69069u;
+		r.s1 = x < 2 ? x + 2 : x;
+		x = r.s1 * 69069u;
+		r.s2 = x < 8 ? x + 8 : x;
+		x = r.s2 * 69069u;
+		r.s3 = x < 16 ? x + 16 : x;
+		x = r.s3 * 69069u;
+		r.s4 = x < 128 ? x + 128 : x;
+		for (int w = 0; w < 10; w++)
+			ql_rng_taus_next(&r);
+		uint32_t got = 0;
+		for (uint32_t j = 0; j < gsl[i].n; j++)
+			got = ql_rng_taus_next(&r);
+		CHECK_EQ_U64(got, gsl[i].value);
+	}
 
 	ql_netem_spec s = base();
 	s.loss_frac32 = ql_netem_pct_to_frac32(10);

@@ -27,12 +27,13 @@
  * as netem_change() does with the full attribute set qoslab sends.
  *
  * The main random stream is the kernel's own generator with the kernel's
- * seeding, drawn in the kernel's order (duplicate, loss, corrupt, reorder,
- * delay; slot tables at dequeue), so a seeded model and a seeded netem
- * without duplication and delay jitter make the same loss, corruption and
- * reorder choices. What the kernel takes from get_random_u32() (the start
- * value of each correlation, which byte and bit to corrupt, uniform slot
- * lengths) comes from a side stream of the same seed.
+ * seeding, drawn once per decision in the kernel's order (duplicate, loss,
+ * corrupt, reorder, delay; slot tables at dequeue): without duplication,
+ * correlations and slot tables, a model and a netem given the same seed (its
+ * TCA_NETEM_PRNG_SEED) take the same loss, corruption and reorder
+ * decisions packet by packet. What the kernel takes from get_random_u32()
+ * (the start value of each correlation, which byte and bit to corrupt,
+ * uniform slot lengths) comes from a side stream of the same seed.
  *
  * Where this model differs from the kernel, on purpose:
  *  - Jitter: the kernel maps the (correlated) random value onto the jitter
@@ -382,9 +383,7 @@ static void slot_next(ql_impair *m, int64_t now_ns)
 		uint64_t span = (uint64_t)(s->slot_max_delay_ns - s->slot_min_delay_ns);
 		d = s->slot_min_delay_ns +
 		    (int64_t)(((unsigned __int128)span * ql_rng_aux_next(&m->aux)) >> 32);
-	} else if (s->slot_dist_jitter_ns == 0) {
-		d = s->slot_dist_delay_ns;
-	} else {
+	} else {   /* slot_on: the table comes with a jitter */
 		d = table_value(s->slot_dist_delay_ns, (int32_t)s->slot_dist_jitter_ns,
 				ql_rng_taus_next(&m->prng), m->slot_dist, s->slot_dist_len);
 	}
