@@ -45,7 +45,8 @@
  *  - Duplicate: the kernel sends the copy through the qdisc once more
  *    (its own loss, corruption, reorder and delay draws); here the copy
  *    draws its own loss but otherwise
- *    shares the original's verdict: same time_to_send, same CE mark, and
+ *    shares the original's verdict: same time_to_send (under a rate the
+ *    copy takes no transmission time of its own), same CE mark, and
  *    corruption applies to the original only (the kernel clones before it
  *    corrupts, so its copy is intact too unless its own draw corrupts it).
  *  - Counters: the kernel counts a CE-marked packet among its drops, and
