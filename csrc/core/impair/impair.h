@@ -46,8 +46,8 @@ typedef struct ql_impair_counters {
 	uint64_t duplicated, corrupted, reordered, ce_marked;
 } ql_impair_counters;
 
-/* Opaque in use; defined in impair.c's header section so callers can embed
- * it (no allocation per packet, none at all after init). */
+/* Opaque: made by ql_impair_new (no allocation per packet, none at all
+ * after that). */
 typedef struct ql_impair ql_impair;
 
 /* A model for spec (checked with netem's own checks: the same fields,
