@@ -208,6 +208,18 @@ function M.remove_if_empty(dir)
   return fs.rmdir_if_empty(dir)
 end
 
+--- Write DIR/meta.json (`qoslab.meta.write_run`: the host, and the
+-- testbeds open now) unless the folder has one; a failure is a warning.
+-- @tparam string dir results folder
+-- @tparam string|nil backend "host" or "guest"
+function M.write_meta(dir, backend)
+  local ok, r, err, code = pcall(function() return require('qoslab.meta').write_run(dir, { backend = backend }) end)
+  if not ok or r == nil then
+    eprint('qoslab run: warning: no ', dir, '/meta.json: ', tostring(ok and err or r),
+      ok and code and (' (' .. tostring(code) .. ')') or '')
+  end
+end
+
 local function exit_of(r)
   if r == true then return 0 end
   if math.type(r) == 'integer' then return r end
@@ -292,14 +304,28 @@ function M.run_here(o)
       io.stdout:flush()
     end
   end
+  -- DIR/meta.json once per folder a sweep writes to, after its first
+  -- record, while the plan's testbed (the path it measures) is up.
+  local meta_done = {}
+  local function on_record(_, dir)
+    if dir and not meta_done[dir] then
+      meta_done[dir] = true
+      M.write_meta(dir, o.backend)
+    end
+  end
   plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
-                      quick = o.quick and true or false, progress = progress }
+                      quick = o.quick and true or false, progress = progress, on_record = on_record }
   install_signals()
   local ok, res = xpcall(chunk, cli.error_handler(o.file), table.unpack(o.args or {}))
   -- Objects the plan did not close (no <close>) are finalised now, while
   -- their netns/links/qdiscs can still be removed by their __gc.
   collectgarbage('collect')
   collectgarbage('collect')
+  -- A plan without a sweep that wrote something still gets the host's.
+  if o.out and not meta_done[o.out] then
+    local names = fs.list(o.out) or {}
+    if #names > 1 or (#names == 1 and names[1] ~= MARK) then M.write_meta(o.out, o.backend) end
+  end
   if not ok then
     local status = M.exit_status(res, 1)
     if status ~= 1 then
