@@ -148,6 +148,22 @@ function M.prepare_out(cmdname, file, out, resume)
   return fail(1, 'cannot create ', base, '-N: 1000 folders of that name exist')
 end
 
+--- Write the report page of a results folder (DIR/index.html, see
+-- `qoslab.report.page`) and say where it is; a failure is said, not fatal.
+-- @tparam string cmdname "run" or "demo" (for messages)
+-- @tparam string dir the results folder
+-- @treturn string|nil the page's path
+function M.write_report(cmdname, dir)
+  local ok, path, err, code = pcall(function() return require('qoslab.report.page').write(dir) end)
+  if ok and path then
+    eprint('qoslab ', cmdname, ': report ', M.shell_quote(path))
+    return path
+  end
+  eprint('qoslab ', cmdname, ': warning: no report page: ', tostring(ok and err or path),
+    ok and code and (' (' .. tostring(code) .. ')') or '')
+  return nil
+end
+
 -- After a run: say where its results are, or that there are none.
 local function report_end(cmdname, status, made, o)
   local signame = SIGNAL_NAMES[status]
@@ -155,6 +171,7 @@ local function report_end(cmdname, status, made, o)
     eprint('qoslab ', cmdname, ': nothing was written; removed the empty ', M.shell_quote(o.out))
     return true
   end
+  if fs.is_dir(o.out) then M.write_report(cmdname, o.out) end
   if signame then
     eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
       cmdname, cmdname == 'run' and (' ' .. M.shell_quote(o.file)) or '', ' --resume --out ',
