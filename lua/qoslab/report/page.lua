@@ -321,7 +321,10 @@ end
 function M.meta_section(m, from_records, part)
   if not m then return '<p class="note">No metadata: the folder has no meta.json and no records.</p>' end
   if part == 'details' then
-    return '<h3>Interfaces and qdiscs on the path</h3>\n' .. html.table(M.interface_table(m))
+    return '<h3>Interfaces and qdiscs on the path</h3>\n'
+      .. '<p class="note">As they were when the first point was recorded (a plan may change them '
+      .. 'per point: those changes are in the points\' parameters).</p>\n'
+      .. html.table(M.interface_table(m))
       .. '\n<h3>Sysctls</h3>\n' .. html.table(M.sysctl_table(m))
   end
   local cpu = type(m.cpu) == 'table' and m.cpu or {}
