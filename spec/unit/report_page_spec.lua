@@ -170,6 +170,17 @@ describe('qoslab.report.page', function()
     assert.is_nil(s[1].points[1].error)
   end)
 
+  it('records of the wrong shape are shown without what is wrong, never raise', function()
+    write(dir .. '/results.jsonl', table.concat({
+      '{"sweep":"x","index":1,"params":{"a":1},"order":[1,"zz","a"],"summary":{"mean":"NaN","n":"two"}}',
+      '{"sweep":{"t":1},"params":{"b":"s"},"order":"b","summary":"none","results":5,"error":{"e":1}}',
+      '{"sweep":"x","index":"2","params":{"a":2,"c":{}},"summary":{"mean":2e6,"min":2e6,"max":2e6,"n":1}}',
+    }, '\n') .. '\n')
+    local text = assert(page.render(dir))
+    assert.matches('<td class="n">2</td><td class="n">2</td><td class="n">1</td>', text, 1, true)
+    assert.matches('<h3>table: ', text, 1, true)
+  end)
+
   it('a folder without meta.json or records still gets a page that says so', function()
     local text = assert(page.render(dir))
     assert.matches('No sweep recorded in this folder', text, 1, true)

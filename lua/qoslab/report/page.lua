@@ -20,17 +20,49 @@ local esc = html.escape
 
 local function cell(v) return require('qoslab.report').cell_text(v) end
 
+local STATS = { 'n', 'mean', 'stdev', 'ci95', 'ci_low', 'ci_high', 'min', 'max' }
+
+-- A record as the tables need it: a results file is data from elsewhere, so
+-- what is not of the documented shape is left out rather than trusted
+-- (statistics that are not numbers, an order that names no parameter).
+local function clean(r)
+  local c = { sweep = tostring(r.sweep), index = r.index, params = r.params,
+              metric = r.metric ~= nil and tostring(r.metric) or nil,
+              skipped = r.skipped and true or nil,
+              skip_reason = r.skip_reason ~= nil and tostring(r.skip_reason) or nil,
+              error = r.error ~= nil and tostring(r.error) or nil,
+              results = type(r.results) == 'table' and r.results or nil }
+  if type(r.summary) == 'table' then
+    c.summary = {}
+    for _, k in ipairs(STATS) do
+      local v = r.summary[k]
+      if type(v) == 'number' and v == v and v ~= math.huge and v ~= -math.huge then c.summary[k] = v end
+    end
+  end
+  if type(r.order) == 'table' then
+    local order = {}
+    for _, k in ipairs(r.order) do
+      if type(k) == 'string' and r.params[k] ~= nil then order[#order + 1] = k end
+    end
+    if #order > 0 then c.order = order end
+  end
+  return c
+end
+
 --- Sweeps of a results file: one entry per sweep name in the order they
 -- first appear, its points the last record of each point (by parameters).
 -- @tparam {table,...} records as `qoslab.plan.load` returns them
 -- @treturn {table,...} `{{name =, order = {...}, metric =, points = {record, ...}}, ...}`
---   (points in their `index` order)
+--   (points in their `index` order; each record keeps only its documented
+--   fields of the documented types: finite numbers in `summary`, the names of
+--   `order` that are parameters)
 function M.sweeps(records)
   check.table('qoslab.report.page.sweeps', 'records', records)
   local plan = require 'qoslab.plan'
   local list, by_name = {}, {}
-  for _, r in ipairs(records) do
-    local name = tostring(r.sweep)
+  for _, r0 in ipairs(records) do
+    local r = clean(r0)
+    local name = r.sweep
     local s = by_name[name]
     if not s then
       s = { name = name, order = r.order, metric = r.metric, points = {}, at = {} }
@@ -51,7 +83,9 @@ function M.sweeps(records)
     s.at = nil
     if type(s.order) ~= 'table' then
       local names = {}
-      for k in pairs(s.points[1].params) do names[#names + 1] = k end
+      for k in pairs(s.points[1].params) do
+        if type(k) == 'string' then names[#names + 1] = k end
+      end
       table.sort(names)
       s.order = names
     end
