@@ -353,6 +353,16 @@ describe('qoslab report (CLI) and the page in headless Chromium', function()
     assert.matches('image did not load: delay_sweep.png', dom, 1, true)
   end)
 
+  it('a plan that writes nothing to its folder gets no page and no meta.json', function()
+    write(dir .. '/p.lua', 'print("hello")')
+    local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/o'))
+    assert.equal(0, rc, err)
+    assert.equal('hello\n', out)
+    assert.is_nil(err:find('report', 1, true), err)
+    assert.is_nil(slurp(dir .. '/o/index.html'))
+    assert.is_nil(slurp(dir .. '/o/meta.json'))
+  end)
+
   it('qoslab report DIR1 DIR2 --out: the comparison page, every image loads', function()
     for _, n in ipairs { 'a', 'b' } do
       local rc, _, err = qoslab(dir, 'run examples/delay_sweep.lua --host --quick --out ' .. q(dir .. '/' .. n),

@@ -171,7 +171,13 @@ local function report_end(cmdname, status, made, o)
     eprint('qoslab ', cmdname, ': nothing was written; removed the empty ', M.shell_quote(o.out))
     return true
   end
-  if fs.is_dir(o.out) then M.write_report(cmdname, o.out) end
+  -- A page only for a folder with something to show (a plan may write
+  -- nothing: its folder then stays as it was).
+  local shown = false
+  for _, n in ipairs(fs.list(o.out) or {}) do
+    if n ~= MARK and n ~= 'meta.json' and n ~= 'index.html' then shown = true break end
+  end
+  if shown then M.write_report(cmdname, o.out) end
   if signame then
     eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
       cmdname, cmdname == 'run' and (' ' .. M.shell_quote(o.file)) or '', ' --resume --out ',
@@ -340,8 +346,9 @@ function M.run_here(o)
   collectgarbage('collect')
   -- A plan without a sweep that wrote something still gets the host's.
   if o.out and not meta_done[o.out] then
-    local names = fs.list(o.out) or {}
-    if #names > 1 or (#names == 1 and names[1] ~= MARK) then M.write_meta(o.out, o.backend) end
+    for _, n in ipairs(fs.list(o.out) or {}) do
+      if n ~= MARK then M.write_meta(o.out, o.backend) break end
+    end
   end
   if not ok then
     local status = M.exit_status(res, 1)
