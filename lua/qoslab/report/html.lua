@@ -105,7 +105,8 @@ local STYLE = [[
 body{font-family:sans-serif;margin:1.5em auto;max-width:1100px;padding:0 1em;color:#222;line-height:1.4}
 h1{font-size:1.5em;margin-bottom:.2em}h2{font-size:1.25em;margin-top:1.6em;border-bottom:1px solid #ccc}
 h3{font-size:1.05em}
-table{border-collapse:collapse;margin:.6em 0 1em}caption{text-align:left;font-weight:bold;padding:.3em 0;white-space:nowrap}
+table{border-collapse:collapse;margin:.6em 0 1em}
+caption{text-align:left;font-weight:bold;padding:.3em 0;white-space:nowrap}
 th,td{border:1px solid #ccc;padding:.2em .6em;text-align:left;font-size:.92em}
 td.n{text-align:right;font-variant-numeric:tabular-nums}th{background:#f0f0f0}
 figure{margin:1em 0 2em}figure img{max-width:100%;height:auto;border:1px solid #ddd}
