@@ -3,7 +3,8 @@
 -- `require "qoslab"` gives every concern: `qoslab.timer`, `qoslab.netem`,
 -- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
 -- (also as `qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
--- `qoslab.plot`, `qoslab.vm`, `qoslab.state`, `qoslab.latency`, `qoslab.stdtest`.
+-- `qoslab.plot`, `qoslab.vm`, `qoslab.state`, `qoslab.latency`, `qoslab.stdtest`,
+-- `qoslab.meta`.
 -- Each sub-module loads on first use, so a script that only needs timers
 -- never touches netlink.
 --
@@ -20,7 +21,7 @@ local lazy = {
   netns = 'qoslab.netns', testbed = 'qoslab.testbed', traffic = 'qoslab.traffic',
   plan = 'qoslab.plan', report = 'qoslab.report', plot = 'qoslab.plot',
   vm = 'qoslab.vm', state = 'qoslab.state', link = 'qoslab.link',
-  latency = 'qoslab.latency', stdtest = 'qoslab.stdtest',
+  latency = 'qoslab.latency', stdtest = 'qoslab.stdtest', meta = 'qoslab.meta',
 }
 -- Shortcuts that live in a sub-module.
 local shortcuts = {

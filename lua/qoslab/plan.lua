@@ -418,15 +418,19 @@ local defaults = {}
 --- Defaults that `sweep` uses when a plan leaves `out`, `resume` or `backend`
 -- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
 -- @tparam table d `{out = DIR, resume = bool, quick = bool, backend =
---   "host"|"guest", progress = bool|function}`; it replaces the defaults
---   set before
+--   "host"|"guest", progress = bool|function, on_record = function(record,
+--   dir)}`; it replaces the defaults set before. `on_record` is called after
+--   each record is appended to `dir/results.jsonl` (`qoslab run` writes the
+--   folder's meta.json there, while the plan's testbed is up); an error it
+--   raises ends the sweep as a run's error does
 -- @raise on an unknown key or a value of the wrong type
 -- @usage plan.set_defaults{out = '/tmp/r', resume = true}
 function M.set_defaults(d)
   local ctx = 'qoslab.plan.set_defaults'
   check.table(ctx, 'd', d)
   check.keys(ctx, 'd', d,
-    { out = true, resume = true, backend = true, progress = true, quick = true })
+    { out = true, resume = true, backend = true, progress = true, quick = true, on_record = true })
+  check.func(ctx, 'd.on_record', d.on_record)
   check.cstring(ctx, 'd.out', d.out)
   check.boolean(ctx, 'd.resume', d.resume)
   check.boolean(ctx, 'd.quick', d.quick)
@@ -788,6 +792,7 @@ function M.sweep(opts)
     }
     for k, v in pairs(meta_common) do rec[k] = v end
     append_line(results_file, M.encode(rec), opts.fsync ~= false)
+    if defaults.on_record then defaults.on_record(rec, out) end
   end
 
   local function report_progress(entry, i)

@@ -162,7 +162,18 @@ M.distinct = distinct
 -- @treturn string the table
 -- @usage io.write(report.matrix(s, {row = 'loss_pct', col = 'delay_ms'}))
 function M.matrix(summary, opts)
-  local ctx = 'qoslab.report.matrix'
+  return M.format_table(M.matrix_table(summary, opts, 'qoslab.report.matrix'))
+end
+
+--- The table `matrix` prints, as data (for other renderings: the HTML report).
+-- @tparam table summary as for `matrix`
+-- @tparam table opts as for `matrix`
+-- @tparam[opt] string ctx the function named in errors (default "qoslab.report.matrix_table")
+-- @treturn table `{title =, columns = {{name =, header =}, ...}, rows = {{cell, ...}, ...}}`
+--   (cells as text), as `format_table` takes
+-- @usage local t = report.matrix_table(s, {row = 'loss_pct', col = 'delay_ms'})
+function M.matrix_table(summary, opts, ctx)
+  ctx = ctx or 'qoslab.report.matrix_table'
   local points = points_of(summary)
   check.table(ctx, 'summary', points)
   check.table(ctx, 'opts', opts)
@@ -208,7 +219,7 @@ function M.matrix(summary, opts)
     rows[#rows + 1] = line
   end
   local title = (opts.title and (opts.title .. ' ') or '') .. '(' .. unit .. ')'
-  return M.format_table { title = title, columns = columns, rows = rows }
+  return { title = title, columns = columns, rows = rows }
 end
 
 --- Flat rows of a sweep: one per point, parameters first, then statistics.
@@ -431,7 +442,17 @@ end
 --   extra = {{header = string, value = function(point) -> value}, ...}}`
 -- @treturn string
 function M.series(summary, opts)
-  local ctx = 'qoslab.report.series'
+  return M.format_table(M.series_table(summary, opts, 'qoslab.report.series'))
+end
+
+--- The table `series` prints, as data (for other renderings: the HTML report).
+-- @tparam table summary as for `series`
+-- @tparam[opt] table opts as for `series`
+-- @tparam[opt] string ctx the function named in errors (default "qoslab.report.series_table")
+-- @treturn table `{title =, columns = {{name =, header =}, ...}, rows = {{name = value}, ...}}`
+--   as `format_table` takes
+function M.series_table(summary, opts, ctx)
+  ctx = ctx or 'qoslab.report.series_table'
   local points = points_of(summary)
   check.table(ctx, 'summary', points)
   opts = opts or {}
@@ -457,7 +478,14 @@ function M.series(summary, opts)
     for i, e in ipairs(opts.extra or {}) do r['x' .. i] = e.value(p) end
     rows[#rows + 1] = r
   end
-  return M.format_table { title = opts.title, columns = columns, rows = rows }
+  return { title = opts.title, columns = columns, rows = rows }
 end
+
+--- A cell as `format_table` prints it: nil as "-", whole floats without a
+-- fraction, other floats with 4 significant digits.
+-- @function cell_text
+-- @param v any value
+-- @treturn string
+M.cell_text = cell_text
 
 return M

@@ -39,6 +39,9 @@ local M = {}
 
 local CTX = 'qoslab.testbed'
 local counter = 0
+-- Testbeds not closed yet, by creation number (weak: one dropped unclosed
+-- is forgotten with its garbage collection).
+local open = setmetatable({}, { __mode = 'k' })
 
 local TB = {}
 TB.__index = TB
@@ -261,7 +264,21 @@ function M.testbed(opts)
     if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
     error(err, 0)
   end
+  open[tb] = counter
   return tb
+end
+
+--- The testbeds of this process that are open now (made and not closed), in
+-- the order they were made: what `qoslab.meta.run_meta` records as the path.
+-- @treturn {qoslab.Testbed,...}
+-- @usage for _, tb in ipairs(testbed.open_testbeds()) do print(tb) end
+function M.open_testbeds()
+  local list = {}
+  for tb in pairs(open) do
+    if not tb._closed then list[#list + 1] = tb end
+  end
+  table.sort(list, function(a, b) return open[a] < open[b] end)
+  return list
 end
 
 --- Change (or remove) the impairment between runs.
@@ -346,6 +363,7 @@ function TB:close()
   self_check(self, 'close')
   if self._closed then return true end
   self._closed = true
+  open[self] = nil
   local m = self._made
   -- Deleting the veth first removes both ends (and their qdiscs) at once
   -- and synchronously; deleting a namespace frees its devices only when the

@@ -148,6 +148,22 @@ function M.prepare_out(cmdname, file, out, resume)
   return fail(1, 'cannot create ', base, '-N: 1000 folders of that name exist')
 end
 
+--- Write the report page of a results folder (DIR/index.html, see
+-- `qoslab.report.page`) and say where it is; a failure is said, not fatal.
+-- @tparam string cmdname "run" or "demo" (for messages)
+-- @tparam string dir the results folder
+-- @treturn string|nil the page's path
+function M.write_report(cmdname, dir)
+  local ok, path, err, code = pcall(function() return require('qoslab.report.page').write(dir) end)
+  if ok and path then
+    eprint('qoslab ', cmdname, ': report ', M.shell_quote(path))
+    return path
+  end
+  eprint('qoslab ', cmdname, ': warning: no report page: ', tostring(ok and err or path),
+    ok and code and (' (' .. tostring(code) .. ')') or '')
+  return nil
+end
+
 -- After a run: say where its results are, or that there are none.
 local function report_end(cmdname, status, made, o)
   local signame = SIGNAL_NAMES[status]
@@ -155,6 +171,13 @@ local function report_end(cmdname, status, made, o)
     eprint('qoslab ', cmdname, ': nothing was written; removed the empty ', M.shell_quote(o.out))
     return true
   end
+  -- A page only for a folder with something to show (a plan may write
+  -- nothing: its folder then stays as it was).
+  local shown = false
+  for _, n in ipairs(fs.list(o.out) or {}) do
+    if n ~= MARK and n ~= 'meta.json' and n ~= 'index.html' then shown = true break end
+  end
+  if shown then M.write_report(cmdname, o.out) end
   if signame then
     eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
       cmdname, cmdname == 'run' and (' ' .. M.shell_quote(o.file)) or '', ' --resume --out ',
@@ -206,6 +229,18 @@ function M.remove_if_empty(dir)
   local names = fs.list(dir)
   if names and #names == 1 and names[1] == MARK then os.remove(dir .. '/' .. MARK) end
   return fs.rmdir_if_empty(dir)
+end
+
+--- Write DIR/meta.json (`qoslab.meta.write_run`: the host, and the
+-- testbeds open now) unless the folder has one; a failure is a warning.
+-- @tparam string dir results folder
+-- @tparam string|nil backend "host" or "guest"
+function M.write_meta(dir, backend)
+  local ok, r, err, code = pcall(function() return require('qoslab.meta').write_run(dir, { backend = backend }) end)
+  if not ok or r == nil then
+    eprint('qoslab run: warning: no ', dir, '/meta.json: ', tostring(ok and err or r),
+      ok and code and (' (' .. tostring(code) .. ')') or '')
+  end
 end
 
 local function exit_of(r)
@@ -292,14 +327,29 @@ function M.run_here(o)
       io.stdout:flush()
     end
   end
+  -- DIR/meta.json once per folder a sweep writes to, after its first
+  -- record, while the plan's testbed (the path it measures) is up.
+  local meta_done = {}
+  local function on_record(_, dir)
+    if dir and not meta_done[dir] then
+      meta_done[dir] = true
+      M.write_meta(dir, o.backend)
+    end
+  end
   plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
-                      quick = o.quick and true or false, progress = progress }
+                      quick = o.quick and true or false, progress = progress, on_record = on_record }
   install_signals()
   local ok, res = xpcall(chunk, cli.error_handler(o.file), table.unpack(o.args or {}))
   -- Objects the plan did not close (no <close>) are finalised now, while
   -- their netns/links/qdiscs can still be removed by their __gc.
   collectgarbage('collect')
   collectgarbage('collect')
+  -- A plan without a sweep that wrote something still gets the host's.
+  if o.out and not meta_done[o.out] then
+    for _, n in ipairs(fs.list(o.out) or {}) do
+      if n ~= MARK then M.write_meta(o.out, o.backend) break end
+    end
+  end
   if not ok then
     local status = M.exit_status(res, 1)
     if status ~= 1 then

@@ -1,0 +1,62 @@
+--- Subcommand `report` of bin/qoslab.
+--
+-- `qoslab report DIR` writes `DIR/index.html` (`qoslab.report.page`);
+-- `qoslab report DIR1 DIR2 ... [--out DIR]` compares the folders
+-- (`qoslab.report.compare`): the same sweep's curve from each folder in one
+-- plot, labelled by what differs in their metadata, and an index.html in
+-- `--out` (default `results/compare-<UTC time>`).
+-- Exit status: 0 written; 1 a folder or file cannot be read or written; 2
+-- bad arguments.
+-- @module qoslab.cli.report
+local cli = require 'qoslab.cli'
+
+local M = {}
+
+local function eprint(...)
+  io.stderr:write(table.concat({ ... }), '\n')
+  io.stderr:flush()
+end
+
+local function describe(cmd)
+  cmd:summary('Write the report page (index.html) of a results folder, or compare folders.')
+  cmd:description('With one folder: DIR/index.html with the run\'s metadata, a table per sweep '
+    .. '(from results.jsonl), every plot (PNG) and the data files. With several: one plot per '
+    .. 'sweep they share, each folder\'s curve labelled by what differs in their metadata, '
+    .. 'and an index.html in --out.')
+  cmd:argument('dirs', 'Results folders.'):args('+')
+  cmd:option('--out', 'Folder for a comparison (default results/compare-<UTC time>).')
+end
+
+local function run(a)
+  if #a.dirs == 1 then
+    if a.out then
+      eprint('qoslab report: --out is for a comparison of several folders; the page of one folder is DIR/index.html')
+      return 2
+    end
+    local path, err, code = require('qoslab.report.page').write(a.dirs[1])
+    if not path then
+      eprint('qoslab report: ', tostring(err), ' (', tostring(code), ')')
+      return 1
+    end
+    print('qoslab report: wrote ' .. path)
+    return 0
+  end
+  if a.out == '' then
+    eprint('qoslab report: --out: expected a folder path, got an empty string')
+    return 2
+  end
+  local out = a.out or ('results/compare-' .. os.date('!%Y%m%d-%H%M%S'))
+  local res, err, code = require('qoslab.report.compare').write(a.dirs, { out = out })
+  if not res then
+    eprint('qoslab report: ', tostring(err), ' (', tostring(code), ')')
+    return 1
+  end
+  for _, w in ipairs(res.warnings or {}) do eprint('qoslab report: ', w) end
+  print('qoslab report: wrote ' .. res.path)
+  return 0
+end
+
+M.command = { describe = describe, run = run }
+cli.add('report', M.command)
+
+return M
