@@ -1,0 +1,29 @@
+/*
+ * tun.h - a TUN device (layer 3, no packet information header) made inside a
+ * named namespace: the calling thread enters the namespace for the open and
+ * the TUNSETIFF ioctl and returns (nl.h), the file descriptor keeps working
+ * from anywhere. The device is not persistent: it vanishes when the fd is
+ * closed (also when the process dies). Stands on nl.h and link.h.
+ */
+#ifndef QL_TUN_H
+#define QL_TUN_H
+
+#include <stdint.h>
+
+#include "../err.h"
+
+/* Names of the link's devices start with this (what `qoslab cleanup` may
+ * look for; the devices themselves die with their fd). */
+#define QL_TUN_PREFIX "qltun"
+
+/* Open /dev/net/tun (non-blocking, close-on-exec) and make the device
+ * ifname in netns (NULL/"" = the caller's). -EBUSY/-EEXIST when the name
+ * is taken, -ENOENT when netns is missing, -EPERM without CAP_NET_ADMIN. */
+int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e);
+
+/* Bring ifname up with mtu_bytes and the point-to-point address local_cidr
+ * with peer_cidr (ql_link_addr_peer). */
+int ql_tun_configure(const char *netns, const char *ifname, uint32_t mtu_bytes,
+		     const char *local_cidr, const char *peer_cidr, ql_err *e);
+
+#endif
