@@ -1,0 +1,233 @@
+-- qoslab.link.impair_link: two namespaces this spec makes (and removes, also
+-- when it fails) joined by the native impairment link. Ping, UDP and TCP
+-- cross it; a delay shows in the round trip, a limit drops exactly a burst's
+-- excess, the engine's UDP loss equals the link's loss drops, a change of
+-- spec lands while traffic flows, closing removes the devices, and a device
+-- deleted under the link is a fault the link reports instead of going on.
+-- IPv6 is off in both namespaces so no router solicitation or MLD report
+-- crosses the link and every count is the test's own.
+local link = require 'qoslab.link'
+local traffic = require 'qoslab.traffic'
+local H = require 'integration.traffic_helper'
+
+local seq = 0
+
+-- Two namespaces with lo up and IPv6 off; .close() removes them.
+local function ns_pair()
+  seq = seq + 1
+  local tag = string.format('%d-%d', H.pid, seq)
+  local self = { a = 'qlia-' .. tag, b = 'qlib-' .. tag }
+  local r, s = (H.pid // 250) % 250 + 1, (H.pid + seq) % 250 + 1
+  self.a_addr = string.format('10.%d.%d.1', r, s)
+  self.b_addr = string.format('10.%d.%d.2', r, s)
+  function self.close()
+    os.execute('ip netns del ' .. self.a .. ' 2>/dev/null')
+    os.execute('ip netns del ' .. self.b .. ' 2>/dev/null')
+  end
+  local ok, err = pcall(function()
+    for _, ns in ipairs { self.a, self.b } do
+      H.must('ip netns add ' .. ns)
+      H.must('ip -n ' .. ns .. ' link set lo up')
+      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.all.disable_ipv6=1')
+      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.default.disable_ipv6=1')
+    end
+  end)
+  if not ok then self.close(); error(err, 2) end
+  return self
+end
+
+local function open(p, o)
+  o = o or {}
+  o.a_netns, o.b_netns, o.a_addr, o.b_addr = p.a, p.b, p.a_addr, p.b_addr
+  local l, msg, code = link.impair_link(o)
+  assert(l, tostring(msg) .. ' ' .. tostring(code))
+  return l
+end
+
+-- ping from a to b: the round trips in ms.
+local function ping(p, count)
+  local out = H.tmp('ping.txt')
+  assert(H.sh(string.format('ip netns exec %s ping -n -q -c %d -i 0.2 -W 2 %s > %s 2>&1',
+    p.a, count, p.b_addr, out)), 'ping failed: ' .. (H.read(out) or ''))
+  local txt = H.read(out)
+  local mn, avg, mx = txt:match('= ([%d.]+)/([%d.]+)/([%d.]+)')
+  assert(mn, 'no rtt line in: ' .. txt)
+  return tonumber(mn), tonumber(avg), tonumber(mx)
+end
+
+-- count datagrams of 100 bytes sent back to back from a to b's port 9.
+local function burst(p, count)
+  assert(H.sh(string.format(
+    "ip netns exec %s python3 -c 'import socket; s = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)\n" ..
+    "for i in range(%d): s.sendto(bytes(100), (\"%s\", 9))'", p.a, count, p.b_addr)),
+    'python3 burst failed')
+end
+
+local function wait_for(cond, timeout_s)
+  local t0 = H.now()
+  while not cond() do
+    if H.now() - t0 > timeout_s then return false end
+    H.sleep(0.02)
+  end
+  return true
+end
+
+local function has_dev(ns, ifname)
+  return H.sh(string.format('ip -n %s link show %s >/dev/null 2>&1', ns, ifname))
+end
+
+describe('qoslab.link.impair_link (root, namespaces)', function()
+  it('makes both devices up with point-to-point addresses and removes them on close', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p, { mtu_bytes = 1400 })
+    finally(function() l:close() end)
+    local info = assert(link.info('qltun-a', { netns = p.a }))
+    assert.is_true(info.up)
+    assert.equal(1400, info.mtu_bytes)
+    assert.is_true(has_dev(p.b, 'qltun-b'))
+    assert.is_true(H.sh(string.format('ip -n %s -4 addr show qltun-a | grep -q "inet %s peer %s/32"',
+      p.a, p.a_addr, p.b_addr)))
+    assert.matches('qoslab.ImpairLink %(qltun%-a <%-> qltun%-b%)', tostring(l))
+    l:close()
+    assert.is_false(has_dev(p.a, 'qltun-a'))
+    assert.is_false(has_dev(p.b, 'qltun-b'))
+    l:close() -- twice is harmless
+    assert.equal('qoslab.ImpairLink (closed)', tostring(l))
+    assert.has_error(function() l:stats() end, 'qoslab.ImpairLink:stats: the link is closed')
+  end)
+
+  it('a 50 ms forward delay shows as a 50 ms round trip; a reverse one set while it runs adds its own', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p, { forward = { delay_ms = 50 } })
+    finally(function() l:close() end)
+    local mn, avg = ping(p, 5)
+    assert(mn >= 50 and avg < 60, string.format('rtt min %.3f avg %.3f ms, expected ~50', mn, avg))
+    l:set('reverse', { delay_ms = 30 })
+    mn, avg = ping(p, 5)
+    assert(mn >= 80 and avg < 90, string.format('rtt min %.3f avg %.3f ms, expected ~80', mn, avg))
+    local st = l:stats()
+    assert.is_false(st.failed)
+    assert.equal(10, st.forward.packets)
+    assert.equal(10, st.reverse.packets)
+    assert(st.forward.queue_delay_mean_ms >= 50, 'forward queue delay ' .. st.forward.queue_delay_mean_ms)
+    assert(st.reverse.queue_delay_max_ms >= 30, 'reverse queue delay ' .. st.reverse.queue_delay_max_ms)
+    assert.equal(0, st.forward.backlog_packets)
+    assert.equal(0, st.forward.drops)
+  end)
+
+  it('a limit drops exactly the excess of a burst', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p, { forward = { delay_ms = 300, limit_packets = 10 } })
+    finally(function() l:close() end)
+    burst(p, 30)
+    assert(wait_for(function() return l:stats().forward.arrived_packets == 30 end, 2),
+      'the burst did not arrive')
+    local st = l:stats().forward
+    assert.equal(20, st.drops_by_reason.limit)
+    assert.equal(10, st.backlog_packets)
+    assert.equal(10 * 128, st.backlog_bytes)  -- 100 bytes + UDP and IPv4 headers
+    assert(wait_for(function() return l:stats().forward.packets == 10 end, 2), 'not forwarded')
+    st = l:stats().forward
+    assert.equal(0, st.backlog_packets)
+    assert.same({ loss = 0, limit = 20, memory = 0 }, st.drops_by_reason)
+  end)
+
+  it('over its memory budget a direction drops with reason memory', function()
+    local p = ns_pair()
+    finally(p.close)
+    -- room for 5 packets of 128 bytes and their records, not 6
+    local l = open(p, { forward = { delay_ms = 300 }, memory_bytes = 5 * (128 + 40) + 10 })
+    finally(function() l:close() end)
+    burst(p, 12)
+    assert(wait_for(function() return l:stats().forward.arrived_packets == 12 end, 2))
+    local st = l:stats().forward
+    assert.equal(5, st.backlog_packets)
+    assert.same({ loss = 0, limit = 0, memory = 7 }, st.drops_by_reason)
+    assert.equal(7, st.drops)
+  end)
+
+  it('UDP through qoslab.traffic: its lost count equals the link loss drops', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p, { seed = 7 })
+    finally(function() l:close() end)
+    local srv = assert(traffic.server { port = 0, netns = p.b })
+    finally(function() srv:stop() end)
+    local t = assert(traffic.start { host = p.b_addr, port = srv:port(), netns = p.a,
+      proto = 'udp', bitrate_bps = 20e6, length_bytes = 1200, duration_s = 3, interval_s = 1 })
+    -- loss only while the datagrams flow: the control connection's start
+    -- and end cross a lossless link
+    H.sleep(0.6)
+    l:set('forward', { loss_pct = 5 })
+    H.sleep(1.8)
+    l:set('forward', {})
+    local res, msg, code = t:wait()
+    assert(res, tostring(msg) .. ' ' .. tostring(code))
+    H.identities(res, 'udp through the link')
+    local st = l:stats().forward
+    assert(st.drops_by_reason.loss > 50, 'too few losses: ' .. st.drops_by_reason.loss)
+    assert.equal(st.drops_by_reason.loss, res.received.lost_packets)
+    assert.equal(st.drops, st.drops_by_reason.loss)
+  end)
+
+  it('TCP crosses the link both ways with a delay', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p, { forward = { delay_ms = 5 }, reverse = { delay_ms = 5 } })
+    finally(function() l:close() end)
+    local srv = assert(traffic.server { port = 0, netns = p.b })
+    finally(function() srv:stop() end)
+    local res = assert(traffic.run { host = p.b_addr, port = srv:port(), netns = p.a,
+      duration_s = 1, interval_s = 0.5 })
+    H.identities(res, 'tcp through the link')
+    assert.equal(res.sent.bytes, res.received.bytes)
+    assert(res.received.bytes > 1e6, 'only ' .. res.received.bytes .. ' bytes')
+    local st = l:stats()
+    assert(st.forward.bytes > res.received.bytes, 'forward bytes ' .. st.forward.bytes)
+    assert.is_false(st.failed)
+  end)
+
+  it('a device deleted under the link is reported, and nothing is forwarded any more', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l = open(p)
+    finally(function() l:close() end)
+    assert.is_false(l:failed())
+    H.must('ip -n ' .. p.a .. ' link del qltun-a')
+    assert(wait_for(function() return l:failed() end, 2), 'the fault was not reported')
+    local failed, msg, code = l:failed()
+    assert.is_true(failed)
+    assert.equal('ELINKFAILED', code)
+    assert.matches('TUN device qltun%-a', msg)
+    local st = l:stats()
+    assert.equal(msg, st.failed)
+    assert.equal('ELINKFAILED', st.failed_code)
+    assert.matches(', failed%)$', tostring(l))
+    -- b's side forwards nothing now: a packet from b stays there
+    H.sh(string.format('ip netns exec %s ping -c 1 -W 0.3 %s >/dev/null 2>&1', p.b, p.a_addr))
+    assert.equal(0, l:stats().reverse.packets)
+    l:close()
+    assert.is_false(has_dev(p.b, 'qltun-b'))
+  end)
+
+  it('world failures: a missing namespace, a taken device name', function()
+    local p = ns_pair()
+    finally(p.close)
+    local l, msg, code = link.impair_link { a_netns = p.a, b_netns = 'qoslab-missing-' .. H.pid,
+      a_addr = p.a_addr, b_addr = p.b_addr }
+    assert.is_nil(l)
+    assert.equal('ENOENT', code)
+    assert.matches('qoslab%-missing', msg)
+    assert.is_false(has_dev(p.a, 'qltun-a'))  -- nothing left behind
+    local l1 = open(p)
+    finally(function() l1:close() end)
+    l, msg, code = link.impair_link { a_netns = p.a, b_netns = p.b, a_addr = '10.254.0.1',
+      b_addr = '10.254.0.2' }
+    assert.is_nil(l)
+    assert.equal('EBUSY', code)
+    assert.matches('qltun%-a', msg)
+  end)
+end)
