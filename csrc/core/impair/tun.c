@@ -7,6 +7,7 @@
 #include <linux/if_tun.h>
 #include <string.h>
 #include <sys/ioctl.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../link.h"
@@ -42,6 +43,18 @@ int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e)
 				  strerror(err),
 				  err == EPERM ? " (needs CAP_NET_ADMIN: run as root)" :
 				  err == EBUSY || err == EEXIST ? " (the name is taken there: pick another)" : "");
+	}
+	/* A deeper device queue than TUN's 500 packets: while a reader
+	 * waits for a CPU the kernel queues here, and drops only beyond it
+	 * (those drops are the device's tx_dropped, not the link's). */
+	int sk = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (sk >= 0) {
+		struct ifreq q;
+		memset(&q, 0, sizeof q);
+		strncpy(q.ifr_name, ifname, IFNAMSIZ - 1);
+		q.ifr_qlen = QL_TUN_TXQUEUELEN;
+		ioctl(sk, SIOCSIFTXQLEN, &q);  /* best effort: 500 still works */
+		close(sk);
 	}
 	if ((rc = ql_netns_restore(restore, e)) < 0) {
 		close(t);

@@ -15,10 +15,13 @@
 /* Names of the link's devices start with this (what `qoslab cleanup` may
  * look for; the devices themselves die with their fd). */
 #define QL_TUN_PREFIX "qltun"
+/* The devices' transmit queue (packets the kernel holds for the reader). */
+#define QL_TUN_TXQUEUELEN 4096
 
 /* Open /dev/net/tun (non-blocking, close-on-exec) and make the device
  * ifname in netns (NULL/"" = the caller's). -EBUSY/-EEXIST when the name
- * is taken, -ENOENT when netns is missing, -EPERM without CAP_NET_ADMIN. */
+ * is taken, -ENOENT when netns is missing, -EPERM without CAP_NET_ADMIN.
+ * Its transmit queue is set to QL_TUN_TXQUEUELEN packets. */
 int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e);
 
 /* Bring ifname up with mtu_bytes and the point-to-point address local_cidr
