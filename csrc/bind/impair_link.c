@@ -28,7 +28,7 @@ typedef struct llink {
 
 static const char *const opt_keys[] = {
 	"a_netns", "b_netns", "a_addr", "b_addr", "a_ifname", "b_ifname", "mtu_bytes",
-	"forward", "reverse", "memory_bytes", "seed", NULL,
+	"forward", "reverse", "memory_bytes", "seed", "gso", NULL,
 };
 static const char *const directions[] = { "forward", "reverse", NULL };
 
@@ -94,6 +94,7 @@ static int l_impair_link(lua_State *L)
 	o.seed = default_seed();
 	if (qlb_opt_integer(L, 1, CTX, "opts", "seed", 0, INT64_MAX, &iv))
 		o.seed = (uint64_t)iv;
+	qlb_opt_boolean(L, 1, CTX, "opts", "gso", &o.gso);
 	ql_netem_spec fwd, rev;
 	read_dir_spec(L, 1, "forward", &fwd);
 	read_dir_spec(L, 1, "reverse", &rev);

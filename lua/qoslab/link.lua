@@ -139,7 +139,7 @@ M.info = core.link_info
 -- @tparam table opts
 --   `{a_netns = NS, b_netns = NS, a_addr = ADDR, b_addr = ADDR, a_ifname =,
 --   b_ifname =, mtu_bytes =, memory_bytes =, forward = spec, reverse = spec,
---   seed =}`:
+--   seed =, gso =}`:
 --
 -- * `a_netns`, `b_netns` (strings, required, different): the namespaces, which
 --   must exist;
@@ -152,7 +152,12 @@ M.info = core.link_info
 -- * `forward` (a -> b) and `reverse` (b -> a): qoslab.netem specs (default `{}`:
 --   no impairment but netem's default `limit_packets` of 1000);
 -- * `seed` (integer >= 0): the models' random seed unless a spec has `seed`
---   (default: a new one per link).
+--   (default: a new one per link);
+-- * `gso` (boolean, default false): let GSO super-packets (TCP segments of up
+--   to 64 KiB, IFF_VNET_HDR) cross whole. Each is one packet to the model
+--   (one loss, one `limit_packets` slot), as kernel netem sees them on a
+--   device with offloads on; several times the throughput. Off, every packet
+--   is at most `mtu_bytes`, as netem with offloads off.
 -- @treturn qoslab.ImpairLink a to-be-closed handle (`local l <close> = ...`)
 -- @return or nil, message, code: "ENOENT" (no such namespace), "EBUSY" (a
 --   device name taken in its namespace), "EPERM" (needs root), "ENOMEM"
@@ -188,8 +193,8 @@ end
 --   ce_marked_packets =, rejected_packets =, backlog_packets =, backlog_bytes =,
 --   queue_delay_mean_ms =, queue_delay_max_ms = (time from arrival to the
 --   write, forwarded packets), lateness_p99_ms =, lateness_max_ms = (how late
---   the sender wrote a packet after its time; 1 µs resolution to 2 ms),
---   lateness_samples =}`
+--   the sender woke for a packet it slept for, the timer's error; 1 µs
+--   resolution to 2 ms), lateness_samples = (those wake-ups)}`
 -- @raise when the link is closed
 -- @usage print(l:stats().forward.drops_by_reason.loss)
 

@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <linux/if.h>
 #include <linux/if_tun.h>
+#include <linux/virtio_net.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -13,7 +14,7 @@
 #include "../link.h"
 #include "../nl.h"
 
-int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e)
+int ql_tun_open(const char *netns, const char *ifname, int gso, int *fd, ql_err *e)
 {
 	*fd = -1;
 	int rc = ql_link_check_ifname("ifname", ifname, e);
@@ -32,9 +33,12 @@ int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e)
 	}
 	struct ifreq ifr;
 	memset(&ifr, 0, sizeof ifr);
-	ifr.ifr_flags = IFF_TUN | IFF_NO_PI;
+	ifr.ifr_flags = IFF_TUN | IFF_NO_PI | (gso ? IFF_VNET_HDR : 0);
 	strncpy(ifr.ifr_name, ifname, IFNAMSIZ - 1);
-	if (ioctl(t, TUNSETIFF, &ifr) < 0) {
+	int hdr = QL_TUN_VNET_HDR_BYTES;
+	unsigned offload = TUN_F_CSUM | TUN_F_TSO4 | TUN_F_TSO6 | TUN_F_TSO_ECN;
+	if (ioctl(t, TUNSETIFF, &ifr) < 0 ||
+	    (gso && (ioctl(t, TUNSETVNETHDRSZ, &hdr) < 0 || ioctl(t, TUNSETOFFLOAD, offload) < 0))) {
 		int err = errno;
 		close(t);
 		ql_netns_restore(restore, NULL);

@@ -21,8 +21,14 @@
 /* Open /dev/net/tun (non-blocking, close-on-exec) and make the device
  * ifname in netns (NULL/"" = the caller's). -EBUSY/-EEXIST when the name
  * is taken, -ENOENT when netns is missing, -EPERM without CAP_NET_ADMIN.
- * Its transmit queue is set to QL_TUN_TXQUEUELEN packets. */
-int ql_tun_open(const char *netns, const char *ifname, int *fd, ql_err *e);
+ * Its transmit queue is set to QL_TUN_TXQUEUELEN packets. gso: see below. */
+int ql_tun_open(const char *netns, const char *ifname, int gso, int *fd, ql_err *e);
+
+/* With gso, the device takes and hands over GSO super-packets (up to 64 KiB,
+ * TSO for IPv4/IPv6, checksums left to the receiver) behind a struct
+ * virtio_net_hdr of this size (IFF_VNET_HDR): what is read from one such
+ * device can be written unchanged into another. */
+#define QL_TUN_VNET_HDR_BYTES 10
 
 /* Bring ifname up with mtu_bytes and the point-to-point address local_cidr
  * with peer_cidr (ql_link_addr_peer). */

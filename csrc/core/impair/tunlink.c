@@ -30,6 +30,7 @@ typedef struct dir {
 	struct ql_tunlink *link;
 	int idx;
 	int in_fd, out_fd;
+	size_t hdr;                       /* vnet header bytes before the IP packet */
 	const char *in_name, *out_name;  /* for messages */
 
 	pthread_mutex_t mu;
@@ -170,21 +171,24 @@ static void *reader_main(void *arg)
 			}
 			continue;
 		}
-		size_t len = (size_t)n;
+		if ((size_t)n < d->hdr)
+			continue;  /* no packet behind the header: nothing to forward */
+		size_t len = (size_t)n, ip_len = len - d->hdr;
+		unsigned char *ip = buf + d->hdr;
 		int64_t now = mono_ns();
-		int ecn_capable = ql_ippkt_ecn_capable(buf, len);
+		int ecn_capable = ql_ippkt_ecn_capable(ip, ip_len);
 		ql_impair_verdict v;
 		int wake = 0;
 		pthread_mutex_lock(&d->mu);
-		ql_impair_enqueue(d->model, len, ecn_capable, now, (uint32_t)ql_pktq_len(&d->q),
+		ql_impair_enqueue(d->model, ip_len, ecn_capable, now, (uint32_t)ql_pktq_len(&d->q),
 				  ql_pktq_len(&d->q) ? d->last_tts_ns : 0, &v);
 		if (v.copies > 0) {
 			if (v.ce_mark)
-				ql_ippkt_set_ce(buf, len);
+				ql_ippkt_set_ce(ip, ip_len);
 			if (v.copies > 1)  /* the copy is not corrupted, as netem's clone */
 				memcpy(copy, buf, len);
 			if (v.corrupt)
-				ql_ippkt_flip(buf, len, v.corrupt_byte, v.corrupt_bit);
+				ql_ippkt_flip(ip, ip_len, v.corrupt_byte, v.corrupt_bit);
 			queue_copy(d, buf, len, &v, now, &wake);
 			for (int i = 1; i < v.copies; i++)
 				queue_copy(d, copy, len, &v, now, &wake);
@@ -214,6 +218,10 @@ static void *sender_main(void *arg)
 	dir *d = arg;
 	ql_tunlink *l = d->link;
 	thread_setup();
+	/* the packet the sender slept for: only its wake-up measures the
+	 * timer (a packet already due when seen waited behind others, which
+	 * its queue delay shows) */
+	const ql_pkt *slept_for = NULL;
 	pthread_mutex_lock(&d->mu);
 	while (!atomic_load(&l->stop)) {
 		ql_pkt *p = ql_pktq_peek(&d->q);
@@ -222,16 +230,18 @@ static void *sender_main(void *arg)
 			continue;
 		}
 		int64_t now = mono_ns();
-		int64_t at = p->at_head ? now : ql_impair_dequeue_at(d->model, p->len, p->tts_ns, now);
+		int64_t at = p->at_head ? now : ql_impair_dequeue_at(d->model, p->len - d->hdr, p->tts_ns, now);
 		if (now < at) {
 			struct timespec ts = { .tv_sec = at / 1000000000, .tv_nsec = at % 1000000000 };
+			slept_for = p;
 			/* woken early by a packet that became first, or by stop */
 			pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 			continue;
 		}
 		ql_pktq_pop(&d->q);
-		if (!p->at_head)
+		if (p == slept_for)
 			note_lateness(d, now - at);
+		slept_for = NULL;
 		if (!ql_pktq_len(&d->q))
 			d->last_tts_ns = 0;
 		pthread_mutex_unlock(&d->mu);
@@ -246,12 +256,12 @@ static void *sender_main(void *arg)
 		pthread_mutex_lock(&d->mu);
 		if (w >= 0) {
 			d->forwarded_packets++;
-			d->forwarded_bytes += p->len;
+			d->forwarded_bytes += p->len - d->hdr;
 			int64_t q = sent - p->enq_ns;
 			d->delay_sum_ns += q;
 			if (q > d->delay_max_ns)
 				d->delay_max_ns = q;
-			ql_impair_sent(d->model, p->len, sent);
+			ql_impair_sent(d->model, p->len - d->hdr, sent);
 		} else if (err == EINVAL || err == EAGAIN || err == ENOBUFS) {
 			/* the kernel refused this one packet (a corrupted header
 			 * names no IP version) or its queue was full: counted,
@@ -372,8 +382,9 @@ int ql_tunlink_open(const ql_tunlink_opts *o, ql_tunlink **out, ql_err *e)
 	char a_cidr[64], b_cidr[64];
 	snprintf(a_cidr, sizeof a_cidr, "%s%s", o->a_addr, host);
 	snprintf(b_cidr, sizeof b_cidr, "%s%s", o->b_addr, host);
-	if ((rc = ql_tun_open(o->a_netns, o->a_ifname, &l->a_fd, e)) < 0 ||
-	    (rc = ql_tun_open(o->b_netns, o->b_ifname, &l->b_fd, e)) < 0)
+	l->d[0].hdr = l->d[1].hdr = o->gso ? QL_TUN_VNET_HDR_BYTES : 0;
+	if ((rc = ql_tun_open(o->a_netns, o->a_ifname, o->gso, &l->a_fd, e)) < 0 ||
+	    (rc = ql_tun_open(o->b_netns, o->b_ifname, o->gso, &l->b_fd, e)) < 0)
 		goto fail;
 	l->d[0].in_fd = l->d[1].out_fd = l->a_fd;
 	l->d[0].out_fd = l->d[1].in_fd = l->b_fd;
@@ -430,7 +441,7 @@ void ql_tunlink_stats_get(ql_tunlink *l, int dir_idx, ql_tunlink_stats *st)
 	st->forwarded_bytes = d->forwarded_bytes;
 	st->rejected_packets = d->rejected_packets;
 	st->backlog_packets = ql_pktq_len(&d->q);
-	st->backlog_bytes = d->q.bytes;
+	st->backlog_bytes = d->q.bytes - d->hdr * ql_pktq_len(&d->q);
 	if (d->forwarded_packets)
 		st->queue_delay_mean_ns = d->delay_sum_ns / (int64_t)d->forwarded_packets;
 	st->queue_delay_max_ns = d->delay_max_ns;

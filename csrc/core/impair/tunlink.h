@@ -40,6 +40,10 @@ typedef struct ql_tunlink_opts {
 	uint64_t memory_bytes;              /* per direction, >= 1 */
 	const ql_netem_spec *forward, *reverse;
 	uint64_t seed;                      /* the models' seed unless a spec has one */
+	/* 1: GSO super-packets cross the link whole (tun.h), each one packet
+	 * to the model, as kernel netem sees them on a device with offloads
+	 * on; 0: every packet at most mtu_bytes, as with offloads off. */
+	int gso;
 } ql_tunlink_opts;
 
 /* One direction's counters. */
@@ -51,7 +55,9 @@ typedef struct ql_tunlink_stats {
 	uint64_t rejected_packets;   /* a corrupted packet the kernel refused */
 	uint64_t backlog_packets, backlog_bytes;
 	int64_t queue_delay_mean_ns, queue_delay_max_ns;  /* forwarded packets */
-	int64_t lateness_p99_ns, lateness_max_ns;         /* sender after due time */
+	/* how late the sender woke for a packet it slept for (the timer's
+	 * error; packets already due when seen are not samples) */
+	int64_t lateness_p99_ns, lateness_max_ns;
 	uint64_t lateness_samples;
 } ql_tunlink_stats;
 
