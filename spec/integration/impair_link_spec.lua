@@ -135,11 +135,13 @@ describe('qoslab.link.impair_link (root, namespaces)', function()
     assert.equal(0, st.forward.drops)
   end)
 
+  -- (a long delay: the burst is still queued when the counters are read,
+  -- even on a machine busy enough to stall this process for a while)
   it('a limit drops exactly the excess of a burst', function()
     local defer = cleanups()
     local p = ns_pair()
     defer(p.close)
-    local l = open(p, { forward = { delay_ms = 300, limit_packets = 10 } })
+    local l = open(p, { forward = { delay_ms = 1500, limit_packets = 10 } })
     defer(function() l:close() end)
     burst(p, 30)
     assert(wait_for(function() return l:stats().forward.arrived_packets == 30 end, 2),
@@ -148,7 +150,7 @@ describe('qoslab.link.impair_link (root, namespaces)', function()
     assert.equal(20, st.drops_by_reason.limit)
     assert.equal(10, st.backlog_packets)
     assert.equal(10 * 128, st.backlog_bytes)  -- 100 bytes + UDP and IPv4 headers
-    assert(wait_for(function() return l:stats().forward.packets == 10 end, 2), 'not forwarded')
+    assert(wait_for(function() return l:stats().forward.packets == 10 end, 4), 'not forwarded')
     st = l:stats().forward
     assert.equal(0, st.backlog_packets)
     assert.same({ loss = 0, limit = 20, memory = 0 }, st.drops_by_reason)
@@ -159,7 +161,7 @@ describe('qoslab.link.impair_link (root, namespaces)', function()
     local p = ns_pair()
     defer(p.close)
     -- room for 5 packets of 128 bytes and their records, not 6
-    local l = open(p, { forward = { delay_ms = 300 }, memory_bytes = 5 * (128 + 40) + 10 })
+    local l = open(p, { forward = { delay_ms = 1500 }, memory_bytes = 5 * (128 + 40) + 10 })
     defer(function() l:close() end)
     burst(p, 12)
     assert(wait_for(function() return l:stats().forward.arrived_packets == 12 end, 2))
@@ -240,6 +242,60 @@ describe('qoslab.link.impair_link (root, namespaces)', function()
     assert.equal(0, l:stats().reverse.packets)
     l:close()
     assert.is_false(has_dev(p.b, 'qltun-b'))
+  end)
+
+  -- a process that opens a link (to-be-closed) and sleeps; the devices
+  -- must be gone when it ends by SIGINT (its <close> runs) or SIGKILL (the
+  -- kernel closes the fds; the devices are not persistent)
+  local function child(p, handlers)
+    local script = H.tmp('child.lua')
+    local f = assert(io.open(script, 'w'))
+    f:write(string.format([[
+local core = require 'qoslab.core'
+local link = require 'qoslab.link'
+if %s then core.signals_install() end
+local l <close> = assert(link.impair_link{ a_netns = %q, b_netns = %q, a_addr = %q, b_addr = %q,
+  forward = { delay_ms = 100 } })
+print('ready')
+io.stdout:flush()
+local ok, err = pcall(core.sleep, 30)
+print('woke', ok, err and err.code)
+]], tostring(handlers), p.a, p.b, p.a_addr, p.b_addr))
+    f:close()
+    local out = H.tmp('child.out')
+    local build = os.getenv('QOSLAB_BUILD') or 'build'
+    local pid = H.spawn(string.format(
+      "exec env LUA_PATH='./lua/?.lua;./lua/?/init.lua;;' LUA_CPATH='./%s/?.so;;' lua5.4 %s",
+      build, script), out)
+    assert(wait_for(function() return (H.read(out) or ''):find('ready', 1, true) end, 5),
+      'child did not start: ' .. (H.read(out) or ''))
+    assert.is_true(has_dev(p.a, 'qltun-a'))
+    return pid, out
+  end
+
+  it('SIGINT: the script unwinds, its <close> closes the link, the devices go', function()
+    local defer = cleanups()
+    local p = ns_pair()
+    defer(p.close)
+    local pid, out = child(p, true)
+    defer(function() H.kill(pid) end)
+    os.execute('kill -INT ' .. pid)
+    assert(H.wait_exit(pid, 5), 'the child did not end')
+    assert.matches('woke\tfalse\tEINTR', H.read(out))
+    assert.is_false(has_dev(p.a, 'qltun-a'))
+    assert.is_false(has_dev(p.b, 'qltun-b'))
+  end)
+
+  it('SIGKILL: the devices go with the process', function()
+    local defer = cleanups()
+    local p = ns_pair()
+    defer(p.close)
+    local pid = child(p, false)
+    defer(function() H.kill(pid) end)
+    os.execute('kill -KILL ' .. pid)
+    assert(H.wait_exit(pid, 5), 'the child did not end')
+    assert(wait_for(function() return not has_dev(p.a, 'qltun-a') and not has_dev(p.b, 'qltun-b') end, 3),
+      'a device outlived the process')
   end)
 
   it('world failures: a missing namespace, a taken device name', function()
