@@ -220,6 +220,22 @@ describe('qoslab.link.impair_link (root, namespaces)', function()
     assert.is_false(st.failed)
   end)
 
+  it('gso = true: TCP super-packets cross whole, larger than the MTU', function()
+    local defer = cleanups()
+    local p = ns_pair()
+    defer(p.close)
+    local l = open(p, { gso = true })
+    defer(function() l:close() end)
+    local srv = assert(traffic.server { port = 0, netns = p.b })
+    defer(function() srv:stop() end)
+    local res = assert(traffic.run { host = p.b_addr, port = srv:port(), netns = p.a,
+      duration_s = 1, interval_s = 0.5 })
+    H.identities(res, 'tcp through the link with gso')
+    local st = l:stats().forward
+    assert(st.bytes / st.packets > 1500, string.format('%d bytes in %d packets', st.bytes, st.packets))
+    assert.is_false(l:stats().failed)
+  end)
+
   it('a device deleted under the link is reported, and nothing is forwarded any more', function()
     local defer = cleanups()
     local p = ns_pair()
