@@ -280,8 +280,12 @@ static int addr_request(const char *ifname, const char *netns, const char *cidr,
 			goto out;
 		}
 		nl_addr_set_prefixlen(peer, peer_prefix);
-		rtnl_addr_set_peer(a, peer);
+		int prc = rtnl_addr_set_peer(a, peer);
 		nl_addr_put(peer);
+		if (prc < 0) {
+			rc = ql_nl_fail(e, prc, "set the peer address");
+			goto out;
+		}
 		rtnl_addr_set_prefixlen(a, peer_prefix);
 	}
 	if (family == AF_INET6)

@@ -44,9 +44,10 @@ int ql_link_set(const char *ifname, const char *netns, int up, uint32_t mtu_byte
 int ql_link_addr(const char *ifname, const char *netns, const char *cidr, int add,
 		 ql_err *e);
 
-/* Add a point-to-point address: local cidr "A.B.C.D/N" (or IPv6) with the
- * peer peer_cidr (same family; its prefix routes the peer through ifname),
- * as `ip addr add LOCAL peer PEER/N dev IF`. */
+/* Add a point-to-point address: local cidr "A.B.C.D/N" with the peer
+ * peer_cidr (its prefix routes the peer through ifname), as `ip addr add
+ * LOCAL peer PEER/N dev IF`. IPv4 only (libnl sets no IPv6 peer):
+ * -EAFNOSUPPORT otherwise. */
 int ql_link_addr_peer(const char *ifname, const char *netns, const char *cidr,
 		      const char *peer_cidr, ql_err *e);
 

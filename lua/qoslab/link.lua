@@ -143,8 +143,8 @@ M.info = core.link_info
 --
 -- * `a_netns`, `b_netns` (strings, required, different): the namespaces, which
 --   must exist;
--- * `a_addr`, `b_addr` (strings, required): IPv4 or IPv6 addresses without a
---   prefix, the same family, different;
+-- * `a_addr`, `b_addr` (strings, required): IPv4 addresses without a prefix,
+--   different (no IPv6 on the link yet);
 -- * `a_ifname`, `b_ifname` (default `"qltun-a"`, `"qltun-b"`): the devices' names;
 -- * `mtu_bytes` (integer 68..65535, default 1500): both devices' MTU;
 -- * `memory_bytes` (integer >= 1, default 625000000, 1 Gbit/s for 5 s): each

@@ -35,7 +35,7 @@ enum { QL_TUNLINK_FORWARD = 0, QL_TUNLINK_REVERSE = 1 };
 typedef struct ql_tunlink_opts {
 	const char *a_netns, *b_netns;      /* required, different */
 	const char *a_ifname, *b_ifname;    /* the TUN devices' names */
-	const char *a_addr, *b_addr;        /* "A.B.C.D" or IPv6, same family, no prefix */
+	const char *a_addr, *b_addr;        /* "A.B.C.D", no prefix (IPv4 only) */
 	uint32_t mtu_bytes;                 /* 68..65535 */
 	uint64_t memory_bytes;              /* per direction, >= 1 */
 	const ql_netem_spec *forward, *reverse;
