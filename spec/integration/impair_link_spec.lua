@@ -338,3 +338,59 @@ print('woke', ok, err and err.code)
     assert.matches('qltun%-a', msg)
   end)
 end)
+
+describe('qoslab.testbed{backend = "link"} (root)', function()
+  local testbed = require 'qoslab.testbed'
+  local netns = require 'qoslab.netns'
+
+  local function tb_ping(tb, count)
+    return ping({ a = tb.client_netns, b_addr = tb.server_addr }, count)
+  end
+
+  it('joins client and server by the link: impair, get, stats, close', function()
+    local tb = assert(testbed { backend = 'link', impair = { delay_ms = 40 } })
+    finally(function() tb:close() end)
+    assert.equal('link', tb.backend)
+    assert.equal('qltun-c', tb.client_ifname)
+    local mn, avg = tb_ping(tb, 4)
+    assert(mn >= 40 and avg < 50, string.format('rtt min %.3f avg %.3f ms, expected ~40', mn, avg))
+    assert(tb:impair({ delay_ms = 20 }, 'reverse'))
+    mn, avg = tb_ping(tb, 4)
+    assert(mn >= 60 and avg < 70, string.format('rtt min %.3f avg %.3f ms, expected ~60', mn, avg))
+    local got = assert(tb:get())
+    assert.equal(40, got.client.impair.delay_ms)
+    assert.equal(20, got.server.impair.delay_ms)
+    local st = assert(tb:stats())
+    local c, s = st.client[#st.client], st.server[#st.server]
+    assert.equal('link', c.kind)
+    assert.equal('link', s.kind)
+    -- the pings and what else crossed (IPv6 link-local chatter is on here)
+    assert(c.packets >= 8 and s.packets >= 8, c.packets .. ' and ' .. s.packets .. ' packets')
+    assert.same({ loss = 0, limit = 0, memory = 0 }, c.drops_by_reason)
+    assert.is_false(c.failed)
+    assert(tb:impair(nil, 'reverse'))
+    assert.is_nil(assert(tb:get()).server.impair)
+    local cn, sn = tb.client_netns, tb.server_netns
+    tb:close()
+    assert.is_false(netns.exists(cn))
+    assert.is_false(netns.exists(sn))
+  end)
+
+  it('a rate limit shapes the TUN devices before the link', function()
+    local tb = assert(testbed { backend = 'link', rate_bps = 50e6, impair = { delay_ms = 5 } })
+    finally(function() tb:close() end)
+    local srv = assert(traffic.server { port = 0, netns = tb.server_netns })
+    local ok, err = pcall(function()
+      local res = assert(traffic.run { host = tb.server_addr, port = srv:port(), netns = tb.client_netns,
+        duration_s = 2, interval_s = 1 })
+      local mbps = res.received.bits_per_second / 1e6
+      assert(mbps > 40 and mbps < 52, string.format('%.1f Mbit/s through a 50 Mbit/s shaper', mbps))
+      local kinds = {}
+      for _, q in ipairs(assert(tb:stats()).client) do kinds[#kinds + 1] = q.kind end
+      assert.equal('link', kinds[#kinds])
+      assert.equal('tbf', kinds[1])
+    end)
+    srv:stop()
+    assert(ok, err)
+  end)
+end)
