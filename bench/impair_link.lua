@@ -37,7 +37,7 @@ print(string.format('%-24s %16s %16s', 'path (TCP, MTU 1500)', 'received_Mbit/s'
 for _, c in ipairs {
   { 'link', false }, { 'link', true }, { 'veth', false }, { 'veth', true },
 } do
-  local a, b, ns_guard <close> = pair()
+  local a, b, _ <close> = pair()
   local l, label
   if c[1] == 'link' then
     l = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR, b_addr = B_ADDR,
@@ -67,7 +67,7 @@ print()
 print(string.format('%-30s %10s %12s %12s %12s %10s', 'link, 50 ms forward delay', 'samples',
   'late_p99_ms', 'late_max_ms', 'qdelay_ms', 'drops'))
 for _, rate in ipairs { 10e6, 50e6 } do
-  local a, b, ns_guard <close> = pair()
+  local a, b, _ <close> = pair()
   local l <close> = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR,
     b_addr = B_ADDR, forward = { delay_ms = 50 } })
   run(a, b, { proto = 'udp', bitrate_bps = rate, length_bytes = 1200 })
