@@ -144,10 +144,10 @@ end
 --   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture),
 --   backend = "netem"|"link" (default "netem": impairments are kernel netem qdiscs
 --   on the veth ends; "link": no veth, the client and server namespaces are joined
---   by `qoslab.link.impair_link` (TUN devices `qltun-c` and `qltun-s`, point-to-point
+--   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
 --   addresses client_addr and server_addr), which impairs both directions natively
 --   where the kernel has no sch_netem; the shaper sits on the TUN devices, before
---   the link's delay; offloads = true lets GSO super-packets through it (its `gso`);
+--   the link's delay; offloads = true lets GSO super-packets through it (its gso);
 --   not with bottleneck = "router", ipv6 or limit_packets = "auto")}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
