@@ -117,8 +117,20 @@ void qlb_newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
 
 /* Module registration: each concern adds its functions to the module table
  * at the top of the stack. Defined in the concern's own .c file. */
+/*
+ * qoslab.netem's reading of a spec table (csrc/bind/netem.c), for every
+ * other user of netem's specs: keys, types, ranges and the rules between
+ * fields, raising "<ctx>: spec.<field>: expected ..." exactly as
+ * qoslab.netem.apply (limit_packets "auto" is refused). Distribution tables
+ * are copied into buffers pushed onto the stack: s borrows them, so they
+ * must stay there while s is used.
+ */
+struct ql_netem_spec;
+void qlb_netem_read_spec(lua_State *L, int idx, const char *ctx, struct ql_netem_spec *s);
+
 void qlb_open_timer(lua_State *L);
 void qlb_open_netem(lua_State *L);
+void qlb_open_impair_link(lua_State *L);
 void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
 void qlb_open_probe(lua_State *L);

@@ -413,9 +413,10 @@ static int l_testbed_check(lua_State *L)
 {
 	static const char *const keys[] = { "rate_bps", "impair", "reverse_impair", "shape",
 					    "offloads", "mtu_bytes", "ipv6", "prefix",
-					    "burst_bytes", "bottleneck", NULL };
+					    "burst_bytes", "bottleneck", "backend", NULL };
 	static const char *const kinds[] = { "tbf", "htb", NULL };
 	static const char *const bottlenecks[] = { "host", "router", NULL };
+	static const char *const backends[] = { "netem", "link", NULL };
 	const char *ctx = "qoslab.testbed";
 	lua_settop(L, 1);
 	if (lua_isnil(L, 1)) {
@@ -429,6 +430,8 @@ static int l_testbed_check(lua_State *L)
 	int kind = 0, offloads = 0, ipv6 = 0, bottleneck = 0;
 	qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
 	qlb_opt_enum(L, 1, ctx, "opts", "bottleneck", bottlenecks, &bottleneck);
+	int backend = 0;
+	qlb_opt_enum(L, 1, ctx, "opts", "backend", backends, &backend);
 	int has_burst = qlb_opt_integer(L, 1, ctx, "opts", "burst_bytes", 1, UINT32_MAX, &burst);
 	qlb_opt_boolean(L, 1, ctx, "opts", "offloads", &offloads);
 	int has_mtu = qlb_opt_integer(L, 1, ctx, "opts", "mtu_bytes", MTU_MIN, MTU_MAX, &mtu);
@@ -449,6 +452,10 @@ static int l_testbed_check(lua_State *L)
 	}
 	if (has_burst && !has_rate)
 		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
+	if (backend == 1 && bottleneck == 1)
+		return luaL_error(L, "%s: opts.bottleneck: \"router\" is not available with opts.backend = \"link\" (the link joins the client and server namespaces directly)", ctx);
+	if (backend == 1 && ipv6)
+		return luaL_error(L, "%s: opts.ipv6: not available with opts.backend = \"link\" (the link has no IPv6 addresses yet)", ctx);
 	if (ipv6 && has_mtu && mtu < IPV6_MTU_MIN)
 		return luaL_error(L, "%s: opts.mtu_bytes: expected at least %d with opts.ipv6 "
 				  "(IPv6 needs a link MTU of 1280, RFC 8200), got %d", ctx,
@@ -474,7 +481,7 @@ static int l_testbed_check(lua_State *L)
 				     &names, &bt, &cbt, &e) < 0)
 			return fail(L, ctx, &e);
 	}
-	lua_createtable(L, 0, 8);
+	lua_createtable(L, 0, 9);
 	if (has_rate)
 		qlb_set_integer(L, "rate_bps", rate);
 	qlb_set_string(L, "shape", kinds[kind]);
@@ -486,6 +493,7 @@ static int l_testbed_check(lua_State *L)
 	qlb_set_boolean(L, "ipv6", ipv6);
 	qlb_set_string(L, "prefix", prefix);
 	qlb_set_string(L, "bottleneck", bottlenecks[bottleneck]);
+	qlb_set_string(L, "backend", backends[backend]);
 	return 1;
 }
 

@@ -301,6 +301,11 @@ static void read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s,
 		usage_fail(L, ctx, &e);
 }
 
+void qlb_netem_read_spec(lua_State *L, int idx, const char *ctx, ql_netem_spec *s)
+{
+	read_spec(L, idx, ctx, s, NULL);
+}
+
 /* changes_fields(table, ctx): read_spec_fields of a copy of changes. */
 static int changes_fields(lua_State *L)
 {

@@ -238,13 +238,25 @@ bad:
 			    cidr ? cidr : "(null)");
 }
 
-int ql_link_addr(const char *ifname, const char *netns, const char *cidr, int add,
-		 ql_err *e)
+/* Add or delete cidr on ifname; with peer_cidr (point-to-point) the prefix
+ * is the peer's and the kernel routes the peer through the link. */
+static int addr_request(const char *ifname, const char *netns, const char *cidr,
+			const char *peer_cidr, int add, ql_err *e)
 {
 	int family = 0, len = 0, prefix = 0, rc;
 	unsigned char bytes[16];
 	if ((rc = parse_cidr(cidr, &family, bytes, &len, &prefix, e)) < 0)
 		return rc;
+	int peer_family = 0, peer_len = 0, peer_prefix = 0;
+	unsigned char peer_bytes[16];
+	if (peer_cidr) {
+		if ((rc = parse_cidr(peer_cidr, &peer_family, peer_bytes, &peer_len,
+				     &peer_prefix, e)) < 0)
+			return rc;
+		if (peer_family != family)
+			return ql_err_usage(e, "peer: expected an address of the same family as \"%s\", got \"%s\"",
+					    cidr, peer_cidr);
+	}
 	struct nl_sock *sk;
 	int ifindex;
 	if ((rc = open_link(ifname, netns, &sk, &ifindex, e)) < 0)
@@ -261,6 +273,21 @@ int ql_link_addr(const char *ifname, const char *netns, const char *cidr, int ad
 	rtnl_addr_set_family(a, family);
 	rtnl_addr_set_local(a, local);
 	rtnl_addr_set_prefixlen(a, prefix);
+	if (peer_cidr) {
+		struct nl_addr *peer = nl_addr_build(family, peer_bytes, (size_t)peer_len);
+		if (!peer) {
+			rc = ql_err_set(e, ENOMEM, NULL, "out of memory");
+			goto out;
+		}
+		nl_addr_set_prefixlen(peer, peer_prefix);
+		int prc = rtnl_addr_set_peer(a, peer);
+		nl_addr_put(peer);
+		if (prc < 0) {
+			rc = ql_nl_fail(e, prc, "set the peer address");
+			goto out;
+		}
+		rtnl_addr_set_prefixlen(a, peer_prefix);
+	}
 	if (family == AF_INET6)
 		rtnl_addr_set_flags(a, IFA_F_NODAD);
 	int nlrc = add ? rtnl_addr_build_add_request(a, NLM_F_CREATE | NLM_F_EXCL, &msg)
@@ -286,6 +313,18 @@ out:
 		rtnl_addr_put(a);
 	ql_nl_close(sk);
 	return rc;
+}
+
+int ql_link_addr(const char *ifname, const char *netns, const char *cidr, int add,
+		 ql_err *e)
+{
+	return addr_request(ifname, netns, cidr, NULL, add, e);
+}
+
+int ql_link_addr_peer(const char *ifname, const char *netns, const char *cidr,
+		      const char *peer_cidr, ql_err *e)
+{
+	return addr_request(ifname, netns, cidr, peer_cidr, 1, e);
 }
 
 /* ethtool ioctl on a datagram socket made inside netns. */

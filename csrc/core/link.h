@@ -44,6 +44,13 @@ int ql_link_set(const char *ifname, const char *netns, int up, uint32_t mtu_byte
 int ql_link_addr(const char *ifname, const char *netns, const char *cidr, int add,
 		 ql_err *e);
 
+/* Add a point-to-point address: local cidr "A.B.C.D/N" with the peer
+ * peer_cidr (its prefix routes the peer through ifname), as `ip addr add
+ * LOCAL peer PEER/N dev IF`. IPv4 only (libnl sets no IPv6 peer):
+ * -EAFNOSUPPORT otherwise. */
+int ql_link_addr_peer(const char *ifname, const char *netns, const char *cidr,
+		      const char *peer_cidr, ql_err *e);
+
 typedef struct ql_link_info {
 	int ifindex;
 	uint32_t mtu_bytes;

@@ -114,4 +114,98 @@ M.offloads = core.link_offloads
 -- @usage print(link.info('v0', {netns = 'a'}).operstate)
 M.info = core.link_info
 
+--- A native impairment link: netem's impairments without the kernel's netem.
+-- Joins two namespaces through a TUN device in each (layer 3, no packet
+-- information header, not persistent: the devices vanish when the link is
+-- closed or the process ends, also by SIGKILL) and forwards both directions in
+-- threads of this process. Each direction has its own spec, in qoslab.netem's
+-- form, checked by the same code as `qoslab.netem.apply` (a bad field raises
+-- `"qoslab.link.impair_link: forward: spec.delay_ms: expected ..."`). Per
+-- packet, the impairment model decides as sch_netem's enqueue path would
+-- (copies, loss, CE mark, corruption, limit, time to send); the link keeps
+-- a time-ordered queue per direction and a sender that writes each packet into
+-- the other device at its time (CLOCK_MONOTONIC, absolute deadlines).
+--
+-- Memory is bounded: a direction queues at most `memory_bytes` (packet data
+-- plus a record of 40 bytes each); beyond that packets drop with reason
+-- `memory`. A thread that fails (a read or write error other than EAGAIN/EINTR,
+-- e.g. a device deleted under the link) stops the whole link: it forwards
+-- nothing any more, and `stats().failed` and `:failed()` say why (code
+-- `ELINKFAILED`). A packet the kernel refuses back (a corrupted header that no
+-- longer says IPv4 or IPv6) is counted in `rejected_packets`, not a fault.
+--
+-- The address pair is point-to-point (`ip addr add A peer B/32`): each side
+-- reaches the other through its device; other routes are the caller's.
+-- @tparam table opts
+--   `{a_netns = NS, b_netns = NS, a_addr = ADDR, b_addr = ADDR, a_ifname =,
+--   b_ifname =, mtu_bytes =, memory_bytes =, forward = spec, reverse = spec,
+--   seed =, gso =}`:
+--
+-- * `a_netns`, `b_netns` (strings, required, different): the namespaces, which
+--   must exist;
+-- * `a_addr`, `b_addr` (strings, required): IPv4 addresses without a prefix,
+--   different (no IPv6 on the link yet);
+-- * `a_ifname`, `b_ifname` (default `"qltun-a"`, `"qltun-b"`): the devices' names;
+-- * `mtu_bytes` (integer 68..65535, default 1500): both devices' MTU;
+-- * `memory_bytes` (integer >= 1, default 625000000, 1 Gbit/s for 5 s): each
+--   direction's queue budget;
+-- * `forward` (a -> b) and `reverse` (b -> a): qoslab.netem specs (default `{}`:
+--   no impairment but netem's default `limit_packets` of 1000);
+-- * `seed` (integer >= 0): the models' random seed unless a spec has `seed`
+--   (default: a new one per link);
+-- * `gso` (boolean, default false): let GSO super-packets (TCP segments of up
+--   to 64 KiB, IFF_VNET_HDR) cross whole. Each is one packet to the model
+--   (one loss, one `limit_packets` slot), as kernel netem sees them on a
+--   device with offloads on; several times the throughput. Off, every packet
+--   is at most `mtu_bytes`, as netem with offloads off.
+-- @treturn qoslab.ImpairLink a to-be-closed handle (`local l <close> = ...`)
+-- @return or nil, message, code: "ENOENT" (no such namespace), "EBUSY" (a
+--   device name taken in its namespace), "EPERM" (needs root), "ENOMEM"
+-- @raise on a missing, wrongly typed or unknown field, or a bad spec
+-- @usage local l <close> = link.impair_link{a_netns = 'c', b_netns = 's',
+--   a_addr = '10.9.0.1', b_addr = '10.9.0.2', forward = {delay_ms = 50}}
+function M.impair_link(opts)
+  return core.impair_link(opts)
+end
+
+--- An open impairment link (`qoslab.link.impair_link`).
+-- Closing it (`:close()`, leaving its `<close>` scope, or garbage collection)
+-- joins its threads and closes its devices; closing twice is harmless.
+-- @type ImpairLink
+
+--- Replace one direction's spec while traffic flows, atomically: packets
+-- already queued keep their times (as a netem change does).
+-- @function ImpairLink:set
+-- @tparam string direction "forward" (a -> b) or "reverse" (b -> a)
+-- @tparam table spec a qoslab.netem spec
+-- @return true
+-- @raise on a bad direction or spec (`"qoslab.ImpairLink:set: forward: spec.loss_pct: ..."`),
+--   or when the link is closed
+-- @usage l:set('forward', {delay_ms = 100, loss_pct = 1})
+
+--- Counters per direction, read under each direction's lock.
+-- @function ImpairLink:stats
+-- @treturn table `{forward = D, reverse = D, failed = false|message,
+--   failed_code = "ELINKFAILED"|nil, a_ifname =, b_ifname =}` where D is
+--   `{packets =, bytes = (forwarded), arrived_packets =, arrived_bytes =,
+--   drops = (all reasons), drops_by_reason = {loss =, limit =, memory =},
+--   duplicated_packets =, reordered_packets =, corrupted_packets =,
+--   ce_marked_packets =, rejected_packets =, backlog_packets =, backlog_bytes =,
+--   queue_delay_mean_ms =, queue_delay_max_ms = (time from arrival to the
+--   write, forwarded packets), lateness_p99_ms =, lateness_max_ms = (how late
+--   the sender woke for a packet it slept for, the timer's error; 1 µs
+--   resolution to 2 ms), lateness_samples = (those wake-ups)}`
+-- @raise when the link is closed
+-- @usage print(l:stats().forward.drops_by_reason.loss)
+
+--- Whether a thread of the link failed (the link then forwards nothing).
+-- @function ImpairLink:failed
+-- @return false, or true, message, "ELINKFAILED"
+-- @raise when the link is closed
+-- @usage local failed, why = l:failed()
+
+--- Stop the threads and remove both devices. Idempotent.
+-- @function ImpairLink:close
+-- @usage l:close()
+
 return M

@@ -88,8 +88,14 @@ local function side(tb, direction)
 end
 
 local function set_impair(tb, spec, direction)
-  local ifname, ns, parent = side(tb, direction)
   local key = direction == 'forward' and '_impair_fwd' or '_impair_rev'
+  if tb._link then
+    -- the link's own model: a spec change is atomic, {} is no impairment
+    tb._link:set(direction, spec or {})
+    tb[key] = not is_empty(spec) and core.netem_normalize(spec) or nil
+    return true
+  end
+  local ifname, ns, parent = side(tb, direction)
   if is_empty(spec) then
     if tb[key] then
       if parent then
@@ -109,10 +115,14 @@ end
 
 -- Check an impairment spec before anything is built, naming the testbed's
 -- field (opts.impair.delay_ms), positioned at the caller of the caller.
-local function check_impair(ctx, field, spec)
+local function check_impair(ctx, field, spec, backend)
   local ok, err = pcall(netem().check, spec, ctx)
   if not ok then
     error((tostring(err):gsub('^' .. ctx:gsub('%p', '%%%0') .. ': spec', ctx .. ': ' .. field, 1)), 3)
+  end
+  if backend == 'link' and spec.limit_packets == 'auto' then
+    error(string.format('%s: %s.limit_packets: "auto" is kernel netem\'s (sized from the device); '
+      .. 'with backend = "link" give a number of packets', ctx, field), 3)
   end
 end
 
@@ -134,11 +144,18 @@ end
 --   routes between client and server, IPv4 (and IPv6 with ipv6), and the shaper and
 --   netem sit on its egress towards the server (rate_bps, impair) and towards the
 --   client (rate_bps, reverse_impair), so a TCP sender's queue limits (TCP Small
---   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture)}`
+--   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture),
+--   backend = "netem"|"link" (default "netem": impairments are kernel netem qdiscs
+--   on the veth ends; "link": no veth, the client and server namespaces are joined
+--   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
+--   addresses client_addr and server_addr), which impairs both directions natively
+--   where the kernel has no sch_netem; the shaper sits on the TUN devices, before
+--   the link's delay; offloads = true lets GSO super-packets through it (its gso);
+--   not with bottleneck = "router", ipv6 or limit_packets = "auto")}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
---   `bottleneck`; with a router also `router_netns`, `router_client_ifname`,
+--   `bottleneck`, `backend`; with a router also `router_netns`, `router_client_ifname`,
 --   `router_server_ifname` (its ends towards client and server),
 --   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
 --   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;
@@ -163,8 +180,11 @@ function M.testbed(opts)
   local rate, kind, burst = tbo.rate_bps, tbo.shape, tbo.burst_bytes
   local offloads, mtu, ipv6, prefix = tbo.offloads, tbo.mtu_bytes, tbo.ipv6, tbo.prefix
   local routed = tbo.bottleneck == 'router'
-  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
-  if not is_empty(opts.reverse_impair) then check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair) end
+  local use_link = tbo.backend == 'link'
+  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair, tbo.backend) end
+  if not is_empty(opts.reverse_impair) then
+    check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair, tbo.backend)
+  end
   local base = netns.unique_name(prefix)
   counter = counter + 1
   local pid = netns._pid()
@@ -173,13 +193,15 @@ function M.testbed(opts)
     client_netns = base .. '-c', server_netns = base .. '-s',
     -- veth names are per namespace, but are created from the caller's
     -- namespace: keep them unique too (15 bytes at most).
-    client_ifname = string.format('qc%dn%d', pid, counter):sub(1, 15),
-    server_ifname = string.format('qs%dn%d', pid, counter):sub(1, 15),
+    -- (the link's TUN devices are made inside their own namespaces)
+    client_ifname = use_link and 'qltun-c' or string.format('qc%dn%d', pid, counter):sub(1, 15),
+    server_ifname = use_link and 'qltun-s' or string.format('qs%dn%d', pid, counter):sub(1, 15),
     client_addr = string.format('10.%d.%d.1', x, y),
     server_addr = string.format(routed and '10.%d.%d.129' or '10.%d.%d.2', x, y),
     client_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:1::1' or 'fd00:%x:%x::1', x, y) or nil,
     server_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:2::1' or 'fd00:%x:%x::2', x, y) or nil,
     rate_bps = rate, shape = rate and kind or nil, bottleneck = tbo.bottleneck,
+    backend = tbo.backend,
     _made = {}, _closed = false,
   }, TB)
   local plen = 24
@@ -200,7 +222,17 @@ function M.testbed(opts)
     tb._made.server_netns = true
     -- each end: interface, namespace, IPv4, IPv6
     local ends
-    if routed then
+    if use_link then
+      for _, ns in ipairs { tb.client_netns, tb.server_netns } do
+        must(link.set('lo', { up = true, netns = ns }))
+      end
+      tb._link = must(link.impair_link { a_netns = tb.client_netns, b_netns = tb.server_netns,
+        a_ifname = tb.client_ifname, b_ifname = tb.server_ifname,
+        a_addr = tb.client_addr, b_addr = tb.server_addr, mtu_bytes = mtu, gso = offloads,
+        forward = not is_empty(opts.impair) and opts.impair or nil,
+        reverse = not is_empty(opts.reverse_impair) and opts.reverse_impair or nil })
+      ends = {}
+    elseif routed then
       must(netns.add(tb.router_netns))
       tb._made.router_netns = true
       must(link.add_veth { name = tb.client_ifname, peer = tb.router_client_ifname,
@@ -256,8 +288,14 @@ function M.testbed(opts)
       local s = must(shape.apply(ri, tb._shape_spec, { netns = rns }))
       tb._client_parent, tb._server_parent = c.netem_parent, s.netem_parent
     end
-    if not is_empty(opts.impair) then set_impair(tb, opts.impair, 'forward') end
-    if not is_empty(opts.reverse_impair) then set_impair(tb, opts.reverse_impair, 'reverse') end
+    if use_link then
+      -- the link was made with them: record them for :get()
+      tb._impair_fwd = not is_empty(opts.impair) and core.netem_normalize(opts.impair) or nil
+      tb._impair_rev = not is_empty(opts.reverse_impair) and core.netem_normalize(opts.reverse_impair) or nil
+    else
+      if not is_empty(opts.impair) then set_impair(tb, opts.impair, 'forward') end
+      if not is_empty(opts.reverse_impair) then set_impair(tb, opts.reverse_impair, 'reverse') end
+    end
   end)
   if not ok then
     tb:close()
@@ -297,7 +335,7 @@ function TB:impair(spec, direction)
     { 'forward', 'reverse' }, 'forward')
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
   if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
-  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec) end
+  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec, self.backend) end
   local ok, err = pcall(set_impair, self, spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
@@ -323,7 +361,9 @@ function TB:get()
     local s, msg, code = shape.get(ifname, { netns = ns })
     if s == nil and msg then return nil, msg, code end
     local n
-    if self[d == 'forward' and '_impair_fwd' or '_impair_rev'] then
+    if self._link then
+      n = self[d == 'forward' and '_impair_fwd' or '_impair_rev']
+    elseif self[d == 'forward' and '_impair_fwd' or '_impair_rev'] then
       n, msg, code = netem().get(ifname, { netns = ns, parent = parent })
       if n == nil and msg then return nil, msg, code end
     end
@@ -335,6 +375,13 @@ end
 --- Qdisc counters of both directions' bottleneck: each end's egress, or
 -- with a router its egress towards the server (`client`: the forward
 -- direction's) and towards the client (`server`: the reverse direction's).
+-- With backend = "link" each list ends with the link's direction (forward in
+-- `client`, reverse in `server`): `{kind = "link", handle = "link", parent =
+-- "link"}`, the qdisc fields (`qlen_packets` = the link's backlog,
+-- `overlimits`, `requeues` 0) and `drops_by_reason = {loss =, limit =, memory =}`,
+-- `duplicated_packets`, `reordered_packets`, `corrupted_packets`,
+-- `ce_marked_packets`, `queue_delay_mean_ms`, `queue_delay_max_ms`, `failed`
+-- (false, or why the link stopped: see `qoslab.link.impair_link`).
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
 -- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
 --   namespace of the testbed was deleted behind its back, "ENODEV" when a
@@ -351,6 +398,19 @@ function TB:stats()
   local s
   s, msg, code = shape.stats(ri, { netns = rns })
   if not s then return nil, msg, code end
+  if self._link then
+    local st = self._link:stats()
+    for _, x in ipairs { { c, st.forward }, { s, st.reverse } } do
+      local d = x[2]
+      x[1][#x[1] + 1] = { kind = 'link', handle = 'link', parent = 'link', bytes = d.bytes,
+        packets = d.packets, drops = d.drops, overlimits = 0, requeues = 0,
+        backlog_bytes = d.backlog_bytes, qlen_packets = d.backlog_packets,
+        drops_by_reason = d.drops_by_reason, duplicated_packets = d.duplicated_packets,
+        reordered_packets = d.reordered_packets, corrupted_packets = d.corrupted_packets,
+        ce_marked_packets = d.ce_marked_packets, queue_delay_mean_ms = d.queue_delay_mean_ms,
+        queue_delay_max_ms = d.queue_delay_max_ms, failed = st.failed }
+    end
+  end
   return { client = c, server = s }
 end
 
@@ -365,6 +425,7 @@ function TB:close()
   self._closed = true
   open[self] = nil
   local m = self._made
+  if self._link then self._link:close() end
   -- Deleting the veth first removes both ends (and their qdiscs) at once
   -- and synchronously; deleting a namespace frees its devices only when the
   -- kernel's namespace cleanup runs.

@@ -1,0 +1,84 @@
+/*
+ * tunlink.h - the native impairment link: two namespaces joined by a TUN
+ * device in each and four threads in this process. Per direction a reader
+ * takes packets from one TUN, asks the impairment model (impair.h) what
+ * sch_netem would do with each, and queues them by time to send (pktq.h);
+ * a sender waits for the first one's time and writes it into the other TUN.
+ * Forward = a -> b (read from a's device, written to b's), reverse = b -> a.
+ * Stands on impair.h, pktq.h and tun.h; Lua-free.
+ *
+ * Faults are loud: a read or write that fails (other than EAGAIN/EINTR, or a
+ * packet the kernel refuses to take back) stops every thread of the link
+ * and marks it failed with the reason: nothing is forwarded any more, never
+ * forwarded unimpaired. Memory is bounded: each direction's queue holds at
+ * most memory_bytes (data and records); a packet over it is dropped with
+ * reason QL_IMPAIR_DROP_MEMORY.
+ */
+#ifndef QL_TUNLINK_H
+#define QL_TUNLINK_H
+
+#include <stdint.h>
+
+#include "../err.h"
+#include "../netem.h"
+#include "impair.h"
+
+enum { QL_TUNLINK_FORWARD = 0, QL_TUNLINK_REVERSE = 1 };
+
+/* 1 Gbit/s for 5 s. */
+#define QL_TUNLINK_MEMORY_DEFAULT (625ull * 1000 * 1000)
+#define QL_TUNLINK_MTU_DEFAULT 1500u
+/* The devices' default names (QL_TUN_PREFIX, tun.h, in front). */
+#define QL_TUNLINK_A_IFNAME "qltun-a"
+#define QL_TUNLINK_B_IFNAME "qltun-b"
+
+typedef struct ql_tunlink_opts {
+	const char *a_netns, *b_netns;      /* required, different */
+	const char *a_ifname, *b_ifname;    /* the TUN devices' names */
+	const char *a_addr, *b_addr;        /* "A.B.C.D", no prefix (IPv4 only) */
+	uint32_t mtu_bytes;                 /* 68..65535 */
+	uint64_t memory_bytes;              /* per direction, >= 1 */
+	const ql_netem_spec *forward, *reverse;
+	uint64_t seed;                      /* the models' seed unless a spec has one */
+	/* 1: GSO super-packets cross the link whole (tun.h), each one packet
+	 * to the model, as kernel netem sees them on a device with offloads
+	 * on; 0: every packet at most mtu_bytes, as with offloads off. */
+	int gso;
+} ql_tunlink_opts;
+
+/* One direction's counters. */
+typedef struct ql_tunlink_stats {
+	uint64_t arrived_packets, arrived_bytes;      /* read from the TUN */
+	uint64_t forwarded_packets, forwarded_bytes;  /* written to the other */
+	uint64_t drops[QL_IMPAIR_DROP_NREASONS];      /* by enum ql_impair_drop */
+	uint64_t duplicated, reordered, corrupted, ce_marked;
+	uint64_t rejected_packets;   /* a corrupted packet the kernel refused */
+	uint64_t backlog_packets, backlog_bytes;
+	int64_t queue_delay_mean_ns, queue_delay_max_ns;  /* forwarded packets */
+	/* how late the sender woke for a packet it slept for (the timer's
+	 * error; packets already due when seen are not samples) */
+	int64_t lateness_p99_ns, lateness_max_ns;
+	uint64_t lateness_samples;
+} ql_tunlink_stats;
+
+typedef struct ql_tunlink ql_tunlink;
+
+/* Make both devices, configure them (up, MTU, point-to-point addresses:
+ * a_addr on a with peer b_addr, and the reverse), build both models and
+ * start the threads. Nothing is left on failure. Usage errors name the
+ * opts field; world errors as tun.h / link.h. */
+int ql_tunlink_open(const ql_tunlink_opts *o, ql_tunlink **out, ql_err *e);
+
+/* Replace one direction's spec atomically (under its lock): packets queued
+ * keep their times. On error the old spec stays. */
+int ql_tunlink_set_spec(ql_tunlink *l, int dir, const ql_netem_spec *s, ql_err *e);
+
+void ql_tunlink_stats_get(ql_tunlink *l, int dir, ql_tunlink_stats *st);
+
+/* 1 and e filled (the code and reason of the first fault) once failed. */
+int ql_tunlink_failed(ql_tunlink *l, ql_err *e);
+
+/* Stop and join the threads, close the devices, free everything. NULL ok. */
+void ql_tunlink_close(ql_tunlink *l);
+
+#endif
