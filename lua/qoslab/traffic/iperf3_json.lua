@@ -268,8 +268,8 @@ function M.end_json(res)
 end
 
 --- Convert a result to iperf3's `-J` JSON schema (as printed by iperf3 3.12):
--- `{ start = M.start_json(res), intervals = { M.interval_json(res, iv), ... },
--- end = M.end_json(res) }`. Every key iperf3 3.12 writes for the same test
+-- `start` is `start_json(res)`, `intervals` holds `interval_json(res, iv)`
+-- of each interval, `end` is `end_json(res)`. Every key iperf3 3.12 writes for the same test
 -- is there, from what the engine measured (see those three); omitted
 -- intervals are included with `omitted = true` as iperf3 does; `sender` is
 -- true where the local end sent that direction's data; loss percentages
