@@ -415,7 +415,8 @@ local function client_body(a, sink)
     for iv in h:intervals() do
       if stream then
         if not stream.started then stream:start(running_ctx(opts, h:setup())) end
-        stream:interval(ctx, iv)
+        -- -i 0: no interval reports, as iperf3
+        if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
       end
       if show then
         if not header then
