@@ -93,9 +93,10 @@ typedef struct ql_entry {
 	uint64_t writes;
 	uint64_t retransmits;
 	uint32_t rtt_us, rttvar_us;
+	/* the peer's advertised receive window, the path MTU of the sending
+	 * socket (TCP_INFO's 32-bit fields; beside the RTTs, no padding) */
+	uint32_t snd_wnd_bytes, pmtu_bytes;
 	uint64_t snd_cwnd_bytes;
-	uint64_t snd_wnd_bytes;     /* the peer's advertised receive window */
-	uint32_t pmtu_bytes;        /* the path MTU the sending socket uses */
 	uint64_t pacing_rate_bps, delivery_rate_bps;
 	uint64_t unique_packets, lost_packets, duplicate_packets;
 	uint64_t out_of_order_packets, late_packets;
@@ -110,8 +111,8 @@ typedef struct ql_entry {
 	uint64_t jitter_pairs;
 	double jitter_abs_sum_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
+	uint32_t max_snd_wnd_bytes;  /* fills the padding before the next */
 	uint64_t max_snd_cwnd_bytes;
-	uint64_t max_snd_wnd_bytes;
 	ql_bufinfo buf;             /* sender: SO_SNDBUF, receiver: SO_RCVBUF */
 } ql_entry;
 

@@ -117,7 +117,7 @@ static void local_totals(ql_test *t, ql_entry *out, ql_udp_path *paths)
 			x->valid |= QL_E_JITTER;
 		}
 		if (s->tsum_init && s->tsum.snd_wnd_samples) {
-			x->max_snd_wnd_bytes = s->tsum.max_snd_wnd_bytes;
+			x->max_snd_wnd_bytes = (uint32_t)s->tsum.max_snd_wnd_bytes;
 			x->valid |= QL_E_MAXWND;
 		}
 		if (s->tsum_init && s->tsum.rtt_samples) {
