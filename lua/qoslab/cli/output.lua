@@ -65,9 +65,12 @@ function M.open(a)
   if a.logfile then
     local lf, msg, errno = io.open(a.logfile, 'a')
     if not lf then
-      local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [21] = 'EISDIR', [30] = 'EROFS' })[errno]
+      local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [20] = 'ENOTDIR', [21] = 'EISDIR',
+        [28] = 'ENOSPC', [30] = 'EROFS', [36] = 'ENAMETOOLONG' })[errno]
         or 'EIO'
-      return nil, string.format('--logfile: cannot open %s: %s', a.logfile, tostring(msg)), code
+      local why = tostring(msg)
+      if why:sub(1, #a.logfile + 2) == a.logfile .. ': ' then why = why:sub(#a.logfile + 3) end
+      return nil, string.format('--logfile: cannot open %s: %s', a.logfile, why), code
     end
     f = lf
   end
