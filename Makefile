@@ -56,8 +56,8 @@ ifeq ($(SAN),tsan)
   LDFLAGS += -fsanitize=thread
 endif
 
-CORE_SRC := $(sort $(wildcard csrc/core/*.c csrc/core/engine/*.c))
-CORE_HDR := $(wildcard csrc/core/*.h csrc/core/engine/*.h)
+CORE_SRC := $(sort $(wildcard csrc/core/*.c csrc/core/engine/*.c csrc/core/impair/*.c))
+CORE_HDR := $(wildcard csrc/core/*.h csrc/core/engine/*.h csrc/core/impair/*.h)
 BIND_SRC := $(sort $(wildcard csrc/bind/*.c))
 CORE_OBJ := $(CORE_SRC:csrc/%.c=$(BUILD)/obj/%.o)
 BIND_OBJ := $(BIND_SRC:csrc/%.c=$(BUILD)/obj/%.o)

@@ -39,4 +39,6 @@ report.write_json(out .. '/matrix.json', summary)
 local r, err = plot.sweep_matrix(summary, { out = out .. '/matrix', x = 'delay_ms', y = 'loss_pct',
   title = 'TCP throughput vs loss and one-way delay (1 Gbit/s link)',
   xlabel = 'one-way delay (ms)', ylabel = 'loss (%)', contours_bps = { 500e3, 1000e3 } })
-print(r and ('plots: ' .. r.heatmap.png .. ', ' .. r.surface.png) or ('no plots: ' .. tostring(err)))
+-- the surface only for a grid of 3 x 3 or more (plot.surface_min)
+print(r and ('plots: ' .. r.heatmap.png .. (r.surface and (', ' .. r.surface.png) or ''))
+  or ('no plots: ' .. tostring(err)))

@@ -88,8 +88,9 @@ local bound = {}
 for _, w in ipairs(sizes) do bound[#bound + 1] = { w, math.min(1000, w * 8 / (delay_ms / 1000) / 1e6) } end
 local files, err = plot.sweep_lines(summary, { out = out .. '/window_sweep', x = 'window_bytes',
   series = 'mode', series_title = function(m)
-    return m == 'sndbuf' and 'SO_SNDBUF only' or 'SO_SNDBUF and SO_RCVBUF' end,
+    return m == 'sndbuf' and 'SO_SNDBUF = x on both ends, SO_RCVBUF left to autotuning'
+      or 'SO_SNDBUF = SO_RCVBUF = x on both ends' end,
   title = 'TCP throughput vs socket buffer at 300 ms one-way delay (1 Gbit/s)',
-  xlabel = 'requested socket buffer', ylabel = 'throughput (Mbit/s)', xtic_label = plot.bytes_label,
-  extra_series = { { title = 'window / RTT (capped at the link rate)', points = bound } } })
+  xlabel = 'requested socket buffer (both ends)', ylabel = 'throughput (Mbit/s)', xtic_label = plot.bytes_label,
+  extra_series = { { title = 'ceiling: x / RTT, capped at the link rate', points = bound, reference = true } } })
 print(files and ('plot: ' .. files.png) or ('no plot: ' .. tostring(err)))

@@ -217,8 +217,9 @@ static int l_probe_latency(lua_State *L)
 		push_dist(L, "owd_down_ms", &ld.down);
 	}
 	push_dist(L, "server_hold_ms", &ld.hold);
-	lua_createtable(L, 0, 4);
+	lua_createtable(L, 0, 5);
 	push_counts(L, &id);
+	push_hist(L, &id.hist);
 	lua_setfield(L, -2, "idle");
 	double induced;
 	if (!alone && ql_lat_induced_ms(&ld, &id, &induced) == 0)

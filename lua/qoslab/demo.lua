@@ -224,6 +224,29 @@ function M.cwnd_series(summary, list)
   return list
 end
 
+--- The legend of the window sweep's two modes: which buffer was set to
+-- the x value, on which end, and what the other one was.
+-- @tparam string mode "sndbuf" or "sndbuf+rcvbuf"
+-- @treturn string
+function M.window_series_title(mode)
+  if mode == 'sndbuf' then return 'SO_SNDBUF = x on both ends, SO_RCVBUF left to autotuning' end
+  return 'SO_SNDBUF = SO_RCVBUF = x on both ends'
+end
+
+--- The window / RTT ceiling of a window sweep for plot.sweep_lines'
+-- `extra_series`: x bytes in flight per round trip at most, so
+-- x × 8 / RTT bit/s (a bound, drawn dashed; the link rate caps it too).
+-- @tparam {number,...} windows_bytes the swept sizes
+-- @tparam number rtt_s the path's round trip, s
+-- @treturn table a series `{title, points, reference = true}` in Mbit/s
+-- @usage demo.window_ceiling({262144, 4194304}, 0.3)
+function M.window_ceiling(windows_bytes, rtt_s)
+  local pts = {}
+  for i, w in ipairs(windows_bytes) do pts[i] = { w, w * 8 / rtt_s / 1e6 } end
+  table.sort(pts, function(a, b) return a[1] < b[1] end)
+  return { title = string.format('ceiling: x / RTT (%g ms)', rtt_s * 1000), points = pts, reference = true }
+end
+
 --- Run the demo.
 -- @tparam table o `{out = DIR, quick = bool}` (defaults from QOSLAB_RUN)
 -- @treturn table `{delay = summary, matrix = summary, window = summary, files = {...}}`
@@ -359,9 +382,11 @@ function M.main(o)
   }))
   save('window', window)
   plotted(plot.sweep_lines(window, { out = out .. '/window', x = 'window_bytes', series = 'mode',
-    series_title = function(m) return m == 'sndbuf' and 'SO_SNDBUF only' or 'SO_SNDBUF and SO_RCVBUF' end,
+    series_title = M.window_series_title,
     title = 'TCP throughput vs socket buffer at 300 ms one-way delay (1 Gbit/s)',
-    xlabel = 'requested socket buffer', ylabel = 'throughput (Mbit/s)', xtic_label = plot.bytes_label }))
+    xlabel = 'requested socket buffer (both ends)', ylabel = 'throughput (Mbit/s)', xtic_label = plot.bytes_label,
+    hlines = { { y = 1000, title = 'link rate 1 Gbit/s' } },
+    extra_series = { M.window_ceiling(cfg.windows_bytes, 0.3) } }))
 
   print()
   print('demo: wrote ' .. out .. '/results.jsonl and ' .. table.concat(files, ', '))

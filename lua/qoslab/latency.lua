@@ -30,7 +30,7 @@
 -- `timestamps = { tx_kernel, rx_kernel }`, `rtt_ms = { min, mean, p50, p90,
 -- p99, p999, max }`, `server_hold_ms` (UDP/TCP: the server's turnaround,
 -- included in rtt_ms), `owd_up_ms`, `owd_down_ms` (UDP/TCP with a shared
--- or synced clock), `idle = { samples, lost, late, rtt_ms }`, `induced_ms`
+-- or synced clock), `idle = { samples, lost, late, rtt_ms, histogram }`, `induced_ms`
 -- (beside a test: loaded p50 − idle p50), `histogram = { per_decade,
 -- edges_ms, counts, below, above }`.
 -- @module qoslab.latency

@@ -689,7 +689,8 @@ end
 --     failed point is recorded with `error` and the sweep continues).
 --     `keep_results` (default true: raw results in records and summary).
 --     `fsync` (default true).
--- @treturn table summary `{name, order, out, results_file, elapsed_s, points =
+-- @treturn table summary `{name, order, out, results_file, elapsed_s, backend
+--   (as in the records), points =
 --   {{params, label, index, n, mean, stdev, ci95, ci_low, ci_high, min, max,
 --     values, results, skipped, skip_reason, error, resumed, elapsed_s}, ...}}`
 -- @raise on bad options, and the first error of a run/hook (after teardown)
@@ -764,7 +765,7 @@ function M.sweep(opts)
 
   local summary = { name = name, order = order, out = out, results_file = results_file,
                     metric = opts.metric_name or 'received.bits_per_second',
-                    points = {}, run_id = run_id }
+                    points = {}, run_id = run_id, backend = backend }
   local ctx = { sweep = name, total = #points, out = out, data = {}, backend = backend,
                 quick = defaults.quick }
   local t0 = now_s()

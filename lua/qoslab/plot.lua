@@ -7,122 +7,41 @@
 -- PNG uses the pngcairo terminal when gnuplot has it (anti-aliased), else png.
 -- @module qoslab.plot
 local check = require 'qoslab.check'
-local fs = require 'qoslab.fs'
+
+local gnuplot = require 'qoslab.plot.gnuplot'
 
 local M = {}
 
--- gnuplot string literal (single quotes; a quote is doubled).
--- A gnuplot string literal. Single quotes take everything literally (no
--- backquote command substitution, no escapes) but cannot hold a line break;
--- a string with control bytes is written double-quoted with every byte but
--- letters, digits and "./_-" as an octal escape (a raw backquote there
--- would run a command).
-local function gq(s)
-  s = tostring(s)
-  if not s:find('%c') then return "'" .. s:gsub("'", "''") .. "'" end
-  return '"' .. s:gsub('[^%w%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
-end
-
--- Text for a comment line: control bytes as \ddd.
-local function comment_text(s)
-  return (tostring(s):gsub('[%c\\]', function(c) return string.format('\\%03d', c:byte()) end))
-end
-
--- A path as a program argument: a relative one starting with "-" would be
--- taken for an option.
-local function arg_path(p)
-  if p:sub(1, 1) == '-' then return './' .. p end
-  return p
-end
-
-local found -- cached {path = ..., pngcairo = bool} per PATH
-local found_for
-
---- Locate gnuplot on PATH.
+--- Locate gnuplot on PATH (`qoslab.plot.gnuplot.gnuplot`).
+-- @function gnuplot
 -- @treturn string|nil absolute path
 -- @treturn boolean whether the pngcairo terminal exists
-function M.gnuplot()
-  local path_env = os.getenv('PATH') or ''
-  if found_for == path_env and found then return found.path, found.pngcairo end
-  found, found_for = nil, path_env
-  local path = fs.which('gnuplot')
-  if not path then return nil end
-  local how, status = fs.run({ path, '-e', 'set terminal pngcairo' }, { output = '/dev/null' })
-  found = { path = path, pngcairo = how == 'exit' and status == 0 }
-  return found.path, found.pngcairo
-end
+M.gnuplot = gnuplot.gnuplot
 
-local write_file = fs.write_file
+--- Time series of one traffic test: `qoslab.plot.timeseries.timeseries`.
+-- @function timeseries
+-- @tparam table res a `qoslab.traffic.run` result
+-- @tparam table opts `{out = "FILE.png", title =}`
+-- @usage plot.timeseries(res, {out = 'out/test.png'})
+M.timeseries = require('qoslab.plot.timeseries').timeseries
 
-local function num(v)
-  if v == nil or v ~= v then return 'NaN' end
-  return string.format('%.10g', v)
-end
+--- CDF of the latency probe's RTT, idle beside loaded:
+-- `qoslab.plot.timeseries.latency_cdf`.
+-- @function latency_cdf
+-- @tparam table res_or_list a result with a probe, or a list of them
+-- @tparam table opts `{out = "FILE.png", title =, labels =}`
+-- @usage plot.latency_cdf(res, {out = 'out/test-cdf.png'})
+M.latency_cdf = require('qoslab.plot.timeseries').latency_cdf
 
-local FORMATS = { png = true, svg = true }
-
-local function check_formats(ctx, formats)
-  formats = formats or { 'png', 'svg' }
-  check.table(ctx, 'opts.formats', formats, 2)
-  for i, f in ipairs(formats) do
-    if not FORMATS[f] then check.fail(ctx, 'opts.formats[' .. i .. ']', '"png" or "svg"', f, 2) end
-  end
-  return formats
-end
-
-local function terminal(fmt, pngcairo, w, h)
-  if fmt == 'svg' then
-    return string.format("set terminal svg size %d,%d dynamic noenhanced font 'Sans,12' background rgb 'white'", w, h)
-  end
-  if pngcairo then
-    return string.format("set terminal pngcairo size %d,%d noenhanced font 'Sans,11' background rgb 'white'", w, h)
-  end
-  return string.format("set terminal png size %d,%d noenhanced", w, h)
-end
-
--- Run a gnuplot script that draws `body` once per format.
-local function render(base, prelude, body, formats, size)
-  local gp, pngcairo = M.gnuplot()
-  local files = {}
-  local parts = { '# qoslab plot script: gnuplot ' .. comment_text(arg_path(base .. '.gp')), prelude }
-  for _, fmt in ipairs(formats) do
-    local out = base .. '.' .. fmt
-    files[fmt] = out
-    parts[#parts + 1] = terminal(fmt, pngcairo, size[1], size[2])
-    parts[#parts + 1] = 'set output ' .. gq(out)
-    parts[#parts + 1] = body
-    parts[#parts + 1] = 'unset output'
-  end
-  local script = table.concat(parts, '\n') .. '\n'
-  files.gp = base .. '.gp'
-  local ok, err, wcode = write_file(files.gp, script)
-  if not ok then return nil, err, wcode end
-  if not gp then
-    return nil, 'gnuplot not found: apt-get install gnuplot-nox', 'ENOENT'
-  end
-  local log = base .. '.gnuplot.log'
-  -- gnuplot by argv, no shell: a path with quotes or `$` is just a path. It
-  -- runs in this process's directory, where the script's relative paths
-  -- point (in BASE's folder, as it ran before, a relative BASE "d/x" failed:
-  -- "Cannot load input from 'd/x.gp'").
-  local how, code, ecode = fs.run({ gp, arg_path(files.gp) }, { output = log })
-  if how == nil then return nil, 'cannot run gnuplot: ' .. tostring(code), ecode end
-  if how ~= 'exit' or code ~= 0 then
-    local f = io.open(log, 'r')
-    local msg = f and f:read('a') or ''
-    if f then f:close() end
-    return nil, string.format('gnuplot failed (%s %s): %s', tostring(how), tostring(code),
-      msg:gsub('%s+$', '')), 'EIO'
-  end
-  os.remove(log)
-  for _, fmt in ipairs(formats) do
-    local f = io.open(files[fmt], 'rb')
-    local sz = f and f:seek('end') or 0
-    if f then f:close() end
-    if sz == 0 then return nil, 'gnuplot wrote no ' .. files[fmt], 'EIO' end
-  end
-  return files
-end
+--- The time series and, when a probe ran, the latency CDF of one test:
+-- `qoslab.plot.timeseries.test_plots`.
+-- @function test_plots
+-- @tparam table res a `qoslab.traffic.run` result
+-- @tparam table opts `{out = "FILE.png"}` (the CDF: "FILE-cdf.png")
+-- @usage plot.test_plots(res, {out = 'out/test.png'})
+M.test_plots = require('qoslab.plot.timeseries').test_plots
+local gq, num, render, base_of = gnuplot.gq, gnuplot.num, gnuplot.render, gnuplot.base_of
+local check_formats, write_file = gnuplot.check_formats, gnuplot.write_file
 
 local PALETTE = "set palette defined (0 '#ffffd9', 1 '#c7e9b4', 2 '#7fcdbb', 3 '#41b6c4', "
   .. "4 '#1d91c0', 5 '#225ea8')"
@@ -149,23 +68,17 @@ local function tics_cmd(axis, values)
   return 'set ' .. axis .. 'tics (' .. table.concat(t, ', ') .. ')'
 end
 
-local function base_of(ctx, opts)
-  local base = opts.out
-  if type(base) ~= 'string' or base == '' then
-    check.fail(ctx, 'opts.out', 'a path without extension', base, 2)
-  end
-  local dir = base:match('^(.*)/[^/]*$')
-  -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
-  if dir then fs.mkdir_p(dir) end
-  return base
-end
-
 --- Line plot: one series per value of something (window size, client count).
 -- @tparam table opts
 --   * `out` (string): path without extension; writes out.dat, out.gp, out.png, out.svg
 --   * `title`, `xlabel`, `ylabel` (strings; put units in the labels)
 --   * `series` ({{title = string, points = {{x, y[, err]}, ...}}, ...}): err is
---     drawn as an error bar (95 % CI)
+--     drawn as an error bar (95 % CI); a series may also carry
+--     `reference = true` (drawn as a dashed line without points: a bound,
+--     not a measurement), `boxes = {{x, min, q1, median, q3, max}, ...}`
+--     (a box plot per x: box from q1 to q3, the median across it, whiskers
+--     to min and max; the boxes of several series sit side by side) and
+--     `values = {{x, v}, ...}` (every measurement, as small circles)
 --   * `logx` (bool, default true), `logy` (bool, default false)
 --   * `hlines` ({{y = number, title = string}, ...}): reference lines (link rate)
 --   * `formats` (default {"png", "svg"}), `size` ({w, h} pixels, default {900, 600})
@@ -191,9 +104,41 @@ function M.lines(opts)
   local plots = {}
   local idx = 0
   local maxy = 0
+  local nbox, boxed = 0, {}
   for i, s in ipairs(opts.series) do
     check.table(ctx, 'opts.series[' .. i .. ']', s)
     check.table(ctx, 'opts.series[' .. i .. '].points', s.points)
+    if s.boxes ~= nil then
+      check.table(ctx, 'opts.series[' .. i .. '].boxes', s.boxes)
+      if #s.boxes > 0 then nbox = nbox + 1 boxed[i] = nbox end
+    end
+    if s.values ~= nil then check.table(ctx, 'opts.series[' .. i .. '].values', s.values) end
+  end
+  -- Box geometry: a half width and a shift per boxed series, as a factor on
+  -- a log x axis, in x units on a linear one (from the closest two x values).
+  local gap
+  do
+    local xs = {}
+    for _, s in ipairs(opts.series) do for _, p in ipairs(s.points) do xs[#xs + 1] = p[1] end end
+    table.sort(xs)
+    for k = 2, #xs do
+      local d = xs[k] - xs[k - 1]
+      if d > 0 and (gap == nil or d < gap) then gap = d end
+    end
+    gap = gap or 1
+  end
+  local function box_x(x, k)
+    local off = k - (nbox + 1) / 2
+    if logx then
+      local f = math.min(1.12, 1 + 0.25 / nbox)
+      local c = x * (f ^ (2.2 * off))
+      return c, c / f ^ 0.9, c * f ^ 0.9
+    end
+    local w = math.min(0.12, 0.3 / nbox) * gap
+    local c = x + 2.2 * w * off
+    return c, c - 0.9 * w, c + 0.9 * w
+  end
+  for i, s in ipairs(opts.series) do
     if #s.points > 0 then
       dat[#dat + 1] = '# ' .. tostring(s.title or ('series ' .. i)):gsub('\n', ' ')
       dat[#dat + 1] = '# x y err'
@@ -207,14 +152,56 @@ function M.lines(opts)
       dat[#dat + 1] = ''
       dat[#dat + 1] = ''
       local t = gq(s.title or ('series ' .. i))
-      plots[#plots + 1] = string.format("datafile index %d using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc %d title %s",
-        idx, i, t)
-      if has_err then
+      if s.reference then
+        plots[#plots + 1] = string.format('datafile index %d using 1:2 with lines dt 2 lw 2 lc %d title %s', idx, i, t)
+      else
+        plots[#plots + 1] = string.format(
+          'datafile index %d using 1:2 with linespoints lw 2 pt 7 ps 1.1 lc %d title %s', idx, i, t)
+      end
+      if has_err and not boxed[i] then
         plots[#plots + 1] = string.format("datafile index %d using 1:2:3 with yerrorbars lc %d pt 7 ps 0 notitle",
           idx, i)
       end
       idx = idx + 1
+      if boxed[i] then
+        dat[#dat + 1] = '# ' .. tostring(s.title or ('series ' .. i)):gsub('\n', ' ') .. ': boxes'
+        dat[#dat + 1] = '# x box_x box_left box_right min q1 median q3 max'
+        for _, b in ipairs(s.boxes) do
+          local c, l, r = box_x(b[1], boxed[i])
+          dat[#dat + 1] = table.concat({ num(b[1]), num(c), num(l), num(r), num(b[2]), num(b[3]), num(b[4]),
+            num(b[5]), num(b[6]) }, ' ')
+          if b[6] > maxy then maxy = b[6] end
+        end
+        dat[#dat + 1] = ''
+        dat[#dat + 1] = ''
+        plots[#plots + 1] = string.format('datafile index %d using 2:(($6+$8)/2):3:4:6:8 with boxxyerror '
+          .. 'fs solid 0.25 border lt %d lc %d lw 1.5 notitle', idx, i, i)
+        plots[#plots + 1] = string.format(
+          'datafile index %d using 3:7:($4-$3):(0) with vectors nohead lw 3 lc %d notitle', idx, i)
+        plots[#plots + 1] = string.format(
+          'datafile index %d using 2:5:(0):($6-$5) with vectors nohead lw 1.5 lc %d notitle', idx, i)
+        plots[#plots + 1] = string.format(
+          'datafile index %d using 2:8:(0):($9-$8) with vectors nohead lw 1.5 lc %d notitle', idx, i)
+        idx = idx + 1
+      end
+      if s.values and #s.values > 0 then
+        dat[#dat + 1] = '# ' .. tostring(s.title or ('series ' .. i)):gsub('\n', ' ') .. ': every measurement'
+        dat[#dat + 1] = '# x value (x shifted beside its box)'
+        for _, v in ipairs(s.values) do
+          local c = boxed[i] and box_x(v[1], boxed[i]) or v[1]
+          dat[#dat + 1] = num(c) .. ' ' .. num(v[2])
+          if v[2] > maxy then maxy = v[2] end
+        end
+        dat[#dat + 1] = ''
+        dat[#dat + 1] = ''
+        plots[#plots + 1] = string.format('datafile index %d using 1:2 with points pt 6 ps 0.7 lc %d notitle', idx, i)
+        idx = idx + 1
+      end
     end
+  end
+  if nbox > 0 then
+    plots[#plots + 1] = "keyentry with boxxyerror fs solid 0.25 border lc rgb '#444444' lc rgb '#999999' "
+      .. "title 'box: middle half of the repetitions, bar: median, whiskers: min and max, circles: each run'"
   end
   for _, h in ipairs(opts.hlines or {}) do
     if h.y > maxy then maxy = h.y end
@@ -246,11 +233,13 @@ function M.lines(opts)
   table.sort(xvals)
   if #xvals > 0 then
     local lo, hi = xvals[1], xvals[#xvals]
+    -- room for the boxes beside the outermost points
+    local m = nbox > 0 and 1.6 or 1.25
     if logx and lo > 0 then
-      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo / 1.25, hi * 1.25)
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo / m, hi * m)
     elseif hi > lo then
-      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo - 0.03 * (hi - lo),
-        hi + 0.03 * (hi - lo))
+      local pad = 0.03 * (hi - lo) + (nbox > 0 and 0.4 * gap or 0)
+      prelude = prelude .. string.format('\nset xrange [%.10g:%.10g]', lo - pad, hi + pad)
     end
   end
   if opts.xtic_label then
@@ -406,10 +395,9 @@ function M.heatmap(opts)
     plots[#plots + 1] = string.format("%s using 1:2:(0.5):(0.5) with boxxyerror fc rgb '#d9d9d9' notitle",
       gq(stopfile))
   end
-  plots[#plots + 1] = string.format('%s using 1:2:4 with labels notitle', gq(datfile))
   pre[#pre + 1] = contour_notes(opts.contours, lo, hi, opts.contour_unit)
   if #stops > 0 then
-    pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. ' (grey: skipped by the stop rule)') .. " font ',14'"
+    pre[#pre + 1] = 'set title ' .. gq((opts.title or '') .. '\n(grey: skipped by the stop rule)') .. " font ',14'"
     -- Contour points inside a skipped cell become undefined: the line breaks there.
     pre[#pre + 1] = 'skipped(x, y) = ' .. table.concat(inside, ' || ')
   else
@@ -429,6 +417,10 @@ function M.heatmap(opts)
       gq(string.format('%g %s', level, opts.contour_unit or '')))
     ::next_level::
   end
+  -- The cell labels come last, each on a pale box: a contour line passes
+  -- under a label, never across its digits.
+  pre[#pre + 1] = "set style textbox opaque fc rgb '#ffffff' noborder margins 3,2"
+  plots[#plots + 1] = string.format('%s using 1:2:4 with labels boxed notitle', gq(datfile))
   local files, err, code = render(base, table.concat(pre, '\n'),
     'plot ' .. table.concat(plots, ', \\\n  '), formats, opts.size or { 900, 650 })
   if not files then return nil, err, code end
@@ -480,7 +472,8 @@ function M.surface(opts)
     'set logscale x', "set format x '%g'", "set format z '%g'",
     'set ticslevel 0', 'set view 60, 30', "set ytics offset 1.5,-0.5", 'set pm3d at s', PALETTE, 'unset colorbox',
     "set grid xtics ytics ztics lc rgb '#dddddd'",
-    'set key outside top center horizontal',
+    -- below the title's lines, right: clear of a two-line title and of the surface
+    'set key at screen 0.99, screen 0.86 right top',
   }
   if logz and lo then
     pre[#pre + 1] = 'set logscale z'
@@ -545,9 +538,80 @@ end
 local function stats_of(p)
   if p.summary and p.mean == nil then
     return { mean = p.summary.mean, ci95 = p.summary.ci95, params = p.params,
-             skipped = p.skipped, error = p.error }
+             skipped = p.skipped, error = p.error, values = p.summary.values, results = p.results }
   end
   return p
+end
+
+
+-- The q-quantile of sorted v by linear interpolation between closest ranks
+-- (R's type 7, numpy's default): with 3 repetitions q1 is halfway between
+-- the smallest two.
+local function quantile(v, q)
+  local h = (#v - 1) * q + 1
+  local lo = math.floor(h)
+  if lo >= #v then return v[#v] end
+  return v[lo] + (h - lo) * (v[lo + 1] - v[lo])
+end
+
+local function box_of(x, values, scale)
+  local v = {}
+  for i, y in ipairs(values) do v[i] = y / scale end
+  table.sort(v)
+  return { x, v[1], quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75), v[#v] }
+end
+
+local function points_of(summary) return summary.points or summary end
+
+-- The first traffic result of a sweep (kept results only).
+local function first_result(summary)
+  for _, p in ipairs(points_of(summary)) do
+    local r = p.results and p.results[1]
+    if type(r) == 'table' then return r end
+  end
+end
+
+--- What a sweep measured, where and with which backend, for a plot's title:
+-- "received TCP throughput · client netns qlc-1 → 10.9.0.2 · backend host"
+-- (backend "host": this kernel; "guest": the qemu guest with netem).
+-- From the summary (`metric`, `backend`) or records (`backend`), and the
+-- first kept traffic result (`proto`, `host`, `options.netns`).
+-- @tparam table summary from plan.sweep, or records from plan.load
+-- @treturn string|nil nil when nothing is known
+-- @usage plot.sweep_lines(s, {..., subtitle = plot.measured_where(s)})
+function M.measured_where(summary)
+  local pts = points_of(summary)
+  local first = pts[1] or {}
+  local metric = summary.metric or first.metric
+  local backend = summary.backend or first.backend
+  local r = first_result(summary)
+  local parts = {}
+  local what
+  if metric == 'received.bits_per_second' or (metric == nil and r) then what = 'received throughput'
+  elseif metric == 'sent.bits_per_second' then what = 'sent throughput'
+  elseif metric then what = tostring(metric) end
+  if what and r and r.proto then what = what:gsub('throughput', string.upper(tostring(r.proto)) .. ' throughput') end
+  if what then parts[#parts + 1] = what end
+  if r then
+    local netns = r.options and r.options.netns
+    local to = r.host and (' → ' .. tostring(r.host)) or ''
+    parts[#parts + 1] = (netns and ('client netns ' .. tostring(netns)) or 'client on the host') .. to
+  end
+  if backend then
+    parts[#parts + 1] = 'backend ' .. tostring(backend)
+  end
+  if #parts == 0 then return nil end
+  return table.concat(parts, ' · ')
+end
+
+-- The title with the subtitle on a second line (opts.subtitle: a string,
+-- false for none, nil for `measured_where`).
+local function titled(title, summary, subtitle)
+  if subtitle == false then return title end
+  if subtitle == nil then subtitle = M.measured_where(summary) end
+  if not subtitle or subtitle == '' then return title end
+  if not title or title == '' then return subtitle end
+  return title .. '\n' .. subtitle
 end
 
 local function sorted_distinct(points, name)
@@ -567,7 +631,11 @@ end
 --   scale = 1e6, logx = true, logy = false, where = {name = value},
 --   hlines = ..., formats = ..., size = ..., xtic_label = function(x) -> string
 --   (tics at the measured x values, e.g. window sizes in KiB),
---   extra_series = {{title =, points = {{x, y}, ...}}, ...} (e.g. published values)}`
+--   extra_series = {{title =, points = {{x, y}, ...}[, reference = true]}, ...}
+--   (e.g. published values; reference: a bound, drawn dashed),
+--   boxes = bool (default: true when a point has more than one value:
+--   a box plot over the repetitions at each point, beside the mean line),
+--   subtitle = string | false (default: measured_where(summary))}`
 -- @treturn table files or nil, message, CODE as in `lines`
 -- @usage plot.sweep_lines(s, {out = dir .. '/delay', x = 'delay_ms',
 --   title = 'TCP throughput vs delay', xlabel = 'one-way delay (ms)'})
@@ -578,8 +646,19 @@ function M.sweep_lines(summary, opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
     title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
     where = true, hlines = true, formats = true, size = true, xtic_label = true,
-    extra_series = true })
+    extra_series = true, boxes = true, subtitle = true })
   local points = summary.points or summary
+  local boxes = opts.boxes
+  if boxes ~= nil then check.boolean(ctx, 'opts.boxes', boxes) end
+  if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
+  if boxes == nil then
+    boxes = false
+    for _, p0 in ipairs(points) do
+      local p = stats_of(p0)
+      if p.values and #p.values > 1 and not p.skipped then boxes = true end
+    end
+  end
+  local bx = {}
   local x = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
   local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
   local groups, keys = {}, {}
@@ -589,8 +668,13 @@ function M.sweep_lines(summary, opts)
     for k, v in pairs(opts.where or {}) do if p.params[k] ~= v then ok = false end end
     if ok and not p.skipped and not p.error and p.mean ~= nil then
       local g = opts.series and p.params[opts.series] or 'all'
-      if not groups[g] then groups[g] = {} keys[#keys + 1] = g end
+      if not groups[g] then groups[g] = {} keys[#keys + 1] = g bx[g] = { boxes = {}, values = {} } end
       groups[g][#groups[g] + 1] = { p.params[x], p.mean / scale, p.ci95 and p.ci95 / scale }
+      if boxes and p.values and #p.values > 0 then
+        local b = bx[g]
+        b.boxes[#b.boxes + 1] = box_of(p.params[x], p.values, scale)
+        for _, v in ipairs(p.values) do b.values[#b.values + 1] = { p.params[x], v / scale } end
+      end
     end
   end
   table.sort(keys, function(a, b)
@@ -605,27 +689,61 @@ function M.sweep_lines(summary, opts)
     elseif opts.series then t = opts.series .. ' = ' .. tostring(g)
     else t = summary.name or 'measured' end
     series[i] = { title = t, points = groups[g] }
+    if boxes then
+      table.sort(bx[g].boxes, function(a, b) return a[1] < b[1] end)
+      series[i].boxes, series[i].values = bx[g].boxes, bx[g].values
+      series[i].title = t .. ' (line: mean)'
+    end
   end
   for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
-  return M.lines { out = opts.out, title = opts.title or summary.name, series = series,
+  return M.lines { out = opts.out, title = titled(opts.title or summary.name, summary, opts.subtitle), series = series,
     xlabel = opts.xlabel or x, ylabel = opts.ylabel or 'throughput (Mbit/s)',
     logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
     size = opts.size, xtic_label = opts.xtic_label }
 end
 
+--- Box plots over the repetitions of a sweep: `sweep_lines` with `boxes =
+-- true` (the mean line, a box per point from its first to its third
+-- quartile with the median across, whiskers to the smallest and largest
+-- run, and every run as a circle).
+-- @tparam table summary from plan.sweep (or records from plan.load)
+-- @tparam table opts as `sweep_lines` (without `boxes`)
+-- @treturn table files or nil, message, CODE as in `lines`
+-- @usage plot.sweep_box(s, {out = dir .. '/delay-box', x = 'delay_ms'})
+function M.sweep_box(summary, opts)
+  check.table('qoslab.plot.sweep_box', 'opts', opts)
+  if opts.boxes ~= nil then check.fail('qoslab.plot.sweep_box', 'opts.boxes', 'nil (always true here)', opts.boxes) end
+  local o = {}
+  for k, v in pairs(opts) do o[k] = v end
+  o.boxes = true
+  return M.sweep_lines(summary, o)
+end
+
+--- The smallest grid a 3-D surface is drawn for by `sweep_matrix`: 3 values
+-- on each axis (a 2 × 3 surface is two lines seen in perspective, harder
+-- to read than the heat map beside it).
+-- @table surface_min
+M.surface_min = { x = 3, y = 3 }
+
 --- Heat map and 3-D surface of a two-parameter sweep, with contour lines.
 -- @tparam table summary from plan.sweep (or records from plan.load)
 -- @tparam table opts `{out = BASE (writes BASE-heatmap.* and BASE-surface.*),
 --   x = "delay_ms", y = "loss_pct", title =, xlabel =, ylabel =,
---   scale = 1e6, unit = "Mbit/s", contours_bps = {500e3, 1e6}, formats =}`
--- @treturn table `{heatmap = files, surface = files}`
+--   scale = 1e6, unit = "Mbit/s", contours_bps = {500e3, 1e6}, formats =,
+--   surface = bool (default: when the grid has surface_min values on each
+--   axis, else the heat map alone), subtitle = string | false (default:
+--   measured_where(summary))}`
+-- @treturn table `{heatmap = files, surface = files | nil}`
 -- @return or nil, message, CODE (first failure; data files are written anyway)
 function M.sweep_matrix(summary, opts)
   local ctx = 'qoslab.plot.sweep_matrix'
   check.table(ctx, 'summary', summary)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, y = true, title = true, xlabel = true,
-    ylabel = true, scale = true, unit = true, contours_bps = true, formats = true })
+    ylabel = true, scale = true, unit = true, contours_bps = true, formats = true, surface = true,
+    subtitle = true })
+  if opts.surface ~= nil then check.boolean(ctx, 'opts.surface', opts.surface) end
+  if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
   local points = summary.points or summary
   local xn = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
   local yn = check.string(ctx, 'opts.y', opts.y, 'loss_pct')
@@ -645,7 +763,7 @@ function M.sweep_matrix(summary, opts)
   end
   local levels = {}
   for i, c in ipairs(opts.contours_bps or { 500e3, 1e6 }) do levels[i] = c / scale end
-  local title = opts.title or summary.name or 'throughput'
+  local title = titled(opts.title or summary.name or 'throughput', summary, opts.subtitle)
   local common = { xs = xs, ys = ys, z = z, contours = levels, contour_unit = unit,
     xlabel = opts.xlabel or xn, ylabel = opts.ylabel or yn,
     zlabel = 'throughput (' .. unit .. ')', formats = opts.formats }
@@ -655,10 +773,13 @@ function M.sweep_matrix(summary, opts)
   local s = {}
   for k, v in pairs(common) do s[k] = v end
   s.out, s.title = opts.out .. '-surface', title
+  local draw_surface = opts.surface
+  if draw_surface == nil then draw_surface = #xs >= M.surface_min.x and #ys >= M.surface_min.y end
   local hf, herr, hcode = M.heatmap(h)
-  local sf, serr, scode = M.surface(s)
+  local sf, serr, scode
+  if draw_surface then sf, serr, scode = M.surface(s) end
   if not hf then return nil, herr, hcode end
-  if not sf then return nil, serr, scode end
+  if draw_surface and not sf then return nil, serr, scode end
   return { heatmap = hf, surface = sf }
 end
 

@@ -114,6 +114,10 @@ local function resolve(name, d, opts, level)
   if p ~= nil and p ~= false and type(p) ~= 'table' then
     check.fail(CTX, 'opts.probe', 'a table of probe options, true or false', p, L)
   end
+  if opts.idle_s ~= nil and d.probe == 'alone' then
+    error(string.format('%s: opts.idle_s: %s is the probe alone, with no load to measure an idle '
+      .. 'phase against; leave it out', CTX, name), L + 1)
+  end
   if p == false and d.probe == 'alone' then
     error(string.format('%s: opts.probe: %s is the probe alone; it cannot run without it', CTX,
       name), L + 1)
@@ -471,8 +475,9 @@ function M.format(r)
   local lt = latency_table(r.latency)
   if lt then
     parts[#parts + 1] = report.format_table(lt)
-    parts[#parts + 1] = require('qoslab.traffic.summary').probe_health(r.latency, r.duration_s)
-      .. '\n'
+    local def = defs.tests[r.test]
+    parts[#parts + 1] = require('qoslab.traffic.summary').probe_health(r.latency, r.duration_s,
+      def and def.probe == 'alone') .. '\n'
   end
   for _, f in ipairs(flows) do
     for _, w in ipairs(f.warnings or {}) do

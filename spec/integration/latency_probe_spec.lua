@@ -54,6 +54,7 @@ describe('latency probe on loopback', function()
       assert.is_true(lat.rtt_ms.p50 < 1, 'p50 ' .. lat.rtt_ms.p50)
       assert.equal(lat.samples, hist_total(lat.histogram))
       assert.equal(0, lat.idle.samples)
+      assert.same({}, lat.idle.histogram.counts)
       assert.is_nil(lat.induced_ms)
       -- kernel stamps at this end for every request and reply
       assert.equal(lat.sent, lat.timestamps.tx_kernel)
@@ -90,6 +91,12 @@ describe('latency probe on loopback', function()
       + lat.idle.lost + lat.idle.late)
     dist_ok(lat.rtt_ms, 'rtt_ms')
     dist_ok(lat.idle.rtt_ms, 'idle.rtt_ms')
+    -- both phases carry their histogram (a CDF of each), on the same edges
+    assert.equal(lat.samples, hist_total(lat.histogram))
+    assert.equal(lat.idle.samples, hist_total(lat.idle.histogram))
+    assert.equal(10, lat.idle.histogram.per_decade)
+    assert.is_true(lat.idle.histogram.edges_ms[1] <= lat.idle.rtt_ms.min)
+    assert.is_true(lat.idle.histogram.edges_ms[#lat.idle.histogram.edges_ms] > lat.idle.rtt_ms.max)
     assert.near(lat.rtt_ms.p50 - lat.idle.rtt_ms.p50, lat.induced_ms, 1e-9)
     -- each request sent during the load is in exactly one interval
     local n = 0

@@ -91,6 +91,34 @@ describe('qoslab server / client commands', function()
       assert.matches('%[  1%] fwd receiver server', s)
     end)
 
+  it('client --probe --plot FILE.png writes the time series and FILE-cdf.png', function()
+    local port, spid = server('-1')
+    local dir = H.tmp('plot-' .. port)
+    local ok, out = H.sh(string.format('mkdir -p %s && timeout 30 lua5.4 bin/qoslab client 127.0.0.1 -p %d '
+      .. '-t 2 -i 0.5 -b 200M --probe 10 --plot %s/run.png', dir, port, dir))
+    assert(ok, out)
+    assert.equal(1, count(lines(out), '^plot: ' .. dir:gsub('%p', '%%%0') .. '/run%.png, '
+      .. dir:gsub('%p', '%%%0') .. '/run%-cdf%.png$'))
+    for _, f in ipairs { '/run.png', '/run-cdf.png' } do
+      local png = assert(H.read(dir .. f), 'missing ' .. f)
+      assert.equal('\137PNG\r\n\26\n', png:sub(1, 8))
+      assert.is_true(#png > 10000, f .. ': ' .. #png .. ' bytes')
+    end
+    -- a TCP test with a probe: throughput, RTT with the probe, and cwnd
+    local gp = assert(H.read(dir .. '/run.gp'))
+    for _, panel in ipairs { 'throughput', 'rtt', 'cwnd', 'retransmits' } do
+      assert.matches('# panel %d: ' .. panel .. '\n', gp)
+    end
+    assert.matches('probe RTT p50 (udp every 10 ms)', gp, 1, true)
+    assert.matches('idle (before and after the load)', assert(H.read(dir .. '/run-cdf.gp')), 1, true)
+    assert(H.wait_exit(spid, 5), 'server -1 did not exit after the test')
+    -- a FILE that is neither .png nor .svg is refused before any test
+    local bad, bout = H.sh(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 --plot %s/run.gif 2>&1',
+      port, dir))
+    assert.is_false(bad)
+    assert.matches("--plot: '" .. dir .. "/run.gif' does not end in .png or .svg", bout, 1, true)
+  end)
+
   -- The server's log used to print only the last problem between two polls
   -- ("5 more problems, the last: ..."), losing the others' peers and reasons.
   it('server logs every problem on a line of its own, with the peer and its port', function()

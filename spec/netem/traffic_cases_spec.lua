@@ -96,6 +96,12 @@ local function with_bed(f)
     assert(srv, tostring(e) .. ' ' .. tostring(code))
     f(pair, srv)
   end)
+  -- A failed case says what the server saw (its problem log) beside what
+  -- the client saw.
+  if not ok and srv then
+    local _, _, _, log = srv:problems()
+    for _, p in ipairs(log or {}) do err = tostring(err) .. '\n  server: ' .. p.reason end
+  end
   if srv then srv:stop() end
   pair.close()
   if not ok then error(err, 0) end

@@ -127,6 +127,8 @@ describe('qoslab netem check (bin/qoslab)', function()
     out, err = qoslab('netem check delay 50ms 10ms limit auto')
     assert.equal('netem delay 50ms 10ms limit auto\nrc=0\n', out)
     assert.matches('^warning: spec.jitter_ms = 10 without spec.keep_order or spec.rate_bps reorders', err)
+    assert.matches('\n  (on the command line: give a rate at the link\'s speed, e.g. rate 10gbit, which is '
+      .. 'what keep_order sets; keep_order itself is a field of Lua specs)\n', err, 1, true)
     out, err = qoslab('netem check delay 50ms rate 100mbit')
     assert.equal('netem limit 1000 delay 50ms rate 100mbit\nrc=0\n', out)
     assert.equal('', err)
@@ -147,5 +149,17 @@ describe('qoslab netem check (bin/qoslab)', function()
     out, err = qoslab('netem check loss 150%')
     assert.equal('rc=2\n', out)
     assert.matches('^qoslab.netem.parse: loss: expected a percentage', err)
+  end)
+
+  it('a device before the spec, as `set` takes it: named, with the command without it', function()
+    local out, err = qoslab('netem check lo delay 10ms')
+    assert.equal('rc=2\n', out)
+    local tail = 'got "lo"\nqoslab netem check: takes the spec alone, no device: drop "lo" '
+      .. '(qoslab netem check delay 10ms)\n'
+    assert.equal(tail, err:sub(-#tail))
+    -- a word that is no device and leaves no spec gets the parser's message alone
+    out, err = qoslab('netem check bogus')
+    assert.equal('rc=2\n', out)
+    assert.is_nil(err:find('no device', 1, true), err)
   end)
 end)

@@ -113,6 +113,9 @@ describe('qoslab.stdtest option checks', function()
   it('the probe: not off for the latency test; its idle phase and length are the run\'s', function()
     assert.matches('opts.probe: latency is the probe alone',
       err_of('latency', { host = 'h', probe = false }), 1, true)
+    -- no load, so no idle phase: refused rather than ignored
+    assert.matches('opts.idle_s: latency is the probe alone, with no load to measure an idle phase '
+      .. 'against; leave it out', err_of('latency', { host = 'h', idle_s = 3 }), 1, true)
     assert.matches('opts.probe.idle_s: give the idle phase as opts.idle_s',
       err_of('rrul', { host = 'h', probe = { idle_s = 1 } }), 1, true)
     assert.matches('opts.probe.duration_s: the probe runs for opts.duration_s',
@@ -211,6 +214,8 @@ describe('qoslab.stdtest.format', function()
     assert.matches('samples | lost | late |   min |   p50 |   p90 |   p99 |   max', text, 1, true)
     assert.matches('    200 |    1 |    0 | 0.010 | 0.020 | 0.030 | 0.500 | 1.000', text, 1, true)
     assert.not_matches('induced', text, 1, true)
+    -- its health line has no "loaded" phase
+    assert.matches('\nprobe: sent 201; 200 samples, 1 lost, 0 late\n', text, 1, true)
   end)
 
   -- A starved probe that sent 61 of its ~200 loaded requests printed

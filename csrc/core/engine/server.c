@@ -135,17 +135,7 @@ static void probe_session(ql_server *s, int fd, const struct sockaddr_storage *p
 		return;
 	}
 	srv_tell(fd, QL_ST_ACCESS_DENIED, 0, why);
-	/* a FIN after the reason, and what the peer sent read away, so the
-	 * close does not reset the connection before the peer read why */
-	shutdown(fd, SHUT_WR);
-	int64_t dl = ql_now_ns() + 500 * MS;
-	char junk[512];
-	while (ql_now_ns() < dl && !atomic_load(&s->stop)) {
-		struct pollfd p = { .fd = fd, .events = POLLIN };
-		if (poll(&p, 1, 50) > 0 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) == 0)
-			break;
-	}
-	close(fd);
+	srv_close_told(fd, &s->stop);
 	pthread_mutex_lock(&s->mu);
 	probe_logged(s, peer, "TCP probe session refused", why);
 	pthread_mutex_unlock(&s->mu);

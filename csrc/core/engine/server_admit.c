@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <math.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -67,14 +68,35 @@ void srv_tell(int fd, int state, int ierr, const char *why)
 	}
 }
 
+void srv_close_told(int fd, _Atomic int *stop)
+{
+	shutdown(fd, SHUT_WR);
+	int64_t dl = ql_now_ns() + 500 * MS;
+	char junk[512];
+	while (ql_now_ns() < dl && !atomic_load(stop)) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 50) > 0 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) <= 0)
+			break;
+	}
+	close(fd);
+}
+
 void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer, int state,
 		const char *why)
 {
 	char host[INET6_ADDRSTRLEN] = "?";
 	if (peer)
 		peer_host(peer, host, sizeof host);
-	if (state)
+	if (state) {
 		srv_tell(fd, state, 0, why);
+		/* what the peer sent and nobody will read goes first: close()
+		 * answers unread bytes with a reset, which can destroy the
+		 * reason before the peer read it (no waiting here: a flood of
+		 * refused connections must not hold threads) */
+		char junk[4096];
+		for (int i = 0; i < 16 && recv(fd, junk, sizeof junk, MSG_DONTWAIT) > 0; i++)
+			;
+	}
 	close(fd);
 	pthread_mutex_lock(&s->mu);
 	s->rejected++;
@@ -312,6 +334,7 @@ int srv_admit(ql_test *t)
 	if (!why[0])
 		return 0;
 	srv_tell(t->ctl_fd, state, ierr, why);
+	t->srv_told = 1;
 	return ql_err_set(&t->err, state == QL_ST_SERVER_ERROR ? EINVAL : EBUSY, NULL,
 			  "test refused: %s", why);
 }

@@ -11,6 +11,12 @@
 
 void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint64_t test);
 void srv_tell(int fd, int state, int ierr, const char *why);
+/* Close a control connection whose peer was just told something: a FIN
+ * after the message, then what the peer still sends read away for up to
+ * 500 ms (or until stop), so close() does not answer its unread bytes with a
+ * reset that destroys the message before the peer read it (on a lossy path
+ * the message may still be waiting for a retransmission). */
+void srv_close_told(int fd, _Atomic int *stop);
 void srv_reject(ql_server *s, int fd, const struct sockaddr_storage *peer, int state,
 		const char *why);
 void unid_unlink(ql_server *s, conn_arg *c);

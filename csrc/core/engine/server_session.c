@@ -44,6 +44,7 @@ static void server_error(ql_test *t, int code, int eno)
 	uint32_t v[2] = { htonl((uint32_t)code), htonl((uint32_t)eno) };
 	if (ql_io_write_state(t->ctl_fd, QL_ST_SERVER_ERROR, ql_now_ns() + 200 * MS, NULL) == 0)
 		ql_io_write_full(t->ctl_fd, v, sizeof v, ql_now_ns() + 200 * MS, NULL);
+	t->srv_told = 1;
 }
 
 /* The data-idle limit of a running test (see ql_server_opts). */
@@ -107,6 +108,7 @@ static int srv_end_test(ql_test *t, int eno, const char *fmt, ...)
 	vsnprintf(why, sizeof why, fmt, ap);
 	va_end(ap);
 	srv_tell(t->ctl_fd, QL_ST_SERVER_TERMINATE, 0, why);
+	t->srv_told = 1;
 	return ql_err_set(&t->err, eno, NULL, "ended by the server: %s", why);
 }
 
@@ -166,6 +168,7 @@ static int server_collect_streams(ql_test *t)
 				  t->nstreams);
 	if (got < t->nstreams) {
 		srv_tell(t->ctl_fd, QL_ST_SERVER_TERMINATE, 0, "data connections did not arrive");
+		t->srv_told = 1;
 		return ql_err_set(&t->err, ETIMEDOUT, NULL,
 				  "client opened %d of %d data connections within the data-idle "
 				  "time (%.1f s)", got, t->nstreams, (double)t->idle_ns / 1e9);
@@ -541,6 +544,19 @@ void *server_test_main(ql_test *t)
 		srv_problem_logged(s, &t->peer_addr, t->srv_no);
 		pthread_mutex_unlock(&s->mu);
 	}
+	/* A test that failed after it started ends with the reason sent to
+	 * the client (unless a limit already told it), and the connection
+	 * closes after that message (below, once the test is gone from the
+	 * server's lists), not with a reset that can destroy it: the client
+	 * says why its test ended instead of "peer closed". */
+	int told_fd = -1;
+	if (rc < 0 && t->ctl_fd >= 0) {
+		if (t->start_ns != 0 && !t->srv_told)
+			srv_tell(t->ctl_fd, QL_ST_SERVER_TERMINATE, 0,
+				 t->err.msg[0] ? t->err.msg : strerror(-rc));
+		told_fd = t->ctl_fd;
+		t->ctl_fd = -1;
+	}
 	test_finish(t, rc);
 	/* Unlink; the result (if any) was moved to the ring by server_publish,
 	 * so the test itself goes now: a server running for days holds only
@@ -563,5 +579,7 @@ void *server_test_main(ql_test *t)
 	pthread_cond_broadcast(&s->cv);
 	pthread_mutex_unlock(&s->mu);
 	ql_test_free(t);
+	if (told_fd >= 0)
+		srv_close_told(told_fd, &s->stop);
 	return NULL;
 }

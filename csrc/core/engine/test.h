@@ -134,6 +134,7 @@ struct ql_test {
 	struct ql_server *srv;
 	struct ql_test *next;
 	int published;
+	int srv_told;                     /* server: the peer was told why its test ends */
 	int *pending_fds;
 	uint64_t *pending_seq;            /* accept order of pending_fds */
 	int npending;

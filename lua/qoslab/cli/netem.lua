@@ -36,6 +36,17 @@ local function spec_text(netem, spec)
   return (t == '' and '' or t .. ' ') .. 'limit auto'
 end
 
+-- The advice names the Lua spec's fields; keep_order has no tc-netem word,
+-- so on the command line a warning about reordering also says how to keep
+-- the order there.
+local function cli_warning(text)
+  eprint('warning: ', text)
+  if text:find('spec.keep_order = true', 1, true) then
+    eprint('  (on the command line: give a rate at the link\'s speed, e.g. rate 10gbit, which '
+      .. 'is what keep_order sets; keep_order itself is a field of Lua specs)')
+  end
+end
+
 -- `check SPEC`: the words after `check` are all the spec (dev included).
 -- The canonical spec and netem.check's advice, without the kernel.
 local function check_only(a, netem, cjson)
@@ -48,12 +59,17 @@ local function check_only(a, netem, cjson)
   end)
   if not ok then
     eprint((tostring(canon):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
+    -- `check dev spec`, as `set` is written: the spec alone parses
+    if #words > 1 and pcall(netem.parse, table.concat(words, ' ', 2)) then
+      eprint(string.format('qoslab netem check: takes the spec alone, no device: drop %q '
+        .. '(qoslab netem check %s)', words[1], table.concat(words, ' ', 2)))
+    end
     return 2
   end
   if a.json then
     print(cjson.encode { spec = canon, advice = advice })
   else
-    for _, adv in ipairs(advice) do eprint('warning: ', adv.message) end
+    for _, adv in ipairs(advice) do cli_warning(adv.message) end
     print('netem ' .. spec_text(netem, canon))
   end
   return 0
@@ -106,7 +122,7 @@ local function run(a)
       end
     end
   elseif verb == 'set' then
-    for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do eprint('warning: ', w) end
+    for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do cli_warning(w) end
     if a.json then print(cjson.encode(r1))
     else print(dev .. ': netem ' .. netem.format(r1.spec)) end
   elseif r1 == false then

@@ -239,6 +239,12 @@ function M.describe_client(cmd)
   cmd:option('--probe-proto', 'Latency probe protocol: udp (a qoslab server; default), icmp '
     .. '(any host, iperf3 -s too) or tcp (a qoslab server).')
     :choices { 'udp', 'icmp', 'tcp' }
+  cmd:option('--plot', 'Draw the test over time into FILE (.png or .svg), and the probe\'s '
+    .. 'latency CDF into FILE-cdf.EXT when a probe ran.'):argname('FILE')
+    :convert(function(v)
+      if v:match('.%.png$') or v:match('.%.svg$') then return v end
+      return nil, string.format("--plot: '%s' does not end in .png or .svg", v)
+    end)
 end
 
 --- Options for `traffic.client` from parsed client flags.
@@ -462,6 +468,8 @@ local function client_body(a, sink)
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
+  local plotted = a.plot and M.write_plots(a.plot, res,
+    not json and function(line) out(title, line) end, function(line) sink:err(line) end) or 0
   if stream then
     stream:finish(res)
   elseif json then
@@ -489,7 +497,27 @@ local function client_body(a, sink)
     for line in (traffic.summary(res) .. '\n'):gmatch('(.-)\n') do out(title, line) end
     out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
   end
-  return interrupted or 0
+  return interrupted or plotted
+end
+
+--- `--plot FILE`: the time series into FILE, the latency CDF into
+-- FILE-cdf.EXT when a probe ran (`qoslab.plot.test_plots`).
+-- @tparam string file ends in .png or .svg
+-- @tparam table res the test's result
+-- @tparam function|nil say prints a line (nil: quiet, as with -J)
+-- @tparam[opt] function err writes an error line (default: to stderr)
+-- @treturn integer 0, or 1 when a picture could not be drawn (said on stderr,
+--   or through err: the --logfile)
+function M.write_plots(file, res, say, err)
+  local r, msg, code = require('qoslab.plot').test_plots(res, { out = file })
+  if not r then
+    local line = 'qoslab client: --plot: ' .. tostring(msg) .. ' (' .. tostring(code) .. ')'
+    if err then err(line) else io.stderr:write(line, '\n') end
+    return 1
+  end
+  local ext = file:match('(%a+)$')
+  if say then say('plot: ' .. r.timeseries[ext] .. (r.cdf and (', ' .. r.cdf[ext]) or '')) end
+  return 0
 end
 
 local function run_client(a)

@@ -169,13 +169,15 @@ local function ms(v) return v and string.format('%.3f', v) or '-' end
 -- late), since a probe that wakes late skips the slots it missed.
 -- @tparam table lat a latency table
 -- @tparam[opt] number duration_s the loaded phase's length (nil: no estimate)
+-- @tparam[opt] boolean alone the probe ran alone (no load): its counts are
+--   not called "loaded"
 -- @treturn string e.g. "probe: sent 270; loaded: 61 samples, 0 lost, 0 late;
 --   about 139 of 200 slots not sent (...)"
 -- @usage print(summary.probe_health(res.latency, res.duration_s))
-function M.probe_health(lat, duration_s)
+function M.probe_health(lat, duration_s, alone)
   local loaded = (lat.samples or 0) + (lat.lost or 0) + (lat.late or 0)
-  local line = string.format('probe: sent %d; loaded: %d samples, %d lost, %d late',
-    lat.sent or loaded, lat.samples or 0, lat.lost or 0, lat.late or 0)
+  local line = string.format('probe: sent %d; %s%d samples, %d lost, %d late',
+    lat.sent or loaded, alone and '' or 'loaded: ', lat.samples or 0, lat.lost or 0, lat.late or 0)
   if duration_s and lat.interval_ms and lat.interval_ms > 0 and not lat.capped then
     local slots = math.floor(duration_s * 1000 / lat.interval_ms + 0.5)
     local missing = slots - loaded

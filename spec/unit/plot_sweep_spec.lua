@@ -1,0 +1,143 @@
+-- qoslab.plot's sweep pictures: box plots over repetitions, the 3-D surface
+-- only for a grid large enough to read, titles that say what was measured,
+-- where and with which backend, cell labels above the contour lines, and
+-- reference series (a window / RTT ceiling) drawn as bounds.
+local plan = require 'qoslab.plan'
+local plot = require 'qoslab.plot'
+local demo = require 'qoslab.demo'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-plot-sweep-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function slurp(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function assert_png(path)
+  local s = assert(slurp(path), 'missing ' .. path)
+  assert.is_true(#s > 5000, path .. ' is too small: ' .. #s)
+  assert.equal('\137PNG\r\n\26\n', s:sub(1, 8))
+end
+
+-- A result as traffic.run gives it, as far as the plots read it.
+local function result(bps)
+  return { proto = 'tcp', host = '10.9.0.2', options = { netns = 'qlc-spec' }, received = { bits_per_second = bps } }
+end
+
+local function delay_sweep(reps, backend)
+  local k = 0
+  return plan.sweep { name = 'delay', progress = false, repeat_count = reps, backend = backend,
+    params = { delay_ms = { 1, 10, 100 } },
+    run = function(p)
+      k = k + 1
+      -- runs of a point: 100, 110, 120, 130 ... Mbit/s over 1 + delay/10
+      return result((100 + 10 * ((k - 1) % reps)) * 1e6 / (1 + p.delay_ms / 10))
+    end }
+end
+
+local function matrix(losses, delays)
+  return plan.sweep { name = 'm', progress = false, params = { loss_pct = losses, delay_ms = delays },
+    order = { 'loss_pct', 'delay_ms' },
+    run = function(p) return result(1.22 * 1448 * 8 / (2 * p.delay_ms / 1000 * math.sqrt(p.loss_pct / 100)) * 5) end }
+end
+
+describe('qoslab.plot sweeps', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('sweep_lines draws box plots over the repetitions when a point has more than one', function()
+    local f = assert(plot.sweep_lines(delay_sweep(4), { out = dir .. '/d', x = 'delay_ms', formats = { 'png' } }))
+    assert_png(f.png)
+    local gp = assert(slurp(f.gp))
+    assert.matches('with boxxyerror fs solid 0.25 border', gp, 1, true)
+    assert.matches('keyentry with boxxyerror', gp, 1, true)
+    assert.matches("title 'delay (line: mean)'", gp, 1, true)
+    local dat = assert(slurp(f.dat))
+    -- delay 1 ms: runs 100, 110, 120, 130 / 1.1 -> quartiles by interpolation
+    local row = dat:match('\n1 [%d.e+-]+ [%d.e+-]+ [%d.e+-]+ ([^\n]+)')
+    local v = {}
+    for x in row:gmatch('[%d.e+-]+') do v[#v + 1] = tonumber(x) end
+    local want = { 100, 107.5, 115, 122.5, 130 }
+    for i = 1, 5 do assert.near(want[i] / 1.1, v[i], 1e-6) end
+    assert.matches('every measurement', dat, 1, true)
+    -- one run per point: no boxes, the CI bars as before
+    local one = assert(plot.sweep_lines(delay_sweep(1), { out = dir .. '/one', x = 'delay_ms', formats = { 'png' } }))
+    assert.is_nil(slurp(one.gp):find('boxxyerror', 1, true))
+    -- sweep_box forces them; boxes = false turns them off
+    local b = assert(plot.sweep_box(delay_sweep(1), { out = dir .. '/b', x = 'delay_ms', formats = { 'png' } }))
+    assert.matches('keyentry with boxxyerror', slurp(b.gp), 1, true)
+    local off = assert(plot.sweep_lines(delay_sweep(3), { out = dir .. '/off', x = 'delay_ms', boxes = false,
+      formats = { 'png' } }))
+    assert.is_nil(slurp(off.gp):find('boxxyerror', 1, true))
+    assert.has_error(function() plot.sweep_box(delay_sweep(1), { out = dir .. '/x', boxes = false }) end)
+  end)
+
+  it('titles say what was measured, where and with which backend', function()
+    local f = assert(plot.sweep_lines(delay_sweep(1, 'guest'), { out = dir .. '/t', x = 'delay_ms',
+      title = 'TCP vs delay', formats = { 'png' } }))
+    local gp = assert(slurp(f.gp))
+    local want = 'TCP vs delay\nreceived TCP throughput · client netns qlc-spec → 10.9.0.2 · backend guest'
+    assert.equal(want, plot.measured_where(delay_sweep(1, 'guest')) and ('TCP vs delay\n'
+      .. plot.measured_where(delay_sweep(1, 'guest'))))
+    -- written as gnuplot's escaped string: every byte but letters and ./_- in octal
+    local esc = '"' .. want:gsub('[^%a%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
+    assert.matches('set title ' .. esc, gp, 1, true)
+    local nosub = assert(plot.sweep_lines(delay_sweep(1), { out = dir .. '/n', x = 'delay_ms', title = 'T',
+      subtitle = false, formats = { 'png' } }))
+    assert.matches("set title 'T'", slurp(nosub.gp), 1, true)
+  end)
+
+  it('sweep_matrix: a 2 x 3 grid gets the heat map alone, a 3 x 5 one the surface too', function()
+    local small = assert(plot.sweep_matrix(matrix({ 1, 5 }, { 50, 200, 1000 }), { out = dir .. '/s',
+      formats = { 'png' } }))
+    assert_png(small.heatmap.png)
+    assert.is_nil(small.surface)
+    assert.is_nil(slurp(dir .. '/s-surface.png'))
+    local big = assert(plot.sweep_matrix(matrix({ 1, 2, 5 }, { 50, 100, 200, 500, 1000 }), { out = dir .. '/b',
+      formats = { 'png' } }))
+    assert_png(big.surface.png)
+    local forced = assert(plot.sweep_matrix(matrix({ 1, 5 }, { 50, 200, 1000 }), { out = dir .. '/f',
+      surface = true, formats = { 'png' } }))
+    assert_png(forced.surface.png)
+  end)
+
+  it('heat map: the cell labels are drawn after the contour lines, on a box', function()
+    local r = assert(plot.sweep_matrix(matrix({ 1, 2, 5 }, { 50, 100, 200, 500, 1000 }), { out = dir .. '/h',
+      formats = { 'png' } }))
+    local gp = assert(slurp(r.heatmap.gp))
+    local plotcmd = gp:match('\nplot (.-)\nunset output')
+    local contour = plotcmd:find('contour1.dat', 1, true)
+    local labels = plotcmd:find('with labels boxed', 1, true)
+    assert.is_truthy(contour)
+    assert.is_truthy(labels)
+    assert.is_true(labels > contour)
+    assert.matches('set style textbox opaque', gp, 1, true)
+  end)
+
+  it('the window plot: a dashed window / RTT ceiling and legends that say which buffer is x', function()
+    local pts = {}
+    for _, mode in ipairs { 'sndbuf', 'sndbuf+rcvbuf' } do
+      for _, w in ipairs { 262144, 4194304 } do pts[#pts + 1] = { mode = mode, window_bytes = w } end
+    end
+    local s = plan.sweep { name = 'w', progress = false, points = pts,
+      run = function(p) return result(math.min(p.window_bytes * 8 / 0.3, p.mode == 'sndbuf' and 6e7 or 1e9)) end }
+    local ceiling = demo.window_ceiling({ 4194304, 262144 }, 0.3)
+    assert.same({ { 262144, 262144 * 8 / 0.3 / 1e6 }, { 4194304, 4194304 * 8 / 0.3 / 1e6 } }, ceiling.points)
+    local f = assert(plot.sweep_lines(s, { out = dir .. '/w', x = 'window_bytes', series = 'mode',
+      series_title = demo.window_series_title, extra_series = { ceiling }, formats = { 'png' } }))
+    assert_png(f.png)
+    local gp = assert(slurp(f.gp))
+    assert.matches("with lines dt 2 lw 2 lc 3 title 'ceiling: x / RTT (300 ms)'", gp, 1, true)
+    assert.matches("title 'SO_SNDBUF = x on both ends, SO_RCVBUF left to autotuning'", gp, 1, true)
+    assert.matches("title 'SO_SNDBUF = SO_RCVBUF = x on both ends'", gp, 1, true)
+  end)
+end)

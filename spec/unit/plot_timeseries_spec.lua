@@ -1,0 +1,197 @@
+-- qoslab.plot.timeseries / latency_cdf / test_plots: pictures of one test
+-- from its result table. Panels come and go with the data (checked on the
+-- gnuplot script the module writes), and gnuplot makes a real PNG.
+local plot = require 'qoslab.plot'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-plot-ts-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function slurp(path)
+  local f = io.open(path, 'rb')
+  if not f then return nil end
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function assert_png(path, min_w, min_h)
+  local s = assert(slurp(path), 'missing ' .. path)
+  assert.is_true(#s > 5000, path .. ' is too small: ' .. #s)
+  assert.equal('\137PNG\r\n\26\n', s:sub(1, 8))
+  local w, h = string.unpack('>I4I4', s, 17)
+  assert.is_true(w >= min_w and h >= min_h, string.format('%dx%d', w, h))
+end
+
+-- A latency histogram on the probe's edges (10 per decade from 1 µs):
+-- `counts` per bucket from bucket index `first` (0-based, edge 10^(k/10) µs).
+local function hist(first, counts)
+  local edges = {}
+  for k = first, first + #counts do edges[#edges + 1] = 10 ^ (k / 10) / 1000 end
+  return { per_decade = 10, below = 0, above = 0, edges_ms = edges, counts = counts }
+end
+
+local function dist(p50, p99) return { min = p50 / 2, mean = p50, p50 = p50, p90 = p99 * 0.8, p99 = p99, p999 = p99, max = p99 * 1.2 } end
+
+-- A TCP result of 2 streams over 4 intervals, a probe beside it.
+local function tcp_result(probe)
+  local ivs = {}
+  for i = 1, 4 do
+    local iv = { start_s = (i - 1) * 0.5, end_s = i * 0.5, seconds = 0.5, omitted = i == 1, streams = {},
+      sum = { sender = { bits_per_second = 2e9, retransmits = i == 3 and 7 or 0, bytes = 1 },
+              receiver = { bits_per_second = 1.9e9, bytes = 1 } } }
+    for _, id in ipairs { 1, 3 } do
+      iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'sender', side = 'client',
+        bits_per_second = 1e9, rtt_us = 800 + 100 * i, snd_cwnd_bytes = 65536 * i, retransmits = 0 }
+      iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'receiver', side = 'server',
+        bits_per_second = 0.95e9 }
+    end
+    if probe then iv.latency = { samples = 50, lost = i == 4 and 1 or 0, late = 0, rtt_ms = dist(1 + i, 3 + i) } end
+    ivs[i] = iv
+  end
+  local res = { proto = 'tcp', host = '127.0.0.1', port = 5201, duration_s = 2, omit_s = 0.5, intervals = ivs,
+    received = { bits_per_second = 1.9e9 } }
+  if probe then
+    res.latency = { proto = 'udp', interval_ms = 10, samples = 6, rtt_ms = dist(3, 6), histogram = hist(34, { 1, 2, 2, 1 }),
+      idle = { samples = 4, lost = 0, late = 0, rtt_ms = dist(0.5, 0.9), histogram = hist(26, { 1, 2, 1 }) } }
+  end
+  return res
+end
+
+local function udp_result()
+  local ivs = {}
+  for i = 1, 3 do
+    ivs[i] = { start_s = i - 1, end_s = i, seconds = 1, streams = {
+      { id = 1, direction = 'forward', role = 'sender', side = 'client', bits_per_second = 1e7, packets = 1000 },
+      { id = 1, direction = 'forward', role = 'receiver', side = 'server', bits_per_second = 0.99e7,
+        lost_packets = 10 * i, unique_packets = 1000 - 10 * i, jitter_ms = 0.2 * i, lost_pct = i } },
+      sum = { sender = { bits_per_second = 1e7 }, receiver = { bits_per_second = 0.99e7, lost_packets = 10 * i,
+        unique_packets = 1000 - 10 * i, jitter_ms = 0.2 * i, lost_pct = i } } }
+  end
+  return { proto = 'udp', host = '10.0.0.2', duration_s = 3, intervals = ivs,
+    received = { lost_packets = 60, unique_packets = 2940, packets = 3000 } }
+end
+
+describe('qoslab.plot.timeseries', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('TCP with a probe: throughput, RTT with the probe, cwnd and retransmits, sharing the time axis', function()
+    local f = assert(plot.timeseries(tcp_result(true), { out = dir .. '/t.png', title = 'a TCP test' }))
+    assert.same({ 'throughput', 'rtt', 'cwnd', 'retransmits' }, f.panels)
+    assert_png(f.png, 1000, 900)
+    assert.is_nil(f.svg)
+    local gp = assert(slurp(f.gp))
+    assert.matches("set multiplot title 'a TCP test'", gp, 1, true)
+    assert.matches("title 'stream 1 (received)'", gp, 1, true)
+    assert.matches("title 'SUM'", gp, 1, true)
+    assert.matches("title 'stream 3: TCP RTT (TCP_INFO)'", gp, 1, true)
+    assert.matches('probe RTT p50 (udp every 10 ms)', gp, 1, true)
+    assert.matches("probe RTT p50 idle: 0.5 ms", gp, 1, true)
+    assert.matches('probe requests lost (1 in all)', gp, 1, true)
+    assert.matches('retransmitted: 7 in all', gp, 1, true)
+    -- the warm-up interval is shaded; only the last panel labels the time axis
+    assert.matches('set object rect from 0, graph 0 to 0.5, graph 1', gp, 1, true)
+    local _, nx = gp:gsub("set xlabel 'time since the test started %(s%)'", '')
+    assert.equal(1, nx)
+    -- the data: 4 rows, RTT in ms (the probe's p99 reaches 7 ms), cwnd in KiB
+    local dat = assert(slurp(f.dat))
+    assert.matches('# columns: 1 start_s, 2 end_s, 3 mid_s, 4 stream 1 Mbit/s', dat, 1, true)
+    local rows = 0
+    for _ in dat:gmatch('\n[%d.]+ [%d.]+ [%d.]+ ') do rows = rows + 1 end
+    assert.equal(4, rows)
+    assert.matches('stream 1 tcp rtt ms', dat, 1, true)
+    -- RTTs within 50x of each other: a linear axis from 0
+    assert.matches("# panel 2: rtt\n[^\n]*\n[^\n]*\nset ylabel \"RTT\\012\\050ms\\051\" offset %-0.8,0\nunset logscale y\n", gp)
+  end)
+
+  it('RTTs more than 50x apart (a loopback probe beside a queueing TCP) get a log axis', function()
+    local res = tcp_result(true)
+    for _, iv in ipairs(res.intervals) do iv.latency.rtt_ms = dist(0.01, 0.02) end
+    local f = assert(plot.timeseries(res, { out = dir .. '/log.png' }))
+    local gp = assert(slurp(f.gp))
+    assert.matches('# panel 2: rtt\n[^\n]*\n[^\n]*\n[^\n]*log\\051" offset[^\n]*\nset logscale y\n', gp)
+    -- the other panels stay linear
+    assert.matches('# panel 3: cwnd\n[^\n]*\n[^\n]*\n[^\n]*\nunset logscale y\n', gp)
+    assert_png(f.png, 1000, 900)
+  end)
+
+  it('without a probe there is no probe in the RTT panel; UDP has loss and jitter, no cwnd', function()
+    local t = assert(plot.timeseries(tcp_result(false), { out = dir .. '/np.png' }))
+    assert.same({ 'throughput', 'rtt', 'cwnd', 'retransmits' }, t.panels)
+    assert.is_nil(slurp(t.gp):find('probe', 1, true))
+    local u = assert(plot.timeseries(udp_result(), { out = dir .. '/u' }))
+    assert.same({ 'throughput', 'loss', 'jitter' }, u.panels)
+    assert_png(u.png, 1000, 600)
+    assert.is_string(u.svg)
+    local gp = assert(slurp(u.gp))
+    assert.matches("set multiplot title 'UDP test to 10.0.0.2: 1 stream, 3 s'", gp, 1, true)
+    assert.matches('datagrams lost: 60 of 3000 in all', gp, 1, true)
+    assert.is_nil(gp:find('cwnd', 1, true))
+    assert.is_nil(gp:find('SUM', 1, true)) -- one stream: no SUM line
+    -- jitter below 1 ms is drawn in µs
+    assert.matches("set ylabel \"jitter\\012\\050\\302\\265s\\051\"", gp, 1, true)
+  end)
+
+  it('rejects a result without intervals and bad options, naming the field', function()
+    assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
+      'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')
+    assert.has_error(function() plot.timeseries(tcp_result(), { out = dir .. '/x.png', colour = 1 }) end)
+    assert.has_error(function() plot.timeseries(tcp_result()) end)
+  end)
+end)
+
+describe('qoslab.plot.latency_cdf', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('idle beside loaded, from the histograms, exact at the bucket edges', function()
+    local res = tcp_result(true)
+    local f = assert(plot.latency_cdf(res, { out = dir .. '/c.png' }))
+    assert_png(f.png, 800, 500)
+    assert.equal(2, #f.curves)
+    assert.matches('^loaded %(during the load%): 6 samples, p50 3 ms, p99 6 ms', f.curves[1])
+    assert.matches('^idle %(before and after the load%): 4 samples', f.curves[2])
+    local gp = assert(slurp(f.gp))
+    assert.matches('set logscale x', gp, 1, true)
+    local dat = assert(slurp(f.dat))
+    -- loaded: from (min, 0) through the edges to (max, 1); 1 of 6 below the 2nd edge
+    local block = dat:match('# rtt_ms fraction_below\n(.-)\n\n')
+    local pts = {}
+    for x, y in block:gmatch('([%d.e+-]+) ([%d.e+-]+)') do pts[#pts + 1] = { tonumber(x), tonumber(y) } end
+    assert.same({ 1.5, 0 }, pts[1])
+    assert.near(10 ^ 3.5 / 1000, pts[2][1], 1e-9)
+    assert.near(1 / 6, pts[2][2], 1e-9)
+    assert.same({ 7.2, 1 }, { pts[#pts][1], pts[#pts][2] })
+    for i = 2, #pts do assert.is_true(pts[i][1] > pts[i - 1][1] and pts[i][2] >= pts[i - 1][2]) end
+  end)
+
+  it('a list of results, labelled; no samples is EINVAL', function()
+    local f = assert(plot.latency_cdf({ tcp_result(true), tcp_result(true) },
+      { out = dir .. '/two.svg', labels = { 'before', 'after' } }))
+    assert.equal(4, #f.curves)
+    assert.matches('^after, idle', f.curves[4])
+    assert.is_string(f.svg)
+    local r, msg, code = plot.latency_cdf(tcp_result(false), { out = dir .. '/none.png' })
+    assert.is_nil(r)
+    assert.equal('EINVAL', code)
+    assert.matches('no probe samples', msg, 1, true)
+  end)
+
+  it('test_plots: FILE.png and FILE-cdf.png when a probe ran, the time series alone otherwise', function()
+    local r = assert(plot.test_plots(tcp_result(true), { out = dir .. '/run.png' }))
+    assert.equal(dir .. '/run.png', r.timeseries.png)
+    assert.equal(dir .. '/run-cdf.png', r.cdf.png)
+    assert_png(r.cdf.png, 800, 500)
+    local n = assert(plot.test_plots(udp_result(), { out = dir .. '/u.png' }))
+    assert.is_nil(n.cdf)
+    assert.is_nil(slurp(dir .. '/u-cdf.png'))
+    assert.has_error(function() plot.test_plots(udp_result(), { out = dir .. '/u' }) end,
+      'qoslab.plot.test_plots: opts.out: expected a path ending in .png or .svg, got string "' .. dir .. '/u"')
+  end)
+end)
