@@ -9,6 +9,8 @@
  *     :next_interval([timeout_s]) -> interval | false (over) | nil (timeout)
  *     :wait() -> result | nil, msg, CODE
  *     :start_time_unix_s() -> the test clock's zero (once an interval came)
+ *     :setup() -> cookie, tcp_mss_bytes, tcp_congestion, streams[i].socket
+ *         as the result will hold them (once an interval came), or nil
  *     :stop()                       end early; a result is still produced
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
  *     :port()  :stop()  :tests_running()
@@ -176,6 +178,37 @@ static void push_total(lua_State *L, const ql_result *r, int dir, int role)
 		set_path_fields(L, &r->tot_path[dir]);
 }
 
+/* A stream's socket on this end (manual/results.md, "Streams"). */
+static void push_sock(lua_State *L, const ql_sock_info *k)
+{
+	lua_createtable(L, 0, 6);
+	qlb_set_string(L, "local_host", k->local_host);
+	qlb_set_integer(L, "local_port", k->local_port);
+	qlb_set_string(L, "remote_host", k->remote_host);
+	qlb_set_integer(L, "remote_port", k->remote_port);
+	qlb_set_integer(L, "sndbuf_bytes", k->sndbuf_bytes);
+	qlb_set_integer(L, "rcvbuf_bytes", k->rcvbuf_bytes);
+}
+
+/* cookie, tcp_mss_bytes and tcp_congestion = { client =, server = } of a
+ * result or a test's setup into the table on top. */
+static void set_setup_fields(lua_State *L, const char *cookie, int mss,
+			     const char *ca_client, const char *ca_server)
+{
+	if (cookie[0])
+		qlb_set_string(L, "cookie", cookie);
+	if (mss > 0)
+		qlb_set_integer(L, "tcp_mss_bytes", mss);
+	if (ca_client[0] || ca_server[0]) {
+		lua_createtable(L, 0, 2);
+		if (ca_client[0])
+			qlb_set_string(L, "client", ca_client);
+		if (ca_server[0])
+			qlb_set_string(L, "server", ca_server);
+		lua_setfield(L, -2, "tcp_congestion");
+	}
+}
+
 /* path: the stream's path statistics (its receiver's; NULL for a sender) */
 static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp,
 			     const ql_udp_path *path)
@@ -190,6 +223,8 @@ static void push_stream_side(lua_State *L, const ql_entry *x, int role, int udp,
 		qlb_set_integer(L, "mean_rtt_us", x->mean_rtt_us);
 		set_count(L, "max_snd_cwnd_bytes", x->max_snd_cwnd_bytes);
 	}
+	if (x->valid & QL_E_MAXWND)
+		set_count(L, "max_snd_wnd_bytes", x->max_snd_wnd_bytes);
 	if (x->buf.present) {
 		push_buf(L, &x->buf);
 		lua_setfield(L, -2, role == QL_ROLE_SENDER ? "sndbuf" : "rcvbuf");
@@ -211,6 +246,10 @@ static void push_ientry(lua_State *L, const ql_entry *x, int udp, int with_id)
 	}
 	if (x->valid & QL_E_CWND)
 		set_count(L, "snd_cwnd_bytes", x->snd_cwnd_bytes);
+	if (x->valid & QL_E_SNDWND)
+		set_count(L, "snd_wnd_bytes", x->snd_wnd_bytes);
+	if (x->valid & QL_E_PMTU)
+		qlb_set_integer(L, "pmtu_bytes", x->pmtu_bytes);
 	if (x->valid & QL_E_PACING)
 		qlb_set_number(L, "pacing_rate_bps", (double)x->pacing_rate_bps);
 	if (x->valid & QL_E_DELIVERY)
@@ -287,6 +326,8 @@ static void push_result(lua_State *L, const ql_result *r)
 	qlb_set_number(L, "omit_s", r->omit_s);
 	if (r->title[0])
 		qlb_set_string(L, "title", r->title);
+	set_setup_fields(L, r->cookie, r->ctrl_mss_bytes, r->tcp_ca[QL_SIDE_CLIENT],
+			 r->tcp_ca[QL_SIDE_SERVER]);
 	push_total(L, r, ddir, QL_ROLE_SENDER);
 	lua_setfield(L, -2, "sent");
 	push_total(L, r, ddir, QL_ROLE_RECEIVER);
@@ -305,6 +346,10 @@ static void push_result(lua_State *L, const ql_result *r)
 		qlb_set_string(L, "direction", dir_name(s->dir));
 		if (s->tos >= 0)
 			qlb_set_integer(L, "tos", s->tos);
+		if (s->sock.present) {
+			push_sock(L, &s->sock);
+			lua_setfield(L, -2, "socket");
+		}
 		if (s->has_sender) {
 			push_stream_side(L, &s->sender, QL_ROLE_SENDER, udp, NULL);
 			lua_setfield(L, -2, "sender");
@@ -598,6 +643,35 @@ static int l_test_start_unix(lua_State *L)
 	return 1;
 }
 
+static int l_test_setup(lua_State *L)
+{
+	ltest *u = check_test(L);
+	ql_test_setup su;
+	int rc = ql_test_setup_get(u->t, &su);
+	if (rc == -ENOMEM)
+		return luaL_error(L, "qoslab.Test:setup: out of memory");
+	if (rc < 0) {
+		lua_pushnil(L);
+		return 1;
+	}
+	lua_createtable(L, 0, 4);
+	set_setup_fields(L, su.cookie, su.ctrl_mss_bytes, su.tcp_ca, "");
+	lua_createtable(L, su.nstreams, 0);
+	for (int i = 0; i < su.nstreams; i++) {
+		lua_createtable(L, 0, 3);
+		qlb_set_integer(L, "id", su.streams[i].id);
+		qlb_set_string(L, "direction", dir_name(su.streams[i].dir));
+		if (su.streams[i].sock.present) {
+			push_sock(L, &su.streams[i].sock);
+			lua_setfield(L, -2, "socket");
+		}
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "streams");
+	free(su.streams);
+	return 1;
+}
+
 static int l_test_stop(lua_State *L)
 {
 	ltest *u = luaL_checkudata(L, 1, TEST_T);
@@ -827,6 +901,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "wait", l_test_wait },
 		{ "stop", l_test_stop },
 		{ "start_time_unix_s", l_test_start_unix },
+		{ "setup", l_test_setup },
 		{ NULL, NULL }
 	};
 	static const luaL_Reg server_m[] = {

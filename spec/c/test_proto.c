@@ -327,7 +327,9 @@ static void full_entry(ql_entry *x, int id)
 {
 	memset(x, 0, sizeof *x);
 	x->id = id;
-	x->valid = 0xfff;
+	x->valid = 0x7fff;
+	x->snd_wnd_bytes = x->max_snd_wnd_bytes = UINT32_MAX;
+	x->pmtu_bytes = UINT32_MAX;
 	x->bytes = x->packets = x->writes = x->retransmits = QL_COUNT_MAX;
 	x->seconds = 0.123456789012345;
 	x->bits_per_second = 9.87654321e9;
@@ -548,6 +550,13 @@ TEST(results_caps_follow_the_test)
 		CHECK_EQ_INT(ql_results_parse_capped(txt, len, &k, &pr, &e), 0);
 		CHECK_EQ_INT(pr.nintervals, k.intervals);
 		CHECK(pr.paths != NULL && (pr.entries[n - 1].valid & QL_E_UDPPATH));
+		/* TCP_INFO's window and path MTU come back as they were */
+		CHECK((pr.intervals[0].entries[0].valid & (QL_E_SNDWND | QL_E_PMTU)) ==
+		      (QL_E_SNDWND | QL_E_PMTU));
+		CHECK_EQ_U64(pr.intervals[0].entries[0].snd_wnd_bytes, UINT32_MAX);
+		CHECK_EQ_U64(pr.intervals[0].entries[0].pmtu_bytes, UINT32_MAX);
+		CHECK(pr.entries[0].valid & QL_E_MAXWND);
+		CHECK_EQ_U64(pr.entries[0].max_snd_wnd_bytes, UINT32_MAX);
 		ql_peer_results_free(&pr);
 		free(txt);
 		/* one interval more than the test allows */

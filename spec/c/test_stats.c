@@ -667,6 +667,44 @@ TEST(tcp_missing_fields_are_absent)
 	CHECK(!(s.valid & QL_TCPS_MIN_RTT));
 }
 
+/* The path MTU and the peer's window come through when the kernel wrote
+ * them (tcpi_snd_wnd: Linux 5.4), and the summary keeps the largest
+ * window; absent, they are absent, not 0. */
+TEST(tcp_pmtu_and_snd_wnd)
+{
+	struct tcp_info ti;
+	ql_tcp_sample s;
+	ql_tcp_summary sum;
+
+	memset(&ti, 0, sizeof ti);
+	ti.tcpi_snd_mss = 1448;
+	ti.tcpi_snd_cwnd = 10;
+	ti.tcpi_pmtu = 1500;
+	ti.tcpi_snd_wnd = 3000000;
+	ql_tcp_sample_from_info(&s, &ti, sizeof ti, 0);
+	CHECK(s.valid & QL_TCPS_PMTU);
+	CHECK(s.valid & QL_TCPS_SND_WND);
+	CHECK_EQ_INT(s.pmtu_bytes, 1500);
+	CHECK_EQ_INT(s.snd_wnd_bytes, 3000000);
+	ql_tcp_summary_init(&sum, NULL);
+	ql_tcp_summary_add(&sum, &s, NULL);
+	ti.tcpi_snd_wnd = 65535;
+	ql_tcp_sample_from_info(&s, &ti, sizeof ti, 0);
+	ql_tcp_summary_add(&sum, &s, NULL);
+	CHECK_EQ_U64(sum.max_snd_wnd_bytes, 3000000);
+	CHECK_EQ_U64(sum.snd_wnd_samples, 2);
+	/* a kernel before 5.4: no snd_wnd; a sample without it is skipped */
+	ql_tcp_sample_from_info(&s, &ti, offsetof(struct tcp_info, tcpi_snd_wnd), 0);
+	CHECK(s.valid & QL_TCPS_PMTU);
+	CHECK(!(s.valid & QL_TCPS_SND_WND));
+	ql_tcp_summary_add(&sum, &s, NULL);
+	CHECK_EQ_U64(sum.snd_wnd_samples, 2);
+	/* nor a path MTU before the socket has one */
+	ti.tcpi_pmtu = 0;
+	ql_tcp_sample_from_info(&s, &ti, sizeof ti, 0);
+	CHECK(!(s.valid & QL_TCPS_PMTU));
+}
+
 TEST(tcp_retrans_delta_64bit)
 {
 	ql_tcp_sample a = {0}, b = {0};
@@ -1249,6 +1287,7 @@ int main(void)
 	RUN(jitter_garbage_timestamps_stay_finite);
 	RUN(tcp_cwnd_bytes_large_window);
 	RUN(tcp_missing_fields_are_absent);
+	RUN(tcp_pmtu_and_snd_wnd);
 	RUN(tcp_retrans_delta_64bit);
 	RUN(tcp_summary_accumulates);
 	RUN(tcp_sample_from_real_socket);

@@ -441,24 +441,24 @@ assert c.recv(1) == struct.pack("b", -2)']], port))
   it('counts interval records in test_buffer_bytes', function()
     local _, port = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = 8 << 20 }
     -- 32 streams x 128 KiB read buffers = 4 MiB fits; 300 s at 0.1 s
-    -- intervals is 3002 records of 1120 + 32 x 264 = 9568 B = 28723136 B more
+    -- intervals is 3002 records of 1152 + 32 x 272 = 9856 B = 29587712 B more
     local r, msg, code = traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
       parallel = 32, duration_s = 300, interval_s = 0.1, bitrate_bps = 1e5 }
     assert.is_nil(r)
     assert.equal('EBUSY', code)
-    assert.matches('the test needs 32917440 bytes of buffers %(32 streams: 4194304 B of '
-      .. 'write/read buffers %+ 0 B of socket buffers %+ 28723136 B of interval records %(3002 x '
-      .. "9568 B%)%), more than the server's test_buffer_bytes 8388608", msg)
-    -- a limited test: 8 x 128 KiB + 21 records of 1120 + 8 x 264 = 3232 B fit
-    -- in 1 MiB + 68 KiB; it is ended at the 22nd (about 2.2 s at 0.1 s)
-    local srv2, port2 = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = (1 << 20) + 69632 }
+    assert.matches('the test needs 33782016 bytes of buffers %(32 streams: 4194304 B of '
+      .. 'write/read buffers %+ 0 B of socket buffers %+ 29587712 B of interval records %(3002 x '
+      .. "9856 B%)%), more than the server's test_buffer_bytes 8388608", msg)
+    -- a limited test: 8 x 128 KiB + 21 records of 1152 + 8 x 272 = 3328 B fit
+    -- in 1 MiB + 70 KiB; it is ended at the 22nd (about 2.2 s at 0.1 s)
+    local srv2, port2 = srv_of { bind_address = '127.0.0.1', test_buffer_bytes = (1 << 20) + 71680 }
     local t0 = H.now()
     r, msg = traffic.run { host = '127.0.0.1', port = port2, bind_address = GOOD, parallel = 8,
       bytes = 1 << 40, bitrate_bps = 1e5, interval_s = 0.1 }
     local took = H.now() - t0
     assert.is_nil(r)
-    assert.matches("its 21 interval records of 3232 B reached the server's test_buffer_bytes "
-      .. '1118208 %(with 1048576 B of buffers%)', msg)
+    assert.matches("its 21 interval records of 3328 B reached the server's test_buffer_bytes "
+      .. '1120256 %(with 1048576 B of buffers%)', msg)
     assert(took > 1.5 and took < 8, string.format('ended after %.1f s', took))
     local pat = '^test failed from 127%.0%.0%.3 port %d+: ended by the server: its 21 interval'
     assert.matches(pat, last_problem(srv2, pat))
@@ -475,12 +475,12 @@ assert c.recv(1) == struct.pack("b", -2)']], port))
       parallel = 32, length_bytes = 16 << 20, duration_s = 1 }
     assert.is_nil(r)
     assert.equal('EBUSY', code)
-    -- (+ 3 interval records of 1120 + 32 x 264 B: 1 s at 1 s intervals, + 2)
-    assert.matches('the test needs 536899616 bytes of buffers %(32 streams: 536870912 B of '
-      .. "write/read buffers %+ 0 B of socket buffers %+ 28704 B of interval records %(3 x 9568 "
+    -- (+ 3 interval records of 1152 + 32 x 272 B: 1 s at 1 s intervals, + 2)
+    assert.matches('the test needs 536900480 bytes of buffers %(32 streams: 536870912 B of '
+      .. "write/read buffers %+ 0 B of socket buffers %+ 29568 B of interval records %(3 x 9856 "
       .. "B%)%), more than the server's test_buffer_bytes 134217728", msg)
     local pat = '^control connection rejected from 127%.0%.0%.1 port %d+: test refused: the test '
-      .. 'needs 536899616 bytes'
+      .. 'needs 536900480 bytes'
     assert.matches(pat, last_problem(srv, pat))
     assert.equal(1, srv:rejected())
   end)

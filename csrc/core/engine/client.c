@@ -353,6 +353,7 @@ static int client_protocol(ql_test *t)
 			}
 			if ((rc = client_create_streams(t)) < 0)
 				return rc;
+			sockets_read(t);
 			/* Receive from now on: the server sends as soon as it has
 			 * written TEST_RUNNING, and if that message is delayed (a
 			 * lossy path retransmits it) the data must not overflow an

@@ -154,6 +154,21 @@ int ql_test_wait(ql_test *t, const ql_result **res, ql_err *e);
  * test's grid while it runs. */
 double ql_test_start_unix(const ql_test *t);
 
+/* A test's sockets as the kernel set them up, before its result: what
+ * iperf3 prints when a test starts. */
+typedef struct ql_test_setup {
+	char cookie[40];             /* as ql_result.cookie */
+	int ctrl_mss_bytes;          /* as ql_result.ctrl_mss_bytes */
+	char tcp_ca[QL_CA_NAME_MAX]; /* this end's congestion control ("" = UDP) */
+	int nstreams;
+	ql_stream_result *streams;   /* id, dir and sock of each; malloc'd */
+} ql_test_setup;
+
+/* Fill *out once the test's streams are set up (always so once
+ * ql_test_next_interval returned a record); -EAGAIN before, -ENOMEM.
+ * The caller frees out->streams. */
+int ql_test_setup_get(ql_test *t, ql_test_setup *out);
+
 /* End the test early (a result is still produced). Thread-safe. */
 void ql_test_stop(ql_test *t);
 

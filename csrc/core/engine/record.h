@@ -39,6 +39,9 @@ typedef struct ql_bufinfo {
                                       qoslab receiver's books) */
 #define QL_E_UDPPATH   (1u << 11)  /* a ql_udp_path beside the entry (a
                                       closed receiver's totals only) */
+#define QL_E_SNDWND    (1u << 12)  /* snd_wnd_bytes (TCP_INFO, Linux >= 5.4) */
+#define QL_E_PMTU      (1u << 13)  /* pmtu_bytes */
+#define QL_E_MAXWND    (1u << 14)  /* max_snd_wnd_bytes (totals) */
 
 /* Shapes of the path histograms. Loss bursts: bucket k (0-based) holds
  * bursts of k + 1 lost datagrams for k < 16, the last one 17 and more.
@@ -90,6 +93,9 @@ typedef struct ql_entry {
 	uint64_t writes;
 	uint64_t retransmits;
 	uint32_t rtt_us, rttvar_us;
+	/* the peer's advertised receive window, the path MTU of the sending
+	 * socket (TCP_INFO's 32-bit fields; beside the RTTs, no padding) */
+	uint32_t snd_wnd_bytes, pmtu_bytes;
 	uint64_t snd_cwnd_bytes;
 	uint64_t pacing_rate_bps, delivery_rate_bps;
 	uint64_t unique_packets, lost_packets, duplicate_packets;
@@ -105,6 +111,7 @@ typedef struct ql_entry {
 	uint64_t jitter_pairs;
 	double jitter_abs_sum_ms;
 	uint32_t min_rtt_us, max_rtt_us, mean_rtt_us;
+	uint32_t max_snd_wnd_bytes;  /* fills the padding before the next */
 	uint64_t max_snd_cwnd_bytes;
 	ql_bufinfo buf;             /* sender: SO_SNDBUF, receiver: SO_RCVBUF */
 } ql_entry;
@@ -123,8 +130,24 @@ typedef struct ql_interval {
 	int peer_live, peer_missing;
 } ql_interval;
 
+/* A data socket as the kernel set it up, read on the end that holds it:
+ * getsockname, getpeername, and SO_SNDBUF / SO_RCVBUF as granted when its
+ * options were set (before connect on a client; autotuning grows them
+ * later). present = 0 when the socket never connected. */
+#define QL_HOST_MAX 64
+typedef struct ql_sock_info {
+	int present;
+	char local_host[QL_HOST_MAX], remote_host[QL_HOST_MAX];
+	int local_port, remote_port;
+	int64_t sndbuf_bytes, rcvbuf_bytes;
+} ql_sock_info;
+
+/* A TCP congestion control name as the kernel spells it (TCP_CA_NAME_MAX). */
+#define QL_CA_NAME_MAX 16
+
 typedef struct ql_stream_result {
 	int id, dir;
+	ql_sock_info sock;           /* this end's socket of the stream */
 	ql_entry sender, receiver;   /* .side says who measured; absent = id 0 */
 	int has_sender, has_receiver;
 	ql_udp_path path;            /* the receiver's, with QL_E_UDPPATH */
@@ -162,6 +185,13 @@ typedef struct ql_result {
 	 * the peer's control connection port; 0 on a client */
 	uint64_t server_test;
 	int peer_port;
+	/* the test's cookie (36 characters of a-z2-7); the control
+	 * connection's MSS (TCP_MAXSEG once connected; TCP tests, 0 =
+	 * unknown); the congestion control in use per side (QL_SIDE_*; ""
+	 * = unknown: UDP, or a peer that did not say) */
+	char cookie[40];
+	int ctrl_mss_bytes;
+	char tcp_ca[2][QL_CA_NAME_MAX];
 } ql_result;
 
 /* A peer's counters are integers up to 2^53: what a JSON number (a double)

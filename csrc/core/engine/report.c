@@ -120,6 +120,14 @@ static void snapshot_stream(ql_test *t, ql_stream *s, int64_t now, ql_entry *x,
 				x->snd_cwnd_bytes = ts.snd_cwnd_bytes;
 				x->valid |= QL_E_CWND;
 			}
+			if (ts.valid & QL_TCPS_SND_WND) {
+				x->snd_wnd_bytes = ts.snd_wnd_bytes;
+				x->valid |= QL_E_SNDWND;
+			}
+			if (ts.valid & QL_TCPS_PMTU) {
+				x->pmtu_bytes = ts.pmtu_bytes;
+				x->valid |= QL_E_PMTU;
+			}
 			if ((ts.valid & QL_TCPS_PACING) && !ts.pacing_unlimited) {
 				x->pacing_rate_bps = ts.pacing_rate_bps;
 				x->valid |= QL_E_PACING;

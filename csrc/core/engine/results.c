@@ -116,6 +116,10 @@ static void local_totals(ql_test *t, ql_entry *out, ql_udp_path *paths)
 			x->jitter_ms = jit;
 			x->valid |= QL_E_JITTER;
 		}
+		if (s->tsum_init && s->tsum.snd_wnd_samples) {
+			x->max_snd_wnd_bytes = (uint32_t)s->tsum.max_snd_wnd_bytes;
+			x->valid |= QL_E_MAXWND;
+		}
 		if (s->tsum_init && s->tsum.rtt_samples) {
 			x->min_rtt_us = s->tsum.min_rtt_us;
 			x->max_rtt_us = s->tsum.max_rtt_us;
@@ -196,8 +200,10 @@ char *encode_local(ql_test *t, const ql_cpu_result *cpu)
 	host_boot_id(r.boot_id, sizeof r.boot_id);
 	r.busiest_thread_pct = cpu->busiest_thread_pct;
 	r.sender_has_retransmits = t->proto == QL_PROTO_TCP && local_has(t, 1);
-	if (t->prm.congestion[0])
-		copy_str(r.congestion_used, sizeof r.congestion_used, t->prm.congestion);
+	/* the congestion control the kernel runs (as iperf3 reports it),
+	 * the one asked for when it could not be read */
+	copy_str(r.congestion_used, sizeof r.congestion_used,
+		 t->tcp_ca[0] ? t->tcp_ca : t->prm.congestion);
 	ql_entry *tot = calloc((size_t)t->nstreams + 1, sizeof *tot);
 	ql_peer_stream *ps = calloc((size_t)t->nstreams + 1, sizeof *ps);
 	ql_udp_path *paths = calloc((size_t)t->nstreams + 1, sizeof *paths);
@@ -453,6 +459,13 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		t->peer = pr->qoslab ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
 	r->peer = t->peer;
 	copy_str(r->title, sizeof r->title, t->prm.title);
+	memcpy(r->cookie, t->cookie, QL_COOKIE_SIZE);
+	r->cookie[QL_COOKIE_SIZE - 1] = 0;
+	r->ctrl_mss_bytes = t->ctrl_mss_bytes;
+	if (t->proto == QL_PROTO_TCP) {
+		copy_str(r->tcp_ca[t->side], sizeof r->tcp_ca[0], t->tcp_ca);
+		copy_str(r->tcp_ca[!t->side], sizeof r->tcp_ca[0], pr->congestion_used);
+	}
 	ql_entry *loc = calloc((size_t)t->nstreams + 1, sizeof *loc);
 	ql_udp_path *lpath = calloc((size_t)t->nstreams + 1, sizeof *lpath);
 	r->streams = calloc((size_t)t->nstreams + 1, sizeof *r->streams);
@@ -470,6 +483,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		ql_stream_result *sr = &r->streams[i];
 		sr->id = s->id;
 		sr->dir = s->dir;
+		sr->sock = s->sock;
 		/* a stock iperf3 server reads no qoslab_tos_per_stream */
 		sr->tos = stream_tos(&t->prm, s);
 		if (t->side == QL_SIDE_CLIENT && !s->sender && t->prm.nstream_tos &&

@@ -84,6 +84,10 @@ cJSON *ql_entry_to_json(const ql_entry *x)
 	}
 	if (x->valid & QL_E_CWND)
 		add_u64(o, "snd_cwnd_bytes", x->snd_cwnd_bytes);
+	if (x->valid & QL_E_SNDWND)
+		add_u64(o, "snd_wnd_bytes", x->snd_wnd_bytes);
+	if (x->valid & QL_E_PMTU)
+		add_u64(o, "pmtu_bytes", x->pmtu_bytes);
 	if (x->valid & QL_E_PACING)
 		add_u64(o, "pacing_rate_bps", x->pacing_rate_bps);
 	if (x->valid & QL_E_DELIVERY)
@@ -108,6 +112,8 @@ cJSON *ql_entry_to_json(const ql_entry *x)
 		add_u64(o, "mean_rtt_us", x->mean_rtt_us);
 		add_u64(o, "max_snd_cwnd_bytes", x->max_snd_cwnd_bytes);
 	}
+	if (x->valid & QL_E_MAXWND)
+		add_u64(o, "max_snd_wnd_bytes", x->max_snd_wnd_bytes);
 	if (x->buf.present) {
 		cJSON *b = cJSON_AddObjectToObject(o, "buf");
 		if (b) {
@@ -305,6 +311,17 @@ static int paths_from_json(const cJSON *tots, ql_peer_results *pr, ql_err *e)
 	return 0;
 }
 
+/* A congestion control name as the kernel spells them (letters, digits,
+ * '_', '-'): a peer's other text is not shown to anyone. */
+static int ca_name_ok(const char *s)
+{
+	for (; *s; s++)
+		if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') ||
+		      (*s >= '0' && *s <= '9') || *s == '_' || *s == '-'))
+			return 0;
+	return 1;
+}
+
 /* max_s bounds an entry's seconds: the time the test ran. */
 static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 {
@@ -347,6 +364,8 @@ static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 	GV("rtt_us", rtt_us, QL_E_RTT, 4294967295.0);
 	GV("rttvar_us", rttvar_us, QL_E_RTT, 4294967295.0);
 	GC("snd_cwnd_bytes", snd_cwnd_bytes, QL_E_CWND);
+	GV("snd_wnd_bytes", snd_wnd_bytes, QL_E_SNDWND, 4294967295.0);
+	GV("pmtu_bytes", pmtu_bytes, QL_E_PMTU, 4294967295.0);
 	/* rates from TCP_INFO: the kernel's "unlimited" (~0) leaves them out */
 	G("pacing_rate_bps", 0, U64_MINUS_ONE, if (v <= COUNT_MAX) {
 		x->pacing_rate_bps = (uint64_t)v;
@@ -386,6 +405,7 @@ static int entry_from_json(const cJSON *o, ql_entry *x, double max_s, ql_err *e)
 	GV("max_rtt_us", max_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GV("mean_rtt_us", mean_rtt_us, QL_E_RTTSUM, 4294967295.0);
 	GC("max_snd_cwnd_bytes", max_snd_cwnd_bytes, QL_E_RTTSUM);
+	GV("max_snd_wnd_bytes", max_snd_wnd_bytes, QL_E_MAXWND, 4294967295.0);
 	const cJSON *b = cJSON_GetObjectItemCaseSensitive(o, "buf");
 	if (b && cJSON_IsObject(b)) {
 		const cJSON *save = o;
@@ -675,7 +695,8 @@ int ql_results_parse_capped(const char *text, size_t len, const ql_results_caps 
 	rc = 0;
 	const cJSON *cu = cJSON_GetObjectItemCaseSensitive(o, "congestion_used");
 	if (cJSON_IsString(cu) && cu->valuestring &&
-	    strlen(cu->valuestring) < sizeof pr->congestion_used)
+	    strlen(cu->valuestring) < sizeof pr->congestion_used &&
+	    ca_name_ok(cu->valuestring))
 		strcpy(pr->congestion_used, cu->valuestring);
 	const cJSON *a = cJSON_GetObjectItemCaseSensitive(o, "streams");
 	if (!cJSON_IsArray(a)) {

@@ -86,10 +86,10 @@ typedef struct ql_results_caps {
  * bytes / 64) (an encoded entry has 7 keys at least), stream times <=
  * omit + span + QL_RESULTS_TIME_SLACK_S. Parsing a peer's
  * results then takes at most bytes (the text) + nodes x 112 B (cJSON: 64 B
- * + malloc overhead + key) + entries x sizeof(ql_entry) (264 B) + one
+ * + malloc overhead + key) + entries x sizeof(ql_entry) (272 B) + one
  * ql_udp_path (424 B) per totals entry (at most 2048): for any test under
- * 4 + 28.1 + 16.5 + 0.9 = 49.5 MiB (the 4 MiB cap), for a 1 s single-stream
- * test (63.4 KiB of text, 760 values, 16 entries, 2 totals) under 151.5
+ * 4 + 28.1 + 17.0 + 0.8 = 49.9 MiB (the 4 MiB cap), for a 1 s single-stream
+ * test (63.4 KiB of text, 760 values, 16 entries, 2 totals) under 152
  * KiB. */
 void ql_results_caps_for(int nstreams, double period_s, double omit_s, double span_s,
 			 ql_results_caps *c);

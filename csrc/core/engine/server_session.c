@@ -476,6 +476,7 @@ static int server_protocol(ql_test *t)
 		return fail_io(t, rc, "CREATE_STREAMS");
 	if ((rc = server_collect_streams(t)) < 0)
 		return rc;
+	sockets_read(t);
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_START, ql_now_ns() + idle, stop);
 	if (rc == 0)
 		rc = ql_io_write_state(t->ctl_fd, QL_ST_TEST_RUNNING, ql_now_ns() + idle, stop);

@@ -11,6 +11,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -234,6 +235,47 @@ int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len,
 	}
 	fcntl(fd, F_SETFL, fl);
 	return 0;
+}
+
+void sockets_read(ql_test *t)
+{
+	for (int i = 0; i < t->nstreams; i++) {
+		ql_stream *s = &t->st[i];
+		ql_sock_info *k = &s->sock;
+		struct sockaddr_storage ss;
+		socklen_t l = sizeof ss;
+		memset(k, 0, sizeof *k);
+		if (s->fd < 0 || getsockname(s->fd, (struct sockaddr *)&ss, &l) < 0)
+			continue;
+		peer_host(&ss, k->local_host, sizeof k->local_host);
+		k->local_port = peer_port(&ss);
+		l = sizeof ss;
+		if (getpeername(s->fd, (struct sockaddr *)&ss, &l) == 0) {
+			peer_host(&ss, k->remote_host, sizeof k->remote_host);
+			k->remote_port = peer_port(&ss);
+		}
+		/* as granted when the options were set (before connect on a
+		 * client, as iperf3 reads them): the kernel's autotuning
+		 * grows them later */
+		k->sndbuf_bytes = s->sndbuf.granted_bytes;
+		k->rcvbuf_bytes = s->rcvbuf.granted_bytes;
+		k->present = 1;
+		if (t->proto == QL_PROTO_TCP && !t->tcp_ca[0]) {
+			char ca[QL_CA_NAME_MAX + 1] = "";
+			socklen_t cl = QL_CA_NAME_MAX;
+			if (getsockopt(s->fd, IPPROTO_TCP, TCP_CONGESTION, ca, &cl) == 0) {
+				ca[cl < QL_CA_NAME_MAX ? cl : QL_CA_NAME_MAX] = 0;
+				copy_str(t->tcp_ca, sizeof t->tcp_ca, ca);
+			}
+		}
+	}
+	if (t->proto == QL_PROTO_TCP && t->ctl_fd >= 0) {
+		int mss = 0;
+		socklen_t ml = sizeof mss;
+		if (getsockopt(t->ctl_fd, IPPROTO_TCP, TCP_MAXSEG, &mss, &ml) == 0 && mss > 0)
+			t->ctrl_mss_bytes = mss;
+	}
+	atomic_store(&t->sockets_known, 1);
 }
 
 int peer_port(const struct sockaddr_storage *ss)

@@ -19,6 +19,11 @@ int bind_local(int fd, int family, const char *addr, int port, ql_err *e);
 int connect_timeout(int fd, const struct sockaddr *sa, socklen_t len,
 		    int64_t timeout_ns, const volatile int *stop, ql_err *e,
 		    const char *host, int port);
+/* Once a test's streams are set up (connected or accepted, options set):
+ * each stream's ql_sock_info (addresses from the kernel, buffers as
+ * granted by set_buffers), the control connection's MSS and the first TCP
+ * stream's congestion control, as the kernel reports them. */
+void sockets_read(ql_test *t);
 int peer_port(const struct sockaddr_storage *ss);
 void peer_host(const struct sockaddr_storage *ss, char *out, size_t len);
 int same_ip(const struct sockaddr_storage *a, const struct sockaddr_storage *b);

@@ -637,6 +637,14 @@ void ql_tcp_sample_from_info(ql_tcp_sample *s, const void *info,
 		s->bytes_retrans = ti.tcpi_bytes_retrans;
 		s->valid |= QL_TCPS_BYTES_SENT;
 	}
+	if (TI_HAS(len, tcpi_pmtu) && ti.tcpi_pmtu > 0) {
+		s->pmtu_bytes = ti.tcpi_pmtu;
+		s->valid |= QL_TCPS_PMTU;
+	}
+	if (TI_HAS(len, tcpi_snd_wnd)) {
+		s->snd_wnd_bytes = ti.tcpi_snd_wnd;
+		s->valid |= QL_TCPS_SND_WND;
+	}
 }
 
 int ql_tcp_sample_read(int fd, ql_tcp_sample *s, int64_t time_ns, ql_err *e)
@@ -687,6 +695,11 @@ int ql_tcp_summary_add(ql_tcp_summary *sum, const ql_tcp_sample *s,
 		if (s->snd_cwnd_bytes > sum->max_snd_cwnd_bytes)
 			sum->max_snd_cwnd_bytes = s->snd_cwnd_bytes;
 		sum->cwnd_samples++;
+	}
+	if (s->valid & QL_TCPS_SND_WND) {
+		if (s->snd_wnd_bytes > sum->max_snd_wnd_bytes)
+			sum->max_snd_wnd_bytes = s->snd_wnd_bytes;
+		sum->snd_wnd_samples++;
 	}
 	if (!(s->valid & QL_TCPS_RETRANS))
 		return -ENODATA;

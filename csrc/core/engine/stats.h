@@ -415,6 +415,8 @@ double ql_loss_pct(uint64_t lost_packets, uint64_t sent_packets);
 #define QL_TCPS_BYTES_SENT     (1u << 7)  /* bytes_sent, bytes_retrans
                                              (Linux >= 4.19) */
 #define QL_TCPS_NOTSENT        (1u << 8)  /* notsent_bytes */
+#define QL_TCPS_PMTU           (1u << 9)  /* pmtu_bytes */
+#define QL_TCPS_SND_WND        (1u << 10) /* snd_wnd_bytes (Linux >= 5.4) */
 
 /* One TCP_INFO sample in explicit units (Linux: cwnd is in segments, rtt in
  * us, rates in bytes/s; converted here once). */
@@ -440,6 +442,8 @@ typedef struct ql_tcp_sample {
 	uint64_t bytes_sent;
 	uint64_t bytes_retrans;
 	uint32_t notsent_bytes;
+	uint32_t pmtu_bytes;         /* the path MTU the socket uses */
+	uint32_t snd_wnd_bytes;      /* the peer's advertised receive window */
 } ql_tcp_sample;
 
 /*
@@ -472,9 +476,9 @@ int ql_tcp_retrans_delta(const ql_tcp_sample *prev, const ql_tcp_sample *cur,
 
 /*
  * Per-stream accumulation of TCP_INFO samples for the result's sender block
- * (min/mean/max RTT, max cwnd) and retransmit totals. Samples without the
- * relevant bit are skipped for that statistic; a statistic with no sample
- * is absent (its count is 0), never 0.
+ * (min/mean/max RTT, max cwnd, max send window) and retransmit totals.
+ * Samples without the relevant bit are skipped for that statistic; a
+ * statistic with no sample is absent (its count is 0), never 0.
  */
 typedef struct ql_tcp_summary {
 	uint64_t rtt_samples;          /* samples with QL_TCPS_RTT */
@@ -482,6 +486,8 @@ typedef struct ql_tcp_summary {
 	uint64_t sum_rtt_us;           /* for the mean */
 	uint64_t cwnd_samples;         /* samples with QL_TCPS_CWND */
 	uint64_t max_snd_cwnd_bytes;
+	uint64_t snd_wnd_samples;      /* samples with QL_TCPS_SND_WND */
+	uint64_t max_snd_wnd_bytes;
 	uint64_t retrans_samples;      /* samples with QL_TCPS_RETRANS */
 	uint64_t retransmits;          /* Σ deltas since the baseline */
 	uint32_t last_total_retrans;   /* baseline for the next delta */

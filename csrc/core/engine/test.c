@@ -404,6 +404,28 @@ double ql_test_start_unix(const ql_test *t)
 	return t->start_unix;
 }
 
+int ql_test_setup_get(ql_test *t, ql_test_setup *out)
+{
+	memset(out, 0, sizeof *out);
+	if (!atomic_load(&t->sockets_known))
+		return -EAGAIN;
+	memcpy(out->cookie, t->cookie, QL_COOKIE_SIZE);
+	out->cookie[QL_COOKIE_SIZE - 1] = 0;
+	out->ctrl_mss_bytes = t->ctrl_mss_bytes;
+	copy_str(out->tcp_ca, sizeof out->tcp_ca, t->tcp_ca);
+	out->streams = calloc((size_t)t->nstreams + 1, sizeof *out->streams);
+	if (!out->streams)
+		return -ENOMEM;
+	for (int i = 0; i < t->nstreams; i++) {
+		out->streams[i].id = t->st[i].id;
+		out->streams[i].dir = t->st[i].dir;
+		out->streams[i].sock = t->st[i].sock;
+		out->streams[i].tos = -1;
+	}
+	out->nstreams = t->nstreams;
+	return 0;
+}
+
 void ql_test_stop(ql_test *t)
 {
 	if (t)

@@ -48,6 +48,7 @@ typedef struct ql_stream {
 	int rx_init;
 	int64_t cpu_user_ns, cpu_sys_ns;
 	ql_bufinfo sndbuf, rcvbuf;
+	ql_sock_info sock;               /* as set up (sockets_read) */
 	/* reporter state (control thread only) */
 	uint64_t snap_bytes, snap_packets, snap_writes;
 	ql_tcp_summary tsum;             /* TCP sender: from connect on */
@@ -81,6 +82,12 @@ struct ql_test {
 	 * while the grid ticks (a partial one is kept between loop turns) */
 	ql_ctl_reader ctl_rd;
 	char cookie[QL_COOKIE_SIZE];
+	/* read once the streams are set up (sockets_read): the control
+	 * connection's MSS and the congestion control of the first TCP
+	 * stream (0 / "" = unknown, UDP) */
+	int ctrl_mss_bytes;
+	char tcp_ca[QL_CA_NAME_MAX];
+	_Atomic int sockets_known;
 	struct sockaddr_storage peer_addr;
 	socklen_t peer_len;
 	int nstreams;

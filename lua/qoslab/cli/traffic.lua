@@ -9,6 +9,7 @@
 -- malformed number is an error (exit status 2), not silently truncated.
 -- @module qoslab.cli.traffic
 local cli = require 'qoslab.cli'
+local output = require 'qoslab.cli.output'
 
 -- An interval record with only the entries measured by `side`.
 local function side_only(iv, side)
@@ -162,6 +163,23 @@ function M.describe_server(cmd)
   cmd:option('--test-buffer', 'Per-test buffer budget (K/M/G = 1024; default 128M).')
     :convert(conv('--test-buffer', size_at_least_1))
   cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
+  M.describe_output(cmd, false)
+end
+
+--- Add iperf3's output flags to an argparse command: `--timestamps`,
+-- `--logfile` and, for the client, `--json-stream`.
+-- @param cmd argparse command
+-- @tparam boolean client
+function M.describe_output(cmd, client)
+  if client then
+    cmd:flag('--json-stream', "Print iperf3 3.17's line-delimited JSON events as they happen: "
+      .. 'start, one per interval, end (an error event where the test fails).')
+  end
+  cmd:option('--timestamps', 'Start every output line with the local time in strftime FORMAT '
+    .. '(default "%c "; write --timestamps=FORMAT).')
+    :args('?'):argname('FORMAT')
+  cmd:option('--logfile', 'Append all output, errors too, to FILE instead of stdout.')
+    :argname('FILE')
 end
 
 --- Add the `client` flags to an argparse command.
@@ -193,6 +211,7 @@ function M.describe_client(cmd)
   cmd:option('-i --interval', 'Seconds between interval reports (>= 0.1; 0 = none).', '1')
     :convert(conv('-i', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:flag('-J --json', "Print the result as iperf3's JSON at the end.")
+  M.describe_output(cmd, true)
   cmd:option('-O --omit', 'Seconds of warm-up left out of the totals.')
     :convert(conv('-O', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:option('-C --congestion', 'TCP congestion control algorithm.')
@@ -341,42 +360,54 @@ end
 
 -- ------------------------------------------------------------- output ----
 
-local function out(title, line)
-  io.stdout:write(title and (title .. ':  ') or '', line, '\n')
-  io.stdout:flush()
-end
-
 local function json_text(t)
   local dkjson = require 'dkjson'
   return dkjson.encode(t, { indent = true })
 end
 
-local function run_client(a)
+-- The test's shape and what it set up, for the JSON of a running test
+-- (qoslab.traffic.iperf3_json): what its result will hold.
+local function running_ctx(opts, setup)
+  local ctx = { proto = opts.proto, parallel = opts.parallel or 1, reverse = opts.reverse or false,
+    bidir = opts.bidir or false, host = opts.host, port = opts.port, options = opts,
+    local_role = 'client' }
+  for k, v in pairs(setup or {}) do ctx[k] = v end
+  return ctx
+end
+
+local function client_body(a, sink)
   local traffic = require 'qoslab.traffic'
   local core = require 'qoslab.core'
   core.signals_install()
+  local function out(title, line) sink:line(title, line) end
+  local function fail(...) sink:err('qoslab client: ' .. table.concat({ ... })) end
   local opts, err = M.client_opts(a)
   if not opts then
-    io.stderr:write('qoslab client: ', err, '\n')
+    fail(err)
     return 2
   end
   local ok, t = pcall(traffic.client, opts)
   if not ok then
-    io.stderr:write('qoslab client: ', M.flag_message(t), '\n')
+    fail(M.flag_message(t))
     return 2
   end
+  -- --json-stream: events as they happen; -J: one document at the end
+  local stream = a.json_stream and require('qoslab.cli.json_stream').new(sink)
+  local json = a.json or a.json_stream
   local title = a.title
-  if not a.json then
+  if not json then
     out(title, string.format('Connecting to host %s, port %d%s', opts.host, opts.port,
       opts.netns and (' from namespace ' .. opts.netns) or ''))
   end
   local h, msg, code = t:start()
   if not h then
-    if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
-    else io.stderr:write('qoslab client: ', M.flag_message(msg), ' (', tostring(code), ')\n') end
+    if stream then stream:error(string.format('%s (%s)', msg, code))
+    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
-  local show = not a.json and (a.interval or 1) > 0
+  local ctx = stream and running_ctx(opts)
+  local show = not json and (a.interval or 1) > 0
   local header = false
   -- A qoslab server sends its interval entries live (iv.peer_missing is
   -- then a boolean): both ends are printed per interval. Entries that came
@@ -388,6 +419,11 @@ local function run_client(a)
   local interrupted = false
   local ok_loop, err_loop = pcall(function()
     for iv in h:intervals() do
+      if stream then
+        if not stream.started then stream:start(running_ctx(opts, h:setup())) end
+        -- -i 0: no interval reports, as iperf3
+        if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
+      end
       if show then
         if not header then
           out(title, '[ ID] dir   interval           transfer          bitrate')
@@ -427,13 +463,17 @@ local function run_client(a)
   local res
   res, msg, code = h:wait()
   if not res then
-    if a.json then out(nil, json_text { error = string.format('%s (%s)', msg, code) })
-    else io.stderr:write('qoslab client: ', M.flag_message(msg), ' (', tostring(code), ')\n') end
+    if stream then stream:error(string.format('%s (%s)', msg, code))
+    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
-  local plotted = a.plot and M.write_plots(a.plot, res, not a.json and function(line) out(title, line) end) or 0
-  if a.json then
-    out(nil, json_text(traffic.to_iperf3_json(res)))
+  local plotted = a.plot and M.write_plots(a.plot, res,
+    not json and function(line) out(title, line) end, function(line) sink:err(line) end) or 0
+  if stream then
+    stream:finish(res)
+  elseif json then
+    sink:json(json_text(traffic.to_iperf3_json(res)))
   else
     if show and res.peer == 'qoslab' then
       -- Without a live series (an older qoslab server) every server line
@@ -465,11 +505,14 @@ end
 -- @tparam string file ends in .png or .svg
 -- @tparam table res the test's result
 -- @tparam function|nil say prints a line (nil: quiet, as with -J)
--- @treturn integer 0, or 1 when a picture could not be drawn (said on stderr)
-function M.write_plots(file, res, say)
+-- @tparam[opt] function err writes an error line (default: to stderr)
+-- @treturn integer 0, or 1 when a picture could not be drawn (said on stderr,
+--   or through err: the --logfile)
+function M.write_plots(file, res, say, err)
   local r, msg, code = require('qoslab.plot').test_plots(res, { out = file })
   if not r then
-    io.stderr:write('qoslab client: --plot: ', tostring(msg), ' (', tostring(code), ')\n')
+    local line = 'qoslab client: --plot: ' .. tostring(msg) .. ' (' .. tostring(code) .. ')'
+    if err then err(line) else io.stderr:write(line, '\n') end
     return 1
   end
   local ext = file:match('(%a+)$')
@@ -477,24 +520,37 @@ function M.write_plots(file, res, say)
   return 0
 end
 
-local function run_server(a)
+local function run_client(a)
+  local sink, msg, code = output.open(a)
+  if not sink then
+    io.stderr:write('qoslab client: ', msg, ' (', code, ')\n')
+    return code == 'EINVAL' and 2 or 1
+  end
+  local ok, status = pcall(client_body, a, sink)
+  sink:close()
+  if not ok then error(status, 0) end
+  return status
+end
+
+local function server_body(a, sink)
   local traffic = require 'qoslab.traffic'
   local timer = require 'qoslab.timer'
   require('qoslab.core').signals_install()
+  local function out(title, line) sink:line(title, line) end
   local opts = M.server_opts(a)
   local ok, srv, msg, code = pcall(traffic.server, opts)
   if not ok then
-    io.stderr:write('qoslab server: ', M.flag_message(srv), '\n')
+    sink:err('qoslab server: ' .. M.flag_message(srv))
     return 2
   end
   if not srv then
-    io.stderr:write('qoslab server: ', tostring(msg), ' (', tostring(code), ')\n')
+    sink:err('qoslab server: ' .. tostring(msg) .. ' (' .. tostring(code) .. ')')
     return 1
   end
   local rule = '-----------------------------------------------------------'
   -- With -J stdout carries JSON only (one document per test); the log
-  -- lines go to stderr.
-  local log = a.json and function(_, line) io.stderr:write(line, '\n') end or out
+  -- lines go to stderr (or with the JSON to --logfile).
+  local log = a.json and function(_, line) sink:err(line) end or out
   log(nil, rule)
   log(nil, string.format('Server listening on %d%s%s', srv:port(),
     opts.bind_address and (' (' .. opts.bind_address .. ')') or '',
@@ -540,7 +596,7 @@ local function run_server(a)
     for i = math.max(shown, first) + 1, total do
       local r = results[i - first]
       if a.json then
-        out(nil, json_text(traffic.to_iperf3_json(r)))
+        sink:json(json_text(traffic.to_iperf3_json(r)))
       else
         out(nil, string.format('test %d from %s port %d finished', r.server_test or i,
           tostring(r.host), r.peer_port or 0))
@@ -572,6 +628,18 @@ local function run_server(a)
     log(nil, 'interrupted: the server has stopped')
   end
   srv:stop()
+  return status
+end
+
+local function run_server(a)
+  local sink, msg, code = output.open(a)
+  if not sink then
+    io.stderr:write('qoslab server: ', msg, ' (', code, ')\n')
+    return code == 'EINVAL' and 2 or 1
+  end
+  local ok, status = pcall(server_body, a, sink)
+  sink:close()
+  if not ok then error(status, 0) end
   return status
 end
 

@@ -16,10 +16,9 @@ local function local_entry(res, s)
 end
 
 -- iperf3's "sender" flag: is the local end the sender of that direction
--- (the direction's sent total names the end that sent it).
+-- (the client sends forward, the server reverse).
 local function local_sends(res, dir)
-  local sent = (res.bidir and dir == 'reverse') and res.reverse_sent or res.sent
-  return sent ~= nil and sent.side == res.local_role
+  return (res.local_role == 'server') == (dir == 'reverse')
 end
 
 local function data_dir(res) return res.reverse and 'reverse' or 'forward' end
@@ -38,8 +37,10 @@ local function interval_json(res, iv)
       if s.role == 'sender' and not udp then
         e.retransmits = s.retransmits
         e.snd_cwnd = s.snd_cwnd_bytes
+        e.snd_wnd = s.snd_wnd_bytes
         e.rtt = s.rtt_us
         e.rttvar = s.rttvar_us
+        e.pmtu = s.pmtu_bytes
       elseif udp then
         e.packets = s.packets
         if s.role == 'receiver' then
@@ -104,33 +105,27 @@ local function udp_total(sent, recv, view)
     sender = view == 'sender' }
 end
 
---- Convert a result to iperf3's `-J` JSON schema (as printed by iperf3 3.12).
---
--- `start` (version, system_info, timestamp, connecting_to, test_start,
--- sock_bufsize, sndbuf_actual, rcvbuf_actual, target_bitrate), `intervals`
--- (the local end's measurements: `streams`, `sum`, and with bidir
--- `sum_bidir_reverse`; omitted intervals included with `omitted = true` as
--- iperf3 does), `end` (`streams` with `sender`/`receiver` for TCP or `udp`
--- for UDP, `sum_sent`, `sum_received`, for bidir `sum_sent_bidir_reverse`
--- and `sum_received_bidir_reverse`, for UDP `sum`, and
--- `cpu_utilization_percent` with host_* from the local end and remote_*
--- from the peer). `socket` holds qoslab's stream id. Keys qoslab does not
--- measure (`snd_wnd`, `pmtu`: the engine reads neither from TCP_INFO) are
--- left out rather than set to 0; `sender` is true where the local end sent
--- that direction's data. Loss percentages are the engine's (`lost_pct`),
--- defaults the engine's (`core.traffic_defaults`).
--- @tparam table res a result table
--- @treturn table a plain table; encode with cjson / dkjson
--- @usage print(require('cjson').encode(traffic.to_iperf3_json(res)))
-function M.to_iperf3_json(res)
+--- The `start` object of iperf3's `-J` JSON (iperf3 3.12's keys) for a
+-- result, or for what a running test knows of itself: `connected` (each
+-- stream's socket on this end: `socket` holds qoslab's stream id, then
+-- `local_host`, `local_port`, `remote_host`, `remote_port` as the kernel
+-- reports them), `version`, `system_info`, `timestamp`, `connecting_to`,
+-- `cookie`, TCP: `tcp_mss_default` (the control connection's MSS; `tcp_mss`
+-- instead when `mss_bytes` was set, as iperf3), `target_bitrate`,
+-- `sock_bufsize` (`window_bytes` or 0), `sndbuf_actual` and `rcvbuf_actual`
+-- (the first stream's SO_SNDBUF and SO_RCVBUF as granted when it was set
+-- up), `test_start`.
+-- @tparam table res a result table, or a table with its `proto`,
+--   `parallel`, `reverse`, `host`, `port`, `options`, `start_time_unix_s`,
+--   `local_role` and the fields of a running test's `:setup()` (`cookie`,
+--   `tcp_mss_bytes`, `streams[i].id` and `.socket`)
+-- @treturn table
+function M.start_json(res)
   local o = res.options or {}
   local D = core().traffic_defaults()
   local udp = res.proto == 'udp'
   local st1 = res.streams and res.streams[1] or {}
-  local lsnd = local_sends(res, data_dir(res))
-  local mybuf = lsnd and st1.sender or st1.receiver or {}
-  local sndbuf = (lsnd and mybuf.sndbuf) or {}
-  local rcvbuf = (not lsnd and mybuf.rcvbuf) or {}
+  local sock1 = st1.socket or {}
   local blksize = o.length_bytes
   if not blksize then
     if udp and res.sent and (res.sent.packets or 0) > 0 then
@@ -148,10 +143,11 @@ function M.to_iperf3_json(res)
     timestamp = { time = os.date('!%a, %d %b %Y %H:%M:%S GMT', math.floor(start_time)),
       timesecs = math.floor(start_time) },
     connecting_to = { host = res.host, port = res.port },
+    cookie = res.cookie,
     target_bitrate = math.tointeger(target) or target,
     sock_bufsize = o.window_bytes or 0,
-    sndbuf_actual = sndbuf.granted_bytes or 0,
-    rcvbuf_actual = rcvbuf.granted_bytes or 0,
+    sndbuf_actual = sock1.sndbuf_bytes or 0,
+    rcvbuf_actual = sock1.rcvbuf_bytes or 0,
     test_start = {
       protocol = udp and 'UDP' or 'TCP', num_streams = res.parallel,
       blksize = blksize, omit = o.omit_s or res.omit_s or 0,
@@ -162,14 +158,46 @@ function M.to_iperf3_json(res)
       target_bitrate = math.tointeger(target) or target,
     },
   }
+  if not udp then
+    if o.mss_bytes then start.tcp_mss = o.mss_bytes
+    else start.tcp_mss_default = res.tcp_mss_bytes end
+  end
   if o.title then start.title = o.title end
   for _, s in ipairs(res.streams or {}) do
-    start.connected[#start.connected + 1] = { socket = s.id, remote_host = res.host,
-      remote_port = res.port }
+    local k = s.socket or {}
+    start.connected[#start.connected + 1] = { socket = s.id, local_host = k.local_host,
+      local_port = k.local_port, remote_host = k.remote_host or res.host,
+      remote_port = k.remote_port or res.port }
   end
-  local intervals = {}
-  for _, iv in ipairs(res.intervals or {}) do intervals[#intervals + 1] = interval_json(res, iv) end
+  return start
+end
 
+--- One element of iperf3's `-J` `intervals` (what `--json-stream`'s
+-- interval event carries): the local end's entries of an interval record
+-- (`res.intervals[k]` or a live record of `:intervals()`), with TCP_INFO's
+-- `snd_cwnd`, `snd_wnd`, `rtt`, `rttvar` and `pmtu` for a TCP sender.
+-- @tparam table res a result table, or the running test's shape (`proto`,
+--   `bidir`, `reverse`, `local_role`)
+-- @tparam table iv an interval record
+-- @treturn table `{ streams = {...}, sum = {...}[, sum_bidir_reverse] }`
+function M.interval_json(res, iv)
+  return interval_json(res, iv)
+end
+
+--- The `end` object of iperf3's `-J` JSON for a result: `streams` with
+-- `sender`/`receiver` for TCP (the sender's `max_snd_cwnd`, `max_snd_wnd`,
+-- `max_rtt`, `min_rtt`, `mean_rtt` from its TCP_INFO; 0 where the far end
+-- sends none, a stock iperf3 sender, as iperf3 writes them) or `udp` for
+-- UDP, `sum_sent`, `sum_received`, for bidir `sum_sent_bidir_reverse` and
+-- `sum_received_bidir_reverse`, for UDP `sum`, `cpu_utilization_percent`
+-- (host_* this end, remote_* the peer), and TCP's
+-- `sender_tcp_congestion` / `receiver_tcp_congestion` (the congestion
+-- control each end's kernel ran, the peer's as its results said).
+-- @tparam table res a result table
+-- @treturn table
+function M.end_json(res)
+  local udp = res.proto == 'udp'
+  local lsnd = local_sends(res, data_dir(res))
   local e = { streams = {} }
   for _, s in ipairs(res.streams or {}) do
     local dir = s.direction or data_dir(res)
@@ -186,8 +214,11 @@ function M.to_iperf3_json(res)
     else
       local se = total_json(snd, flag, true)
       se.socket = s.id
-      se.max_snd_cwnd = snd.max_snd_cwnd_bytes
-      se.max_rtt, se.min_rtt, se.mean_rtt = snd.max_rtt_us, snd.min_rtt_us, snd.mean_rtt_us
+      se.max_snd_cwnd = snd.max_snd_cwnd_bytes or 0
+      se.max_snd_wnd = snd.max_snd_wnd_bytes or 0
+      se.max_rtt = snd.max_rtt_us or 0
+      se.min_rtt = snd.min_rtt_us or 0
+      se.mean_rtt = snd.mean_rtt_us or 0
       local re = total_json(rcv, flag, false)
       re.socket = s.id
       e.streams[#e.streams + 1] = { sender = se, receiver = re }
@@ -223,11 +254,34 @@ function M.to_iperf3_json(res)
     if peer then c.remote_total, c.remote_user, c.remote_system = peer.total_pct, peer.user_pct, peer.system_pct end
     e.cpu_utilization_percent = c
   end
-  if not udp and o.congestion then
-    e.sender_tcp_congestion = o.congestion
-    e.receiver_tcp_congestion = o.congestion
+  if not udp then
+    -- the data direction's sending end: the client forward, the server reverse
+    local ca = res.tcp_congestion or {}
+    local sender_side = res.reverse and 'server' or 'client'
+    local receiver_side = sender_side == 'client' and 'server' or 'client'
+    local o = res.options or {}
+    e.sender_tcp_congestion = ca[sender_side] or (sender_side == 'client' and o.congestion) or nil
+    e.receiver_tcp_congestion = ca[receiver_side]
+      or (receiver_side == 'client' and o.congestion) or nil
   end
-  return { start = start, intervals = intervals, ['end'] = e }
+  return e
+end
+
+--- Convert a result to iperf3's `-J` JSON schema (as printed by iperf3 3.12):
+-- `start` is `start_json(res)`, `intervals` holds `interval_json(res, iv)`
+-- of each interval, `end` is `end_json(res)`. Every key iperf3 3.12 writes for the same test
+-- is there, from what the engine measured (see those three); omitted
+-- intervals are included with `omitted = true` as iperf3 does; `sender` is
+-- true where the local end sent that direction's data; loss percentages
+-- are the engine's (`lost_pct`), defaults the engine's
+-- (`core.traffic_defaults`).
+-- @tparam table res a result table
+-- @treturn table a plain table; encode with cjson / dkjson
+-- @usage print(require('cjson').encode(traffic.to_iperf3_json(res)))
+function M.to_iperf3_json(res)
+  local intervals = {}
+  for _, iv in ipairs(res.intervals or {}) do intervals[#intervals + 1] = interval_json(res, iv) end
+  return { start = M.start_json(res), intervals = intervals, ['end'] = M.end_json(res) }
 end
 
 local uname_cache

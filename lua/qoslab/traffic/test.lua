@@ -198,6 +198,22 @@ function methods.intervals(self)
   end
 end
 
+--- What the running test set up, as its result will hold it: `cookie`,
+-- `tcp_mss_bytes` (TCP: the control connection's MSS), `tcp_congestion`
+-- (TCP: this end's, e.g. `{ client = "cubic" }`), `streams[i]` with `id`,
+-- `direction` and `socket` (see manual/results.md), and
+-- `start_time_unix_s`. For what iperf3 prints when a test starts.
+-- @treturn table|nil nil before the streams are set up (they are once an
+--   interval came) and after the test ended
+-- @usage for iv in h:intervals() do local s = h:setup() ... end
+function methods.setup(self)
+  local p = state(self, 'setup')
+  if p.mode ~= 'running' then return nil end
+  local s = p.ud:setup()
+  if s then s.start_time_unix_s = p.ud:start_time_unix_s() end
+  return s
+end
+
 --- Wait for the end of the test.
 -- @treturn table the result table (same table on every call), or nil,
 --   message, CODE when the test failed (the codes of `qoslab.traffic.run`)

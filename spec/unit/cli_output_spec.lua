@@ -1,0 +1,87 @@
+-- qoslab.cli.output and qoslab.cli.json_stream without a network: the
+-- timestamp prefix (iperf3's "%c " by default, before the title), "%s",
+-- a bad format refused at the flag, --logfile appended with the errors
+-- in it, JSON written bare, and the events of a failed test.
+local output = require 'qoslab.cli.output'
+local json_stream = require 'qoslab.cli.json_stream'
+local cjson = require 'cjson'
+
+local function tmpname()
+  local p = os.tmpname()
+  os.remove(p)
+  return p
+end
+
+local function read(p)
+  local f = assert(io.open(p))
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+describe('qoslab.cli.output', function()
+  it('prefixes text lines with the time and the title, not JSON', function()
+    local p = tmpname()
+    finally(function() os.remove(p) end)
+    local before = os.time()
+    local sink = assert(output.open { logfile = p, timestamps = { '%s|' } })
+    sink:line('T', 'hello')
+    sink:json('{"a":1}')
+    sink:err('qoslab client: bad')
+    sink:close()
+    local after = os.time()
+    local lines = {}
+    for l in read(p):gmatch('[^\n]+') do lines[#lines + 1] = l end
+    assert.equal(3, #lines)
+    local t, rest = lines[1]:match('^(%d+)|(.*)$')
+    assert.is_true(tonumber(t) >= before and tonumber(t) <= after)
+    assert.equal('T:  hello', rest)
+    assert.equal('{"a":1}', lines[2])
+    assert.truthy(lines[3]:match('^%d+|qoslab client: bad$'))
+  end)
+
+  it('uses "%c " by default and appends to the log file', function()
+    local p = tmpname()
+    finally(function() os.remove(p) end)
+    local f = assert(io.open(p, 'w'))
+    f:write('old\n')
+    f:close()
+    local sink = assert(output.open { logfile = p, timestamps = {} })
+    sink:line(nil, 'x')
+    sink:close()
+    local text = read(p)
+    assert.equal('old\n', text:sub(1, 4))
+    local stamp = text:sub(5):match('^(.*)x\n$')
+    assert.equal(output.DEFAULT_TIME_FORMAT, '%c ')
+    assert.truthy(stamp:match('%d%d:%d%d:%d%d %d%d%d%d $'), stamp)
+  end)
+
+  it('refuses a format os.date cannot render, naming the flag', function()
+    local sink, msg, code = output.open { timestamps = { '%Q' } }
+    assert.is_nil(sink)
+    assert.equal('EINVAL', code)
+    assert.truthy(msg:find('--timestamps', 1, true))
+    assert.truthy(msg:find("'%Q'", 1, true))
+  end)
+
+  it('says why a log file cannot be opened, with a code', function()
+    local sink, msg, code = output.open { logfile = '/nonexistent-dir/x.log' }
+    assert.is_nil(sink)
+    assert.equal('ENOENT', code)
+    assert.truthy(msg:find('--logfile', 1, true))
+  end)
+end)
+
+describe('qoslab.cli.json_stream', function()
+  it('a failed test: an error event, then an empty end event', function()
+    local lines = {}
+    local sink = { json = function(_, text) lines[#lines + 1] = text end }
+    json_stream.new(sink):error('connect refused (ECONNREFUSED)')
+    assert.equal(2, #lines)
+    assert.same({ event = 'error', data = 'connect refused (ECONNREFUSED)' },
+      cjson.decode(lines[1]))
+    assert.equal('end', cjson.decode(lines[2]).event)
+    assert.truthy(lines[2]:find('"data":{}', 1, true), lines[2])   -- an object, not []
+    for _, l in ipairs(lines) do assert.is_nil(l:find('\n', 1, true)) end
+  end)
+end)
