@@ -520,17 +520,21 @@ function M.write_plots(file, res, say, err)
   return 0
 end
 
-local function run_client(a)
+-- A command's body with its output sink (--timestamps, --logfile) open,
+-- closed again whatever the body does.
+local function with_sink(name, body, a)
   local sink, msg, code = output.open(a)
   if not sink then
-    io.stderr:write('qoslab client: ', msg, ' (', code, ')\n')
+    io.stderr:write('qoslab ', name, ': ', msg, ' (', code, ')\n')
     return code == 'EINVAL' and 2 or 1
   end
-  local ok, status = pcall(client_body, a, sink)
+  local ok, status = pcall(body, a, sink)
   sink:close()
   if not ok then error(status, 0) end
   return status
 end
+
+local function run_client(a) return with_sink('client', client_body, a) end
 
 local function server_body(a, sink)
   local traffic = require 'qoslab.traffic'
@@ -631,17 +635,7 @@ local function server_body(a, sink)
   return status
 end
 
-local function run_server(a)
-  local sink, msg, code = output.open(a)
-  if not sink then
-    io.stderr:write('qoslab server: ', msg, ' (', code, ')\n')
-    return code == 'EINVAL' and 2 or 1
-  end
-  local ok, status = pcall(server_body, a, sink)
-  sink:close()
-  if not ok then error(status, 0) end
-  return status
-end
+local function run_server(a) return with_sink('server', server_body, a) end
 
 cli.add('server', { describe = M.describe_server, run = run_server })
 cli.add('client', { describe = M.describe_client, run = run_client })
