@@ -375,6 +375,25 @@ local function running_ctx(opts, setup)
   return ctx
 end
 
+-- The -J document of a failed test, iperf3's shape: `start` (what the
+-- test had set up; `connected`, `version` and `system_info` only when it
+-- never connected), the `intervals` measured before the failure, an empty
+-- `end` and `error` "MESSAGE (CODE)", so that `.start` and `.end` are
+-- always there.
+local function failure_json(opts, setup, intervals, msg, code)
+  local iperf3_json = require 'qoslab.traffic.iperf3_json'
+  local start = iperf3_json.start_json(running_ctx(opts, setup))
+  if not setup then
+    start = { connected = setmetatable({}, { __jsontype = 'array' }), version = start.version,
+      system_info = start.system_info }
+  end
+  local doc = { start = start, intervals = setmetatable(intervals or {}, { __jsontype = 'array' }),
+    ['end'] = setmetatable({}, { __jsontype = 'object' }),
+    error = string.format('%s (%s)', msg, code) }
+  return require('dkjson').encode(doc, { indent = true,
+    keyorder = { 'start', 'intervals', 'end', 'error' } })
+end
+
 local function client_body(a, sink)
   local traffic = require 'qoslab.traffic'
   local core = require 'qoslab.core'
@@ -402,11 +421,13 @@ local function client_body(a, sink)
   local h, msg, code = t:start()
   if not h then
     if stream then stream:error(string.format('%s (%s)', msg, code))
-    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    elseif json then sink:json(failure_json(opts, nil, nil, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
-  local ctx = stream and running_ctx(opts)
+  local ctx = json and running_ctx(opts)
+  -- -J: what a failure's document keeps (the setup, the intervals so far)
+  local jsetup, jintervals = nil, {}
   local show = not json and (a.interval or 1) > 0
   local header = false
   -- A qoslab server sends its interval entries live (iv.peer_missing is
@@ -423,6 +444,11 @@ local function client_body(a, sink)
         if not stream.started then stream:start(running_ctx(opts, h:setup())) end
         -- -i 0: no interval reports, as iperf3
         if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
+      elseif json then
+        jsetup = jsetup or h:setup()
+        if (a.interval or 1) > 0 then
+          jintervals[#jintervals + 1] = require('qoslab.traffic.iperf3_json').interval_json(ctx, iv)
+        end
       end
       if show then
         if not header then
@@ -464,7 +490,7 @@ local function client_body(a, sink)
   res, msg, code = h:wait()
   if not res then
     if stream then stream:error(string.format('%s (%s)', msg, code))
-    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    elseif json then sink:json(failure_json(opts, jsetup, jintervals, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
