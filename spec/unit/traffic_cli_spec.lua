@@ -224,3 +224,40 @@ describe('bin/qoslab exit status for bad command lines', function()
     end
   end)
 end)
+
+-- --plot's path was checked only after the test had run (a minute lost to
+-- a read-only folder), and a missing folder was created quietly while
+-- --logfile's gave ENOENT: both are now checked before connecting, alike.
+describe('qoslab client --plot path', function()
+  -- port 9 (discard) on loopback: nothing listens, so a test that started
+  -- would end in ECONNREFUSED; the path's error must come first
+  it('a missing folder: ENOENT before the test, exit 1, nothing created', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local status, out, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. dir .. '/x.png')
+    assert.equal(1, status)
+    assert.equal('', out)
+    assert.equal('qoslab client: --plot: cannot open ' .. dir
+      .. '/x.png: No such file or directory (ENOENT)\n', err)
+    assert.is_nil(io.open(dir))
+    -- the same shape as --logfile's
+    local _, _, lerr = qoslab('client 127.0.0.1 -p 9 -t 1 --logfile ' .. dir .. '/x.log')
+    assert.equal('qoslab client: --logfile: cannot open ' .. dir
+      .. '/x.log: No such file or directory (ENOENT)\n', lerr)
+  end)
+
+  it('a file where a folder should be: ENOTDIR before the test; a good path is left as it was',
+    function()
+      local file = os.tmpname()
+      local status, _, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. file .. '/x.png')
+      assert.equal(1, status)
+      assert.matches('--plot: cannot open ' .. file .. '/x.png: .*%(ENOTDIR%)', err)
+      -- a writable path: the test runs (and is refused), no probe file left
+      local png = file .. '.png'
+      status, _, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. png)
+      os.remove(file)
+      assert.equal(1, status)
+      assert.matches('ECONNREFUSED', err)
+      assert.is_nil(io.open(png))
+    end)
+end)

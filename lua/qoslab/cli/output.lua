@@ -44,6 +44,35 @@ function M.stamp(fmt)
   return fmt and render(fmt, os.time()) or ''
 end
 
+-- The message and code of a path option's file that io.open refused:
+-- "FLAG: cannot open PATH: REASON", CODE (ENOENT, EACCES, ...).
+local function open_error(flag, path, msg, errno)
+  local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [20] = 'ENOTDIR', [21] = 'EISDIR',
+    [28] = 'ENOSPC', [30] = 'EROFS', [36] = 'ENAMETOOLONG' })[errno]
+    or 'EIO'
+  local why = tostring(msg)
+  if why:sub(1, #path + 2) == path .. ': ' then why = why:sub(#path + 3) end
+  return string.format('%s: cannot open %s: %s', flag, path, why), code
+end
+
+--- Check, before a test runs, that an output file can be written where a
+-- path option names it (its folder exists and takes a new file), as
+-- `--logfile` is checked: the file is opened for appending, and removed
+-- again when it did not exist. Nothing is created on the way (no folder).
+-- @tparam string flag the option, for the message (e.g. "--plot")
+-- @tparam string path
+-- @treturn true, or nil, "FLAG: cannot open PATH: REASON", CODE (ENOENT,
+--   EACCES, ENOTDIR, EISDIR, EROFS, ...)
+function M.check_writable(flag, path)
+  local existed = io.open(path, 'r')
+  if existed then existed:close() end
+  local f, msg, errno = io.open(path, 'a')
+  if not f then return nil, open_error(flag, path, msg, errno) end
+  f:close()
+  if not existed then os.remove(path) end
+  return true
+end
+
 local Sink = {}
 Sink.__index = Sink
 
@@ -64,14 +93,7 @@ function M.open(a)
   local f = io.stdout
   if a.logfile then
     local lf, msg, errno = io.open(a.logfile, 'a')
-    if not lf then
-      local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [20] = 'ENOTDIR', [21] = 'EISDIR',
-        [28] = 'ENOSPC', [30] = 'EROFS', [36] = 'ENAMETOOLONG' })[errno]
-        or 'EIO'
-      local why = tostring(msg)
-      if why:sub(1, #a.logfile + 2) == a.logfile .. ': ' then why = why:sub(#a.logfile + 3) end
-      return nil, string.format('--logfile: cannot open %s: %s', a.logfile, why), code
-    end
+    if not lf then return nil, open_error('--logfile', a.logfile, msg, errno) end
     f = lf
   end
   return setmetatable({ f = f, fmt = fmt, own = f ~= io.stdout }, Sink)

@@ -410,6 +410,14 @@ local function client_body(a, sink)
     fail(M.flag_message(t))
     return 2
   end
+  -- --plot's file is checked as --logfile's, before the test runs
+  if a.plot then
+    local good, pmsg, pcode = output.check_writable('--plot', a.plot)
+    if not good then
+      fail(pmsg, ' (', pcode, ')')
+      return 1
+    end
+  end
   -- --json-stream: events as they happen; -J: one document at the end
   local stream = a.json_stream and require('qoslab.cli.json_stream').new(sink)
   local json = a.json or a.json_stream
