@@ -261,3 +261,27 @@ describe('qoslab client --plot path', function()
       assert.is_nil(io.open(png))
     end)
 end)
+
+-- `--timestamps` and `--probe` take an optional value: placed just before
+-- HOST they took it, and the error said only "missing argument 'host'".
+describe('qoslab client: a host taken by --timestamps or --probe', function()
+  it('says which flag took it and how to write it', function()
+    local status, out, err = qoslab('client --timestamps 127.0.0.1 -p 9 -t 1')
+    assert.equal(2, status)
+    assert.equal('', out)
+    assert.matches('qoslab client: error: HOST: missing; --timestamps took "127.0.0.1" as its '
+      .. 'FORMAT: write --timestamps=FORMAT or put it after HOST\n', err, 1, true)
+    status, _, err = qoslab('client -t 1 --probe localhost')
+    assert.equal(2, status)
+    assert.matches('HOST: missing; --probe took "localhost" as its MS (milliseconds): '
+      .. 'write --probe=MS or put it after HOST', err, 1, true)
+  end)
+
+  it('keeps the plain message where the word is a format or a number', function()
+    for _, args in ipairs { "client --timestamps '%T ' -t 1", 'client --probe 5 -t 1', 'client' } do
+      local status, _, err = qoslab(args)
+      assert.equal(2, status, args)
+      assert.matches("error: missing argument 'host'\n", err, 1, true)
+    end
+  end)
+end)

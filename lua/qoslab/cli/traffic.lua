@@ -672,6 +672,30 @@ end
 local function run_server(a) return with_sink('server', server_body, a) end
 
 cli.add('server', { describe = M.describe_server, run = run_server })
-cli.add('client', { describe = M.describe_client, run = run_client })
+--- Say more about a client parse error: when HOST is missing because
+-- `--timestamps` or `--probe` (whose value is optional) took the word
+-- after it, and that word is no strftime format (no `%`) or no number of
+-- milliseconds, the message names the flag, the word and the fix.
+-- @tparam string msg argparse's message
+-- @tparam {string,...} words the words after `client`
+-- @treturn string|nil the message to show instead, or nil
+function M.explain_client(msg, words)
+  if not tostring(msg):find("missing argument 'host'", 1, true) then return nil end
+  for i = #words - 1, 1, -1 do
+    local flag, v = words[i], words[i + 1]
+    if v:sub(1, 1) ~= '-' then
+      if flag == '--timestamps' and not v:find('%', 1, true) then
+        return string.format('HOST: missing; --timestamps took "%s" as its FORMAT: write '
+          .. '--timestamps=FORMAT or put it after HOST', v)
+      elseif flag == '--probe' and not tonumber(v) then
+        return string.format('HOST: missing; --probe took "%s" as its MS (milliseconds): '
+          .. 'write --probe=MS or put it after HOST', v)
+      end
+    end
+  end
+  return nil
+end
+
+cli.add('client', { describe = M.describe_client, run = run_client, explain = M.explain_client })
 
 return M
