@@ -30,7 +30,21 @@ function M.check_time_format(fmt)
   end
   local ok, err = pcall(render, fmt, os.time())
   if not ok then
+    -- os.date quotes the rest of the format from the bad conversion on
+    -- ('%Q%E%O', '%N '): name the conversion itself
     local why = tostring(err):match('%((.*)%)$') or tostring(err)
+    local i = 1
+    while true do
+      local at = fmt:find('%', i, true)
+      if not at then break end
+      local spec = fmt:match('^%%[EO].', at) or fmt:sub(at, at + 1)
+      if spec ~= '%s' and not pcall(os.date, spec, 0) then
+        why = spec == '%' and "a '%' at the end"
+          or string.format("invalid conversion specifier '%s'", spec)
+        break
+      end
+      i = at + #spec
+    end
     return nil, string.format("--timestamps: '%s' is not a strftime format (%s; C99's "
       .. 'conversions and %%s)', fmt, why)
   end
