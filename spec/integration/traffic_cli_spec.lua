@@ -227,6 +227,15 @@ for _ in range(5):
     assert.equal(1, status)
     assert.matches('ECONNREFUSED', out)
   end)
+  -- The probe's advice named the Lua option ("use probe proto = ...") on
+  -- the command line: there it is the flag.
+  it('--probe with no qoslab responder advises --probe-proto icmp', function()
+    local _, out, status = H.sh(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 '
+      .. '--probe', H.port()))
+    assert.equal(1, status)
+    assert.matches(': use --probe-proto icmp (EPROTONOSUPPORT)\n', out, 1, true)
+  end)
+
   -- -J on a failure printed only {"error": ...}; iperf3 keeps start,
   -- intervals and end beside the error (scripts read .start / .end
   -- unchecked), with what was measured before the failure.

@@ -114,6 +114,11 @@ describe('qoslab client flags', function()
       { { 'h', '-u', '-l', '8' }, '-l (length_bytes): expected an integer in [16, 65507] for UDP' },
       { { 'h', '-u', '-C', 'cubic' }, '-C (congestion): a TCP option' },
       { { 'h', '--udp-gso' }, '--udp-gso (udp_gso): a UDP option' },
+      -- sizes name the suffixes --help gives them (no T), rates theirs
+      { { 'h', '-w', '1Q' }, "-w: size: '1Q' is not a number with an optional K, M or G suffix "
+        .. '(K = 1024)' },
+      { { 'h', '-b', '1Q' }, "-b: rate: '1Q' is not a number with an optional K, M, G or T "
+        .. 'suffix (K = 1000)' },
     }
     for _, b in ipairs(bad) do
       local o, err = ct.parse_client(b[1])
@@ -177,9 +182,9 @@ describe('bin/qoslab exit status for bad command lines', function()
         '--connect-timeout: expected a number of milliseconds in [1, 3600000], got 0' },
       { 'server -p -1', '-p: -1 is out of range [0, 65535]' },
       -- the message states the range the flag takes (it said bytes >= 0, and 0 was refused)
-      { 'server --test-buffer -1M', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '-1M'" },
-      { 'server --test-buffer 0', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
-      { 'server -w 0', "-w: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
+      { 'server --test-buffer -1M', "--test-buffer: expected a size >= 1 byte (K/M/G = 1024), got '-1M'" },
+      { 'server --test-buffer 0', "--test-buffer: expected a size >= 1 byte (K/M/G = 1024), got '0'" },
+      { 'server -w 0', "-w: expected a size >= 1 byte (K/M/G = 1024), got '0'" },
     } do
       local status, out, err = qoslab(c[1])
       assert.equal(2, status, c[1])
@@ -283,5 +288,22 @@ describe('qoslab client: a host taken by --timestamps or --probe', function()
       assert.equal(2, status, args)
       assert.matches("error: missing argument 'host'\n", err, 1, true)
     end
+  end)
+end)
+
+-- The probe's advice named the Lua option (probe proto = "icmp") on the
+-- command line too: the CLI writes it as the flag.
+describe('qoslab client: advice to set an option is written as its flag', function()
+  it('opts.probe.proto = "icmp" reads --probe-proto icmp', function()
+    local latency = require 'qoslab.latency'
+    local msg = latency.advise('no qoslab server answers latency probes there',
+      'EPROTONOSUPPORT', 'opts.probe.proto')
+    assert.equal('no qoslab server answers latency probes there: use opts.probe.proto = "icmp"',
+      msg)
+    assert.equal('no qoslab server answers latency probes there: use --probe-proto icmp',
+      ct.flag_message(msg))
+    -- other codes get no advice; a field's name keeps its flag form
+    assert.equal('x', latency.advise('x', 'ETIMEDOUT', 'opts.proto'))
+    assert.equal('-w (window_bytes): too big', ct.flag_message('opts.window_bytes: too big'))
   end)
 end)

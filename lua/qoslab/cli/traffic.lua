@@ -31,8 +31,9 @@ local M = {}
 local function parse_scaled(s, base, what)
   if type(s) ~= 'string' then return nil, what .. ': expected a string', 'EINVAL' end
   if s:match('^%s*%-') then
-    return nil, string.format("%s: '%s' is negative: expected %s >= 0 (K/M/G/T = %d)",
-      what, s, what == 'rate' and 'bits/s' or 'bytes', base), 'NEGATIVE'
+    return nil, string.format("%s: '%s' is negative: expected %s >= 0 (%s = %d)",
+      what, s, what == 'rate' and 'bits/s' or 'bytes', base == 1024 and 'K/M/G' or 'K/M/G/T',
+      base), 'NEGATIVE'
   end
   local num, suffix = s:match('^%s*([%d%.]+[eE]?[%+%-]?%d*)%s*([kKmMgGtT]?)%s*$')
   local n = num and tonumber(num)
@@ -41,8 +42,9 @@ local function parse_scaled(s, base, what)
       return nil, string.format("%s: '%s': burst mode (rate/count) is not supported", what, s),
         'EINVAL'
     end
-    return nil, string.format("%s: '%s' is not a number with an optional K, M, G or T suffix",
-      what, s), 'EINVAL'
+    -- the suffixes --help names: K/M/G for sizes (1024), K/M/G/T for rates
+    return nil, string.format("%s: '%s' is not a number with an optional %s suffix (K = %d)",
+      what, s, base == 1024 and 'K, M or G' or 'K, M, G or T', base), 'EINVAL'
   end
   local exp = ({ k = 1, m = 2, g = 3, t = 4 })[suffix:lower()] or 0
   return n * base ^ exp
@@ -82,7 +84,7 @@ local function size_at_least_1(s)
   local v, err, code = M.parse_size(s)
   if v ~= nil and v < 1 then v, err = nil, nil end
   if v == nil and (err == nil or code == 'NEGATIVE') then
-    return nil, string.format("expected a size >= 1 byte (K/M/G/T = 1024), got '%s'", s)
+    return nil, string.format("expected a size >= 1 byte (K/M/G = 1024), got '%s'", s)
   end
   return v, err
 end
@@ -348,11 +350,17 @@ local FLAG_OF = {
   max_duration_s = '--max-duration', test_buffer_bytes = '--test-buffer',
 }
 
---- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...".
+--- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...", and
+-- advice `opts.key = "value"` as `--flag value`.
 -- @tparam string msg an error message from qoslab.traffic
 -- @treturn string
 function M.flag_message(msg)
   msg = tostring(msg):gsub('^.-qoslab%.%a+: ', '')
+  -- advice to set an option (`opts.probe.proto = "icmp"`) as its flag
+  -- would be written: `--probe-proto icmp`
+  msg = msg:gsub('opts%.([%w_]+%.?[%w_]*) = "([^"]*)"', function(k, v)
+    if FLAG_OF[k] and FLAG_OF[k]:sub(1, 2) == '--' then return FLAG_OF[k] .. ' ' .. v end
+  end)
   return (msg:gsub('opts%.([%w_]+%.?[%w_]*)', function(k)
     return FLAG_OF[k] and (FLAG_OF[k] .. ' (' .. k .. ')') or k
   end))
@@ -389,7 +397,7 @@ local function failure_json(opts, setup, intervals, msg, code)
   end
   local doc = { start = start, intervals = setmetatable(intervals or {}, { __jsontype = 'array' }),
     ['end'] = setmetatable({}, { __jsontype = 'object' }),
-    error = string.format('%s (%s)', msg, code) }
+    error = string.format('%s (%s)', M.flag_message(msg), code) }
   return require('dkjson').encode(doc, { indent = true,
     keyorder = { 'start', 'intervals', 'end', 'error' } })
 end
@@ -428,7 +436,7 @@ local function client_body(a, sink)
   end
   local h, msg, code = t:start()
   if not h then
-    if stream then stream:error(string.format('%s (%s)', msg, code))
+    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, nil, nil, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
@@ -497,7 +505,7 @@ local function client_body(a, sink)
   local res
   res, msg, code = h:wait()
   if not res then
-    if stream then stream:error(string.format('%s (%s)', msg, code))
+    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, jsetup, jintervals, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
