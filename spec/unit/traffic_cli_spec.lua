@@ -276,10 +276,12 @@ describe('qoslab client: a host taken by --timestamps or --probe', function()
     assert.equal('', out)
     assert.matches('qoslab client: error: HOST: missing; --timestamps took "127.0.0.1" as its '
       .. 'FORMAT: write --timestamps=FORMAT or put it after HOST\n', err, 1, true)
-    status, _, err = qoslab('client -t 1 --probe localhost')
+    local perr
+    status, out, perr = qoslab('client -t 1 --probe localhost')
+    assert.equal('', out)
     assert.equal(2, status)
     assert.matches('HOST: missing; --probe took "localhost" as its MS (milliseconds): '
-      .. 'write --probe=MS or put it after HOST', err, 1, true)
+      .. 'write --probe=MS or put it after HOST', perr, 1, true)
   end)
 
   it('keeps the plain message where the word is a format or a number', function()
