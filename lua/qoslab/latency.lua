@@ -70,7 +70,7 @@ local copy = check.raw_copy
 function M.probe(opts)
   local filled = check.call(2, core().probe_check, opts, 'qoslab.latency.probe', 'opts', true)
   local p, msg, code = core().probe_start(copy(opts))
-  if not p then return nil, msg, code end
+  if not p then return nil, M.advise(msg, code, 'opts.proto'), code end
   -- plain lua5.4's SIGINT hook raises "interrupted!" at whatever line of
   -- this file runs next: the probe is stopped and it is raised again at the
   -- caller's line
@@ -100,6 +100,18 @@ function M.check_beside(ctx, probe, level)
   return filled
 end
 
+--- The advice of a probe that found no qoslab responder (EPROTONOSUPPORT):
+-- the option to set, named as the caller wrote it (`opts.proto` for
+-- `probe`, `opts.probe.proto` beside a test; the CLI shows its flag).
+-- @tparam string msg the core's message
+-- @tparam string code
+-- @tparam string field the option's name for the caller
+-- @treturn string msg, with `: use FIELD = "icmp"` for EPROTONOSUPPORT
+function M.advise(msg, code, field)
+  if code ~= 'EPROTONOSUPPORT' then return msg end
+  return string.format('%s: use %s = "icmp"', msg, field)
+end
+
 -- ns integer of a CLOCK_REALTIME time in seconds plus an offset in seconds
 local function ns_of(unix_s, off_s)
   return math.tointeger(math.floor(unix_s * 1e9)) + math.tointeger(math.floor(off_s * 1e9 + 0.5))
@@ -119,7 +131,7 @@ function M.start_beside(probe, topts, filled)
   o.bind_address = topts.bind_address
   o.idle_s = nil
   local p, msg, code = core().probe_start(o)
-  if not p then return nil, msg, code end
+  if not p then return nil, M.advise(msg, code, 'opts.probe.proto'), code end
   if filled.idle_s > 0 then
     local ok, smsg, scode = core().sleep(filled.idle_s)
     if not ok then p:stop(); return nil, smsg, scode end

@@ -405,6 +405,10 @@ TEST(results_values_sane)
 		if (rc >= 0)
 			ql_peer_results_free(&pr);
 	}
+	/* a negative count is refused as negative, not as over the upper limit */
+	const char *neg = RES_STREAM("-5", "3", "0", "1") "}";
+	CHECK(ql_results_parse_capped(neg, strlen(neg), &c, &pr, &e) < 0);
+	CHECK_STR(e.msg, "peer results: \"bytes\": expected an integer count, got a negative number");
 }
 
 /* The mean |D| parts and the path statistics travel in a totals entry and

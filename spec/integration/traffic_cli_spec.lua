@@ -227,6 +227,46 @@ for _ in range(5):
     assert.equal(1, status)
     assert.matches('ECONNREFUSED', out)
   end)
+  -- The probe's advice named the Lua option ("use probe proto = ...") on
+  -- the command line: there it is the flag.
+  it('--probe with no qoslab responder advises --probe-proto icmp', function()
+    local _, out, status = H.sh(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 '
+      .. '--probe', H.port()))
+    assert.equal(1, status)
+    assert.matches(': use --probe-proto icmp (EPROTONOSUPPORT)\n', out, 1, true)
+  end)
+
+  -- -J on a failure printed only {"error": ...}; iperf3 keeps start,
+  -- intervals and end beside the error (scripts read .start / .end
+  -- unchecked), with what was measured before the failure.
+  it('-J of a refused connection has start, intervals, end and error, exit 1', function()
+    local _, out, status = H.sh(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -t 1 -J',
+      H.port()))
+    assert.equal(1, status)
+    local j = cjson.decode(out)
+    assert.matches('ECONNREFUSED', j.error)
+    assert.same({}, j.start.connected)
+    assert.matches('^qoslab ', j.start.version)
+    assert.same({}, j.intervals)
+    assert.same({}, j['end'])
+    assert.matches('^{%s*"start"', out)
+  end)
+
+  it('-J of a test whose server dies keeps the start and the intervals measured', function()
+    local port, spid = server()
+    local cmd = string.format('(sleep 1.6; kill -9 %d) & lua5.4 bin/qoslab client 127.0.0.1 '
+      .. '-p %d -t 4 -J', spid, port)
+    local _, out, status = H.sh(cmd)
+    assert.equal(1, status)
+    local j = cjson.decode(out)
+    assert.is_string(j.error)
+    assert.equal(port, j.start.connected[1].remote_port)
+    assert.equal(36, #j.start.cookie)
+    assert.is_true(#j.intervals >= 1, #j.intervals .. ' intervals')
+    assert.is_true(j.intervals[1].sum.bytes > 0)
+    assert.is_table(j['end'])
+  end)
+
   -- A plain lua5.4 (REPL or script, no bin/qoslab): lua.c answers SIGINT
   -- with a hook that raises "interrupted!" at the next Lua instruction; a
   -- 30 s test once ran to its end first (and timer.sleep too).

@@ -31,11 +31,30 @@ local function paths(v, prefix, out)
   return out
 end
 
+-- Every number leaf's JSON kind by path: kinds[path][kind] = count, kind
+-- 'integer' (written 0), 'float' or 'integral_float' (written 0.0); from a
+-- document decoded by dkjson, which keeps 0 an integer and 0.0 a float.
+local function kinds(v, prefix, out)
+  out = out or {}
+  if type(v) == 'number' then
+    local kind = math.type(v)
+    if kind == 'float' and math.tointeger(v) then kind = 'integral_float' end
+    out[prefix] = out[prefix] or {}
+    out[prefix][kind] = (out[prefix][kind] or 0) + 1
+  elseif type(v) == 'table' then
+    local arr = v[1] ~= nil
+    for k, x in pairs(v) do
+      kinds(x, arr and (prefix .. '[]') or (prefix == '' and k or (prefix .. '.' .. k)), out)
+    end
+  end
+  return out
+end
+
 local function decode(text, who)
   local ok, j = pcall(cjson.decode, text)
   assert(ok and type(j) == 'table', who .. ' printed no JSON: ' .. tostring(text):sub(1, 400))
   assert(not j.error, who .. ' failed: ' .. tostring(j.error))
-  return j
+  return j, kinds(require('dkjson').decode(text), '')
 end
 
 local function iperf3_c(port, flags)
@@ -81,8 +100,8 @@ describe_if('qoslab client -J has every key of iperf3 -c -J', function()
     } do
       it(c[2] .. ' against ' .. server .. ' -s', function()
         local port = ports[server]
-        local ref = iperf3_c(port, c[1])
-        local ours = qoslab_c(port, c[1])
+        local ref, ref_kinds = iperf3_c(port, c[1])
+        local ours, our_kinds = qoslab_c(port, c[1])
         local have = paths(ours, '')
         local missing = {}
         for p in pairs(paths(ref, '')) do
@@ -91,6 +110,19 @@ describe_if('qoslab client -J has every key of iperf3 -c -J', function()
         table.sort(missing)
         assert(#missing == 0, c[2] .. ': keys iperf3 -J writes and qoslab -J lacks: '
           .. table.concat(missing, ', '))
+        -- number kinds: where iperf3 writes only integers (omit, the first
+        -- interval's start, bytes, ...), qoslab writes no integral value
+        -- as a float (0.0, 2.0): a typed reader takes those for floats
+        local wrong = {}
+        for p, k in pairs(ref_kinds) do
+          if not k.float and not k.integral_float and our_kinds[p]
+            and our_kinds[p].integral_float then
+            wrong[#wrong + 1] = p
+          end
+        end
+        table.sort(wrong)
+        assert(#wrong == 0, c[2] .. ': iperf3 -J writes integers, qoslab -J floats, at: '
+          .. table.concat(wrong, ', '))
         -- true values: what both read from the same kernel agrees
         local s, r = ours.start, ref.start
         assert.equal(r.sndbuf_actual, s.sndbuf_actual)

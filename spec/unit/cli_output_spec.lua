@@ -64,6 +64,21 @@ describe('qoslab.cli.output', function()
     assert.truthy(msg:find("'%Q'", 1, true))
   end)
 
+  -- os.date's message quoted the rest of the format from the bad
+  -- conversion on ('%Q%E%O', '%N '): the conversion itself is named
+  it('names the bad conversion, not the rest of the format', function()
+    for _, c in ipairs {
+      { '%Q%E%O', "(invalid conversion specifier '%Q';" },
+      { '%s.%N ', "(invalid conversion specifier '%N';" },
+      { '%T %Ez', "(invalid conversion specifier '%Ez';" },
+      { '%%%Q', "(invalid conversion specifier '%Q';" },
+      { 'x %', "(a '%' at the end;" },
+    } do
+      local _, msg = output.open { timestamps = { c[1] } }
+      assert.truthy(msg and msg:find(c[2], 1, true), c[1] .. ': ' .. tostring(msg))
+    end
+  end)
+
   it('says why a log file cannot be opened, with a code', function()
     local sink, msg, code = output.open { logfile = '/nonexistent-dir/x.log' }
     assert.is_nil(sink)

@@ -114,6 +114,11 @@ describe('qoslab client flags', function()
       { { 'h', '-u', '-l', '8' }, '-l (length_bytes): expected an integer in [16, 65507] for UDP' },
       { { 'h', '-u', '-C', 'cubic' }, '-C (congestion): a TCP option' },
       { { 'h', '--udp-gso' }, '--udp-gso (udp_gso): a UDP option' },
+      -- sizes name the suffixes --help gives them (no T), rates theirs
+      { { 'h', '-w', '1Q' }, "-w: size: '1Q' is not a number with an optional K, M or G suffix "
+        .. '(K = 1024)' },
+      { { 'h', '-b', '1Q' }, "-b: rate: '1Q' is not a number with an optional K, M, G or T "
+        .. 'suffix (K = 1000)' },
     }
     for _, b in ipairs(bad) do
       local o, err = ct.parse_client(b[1])
@@ -177,9 +182,9 @@ describe('bin/qoslab exit status for bad command lines', function()
         '--connect-timeout: expected a number of milliseconds in [1, 3600000], got 0' },
       { 'server -p -1', '-p: -1 is out of range [0, 65535]' },
       -- the message states the range the flag takes (it said bytes >= 0, and 0 was refused)
-      { 'server --test-buffer -1M', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '-1M'" },
-      { 'server --test-buffer 0', "--test-buffer: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
-      { 'server -w 0', "-w: expected a size >= 1 byte (K/M/G/T = 1024), got '0'" },
+      { 'server --test-buffer -1M', "--test-buffer: expected a size >= 1 byte (K/M/G = 1024), got '-1M'" },
+      { 'server --test-buffer 0', "--test-buffer: expected a size >= 1 byte (K/M/G = 1024), got '0'" },
+      { 'server -w 0', "-w: expected a size >= 1 byte (K/M/G = 1024), got '0'" },
     } do
       local status, out, err = qoslab(c[1])
       assert.equal(2, status, c[1])
@@ -222,5 +227,85 @@ describe('bin/qoslab exit status for bad command lines', function()
     for _, f in ipairs { '-p', '-1', '-B', '--netns', '-J' } do
       assert.matches('\n%s*' .. f:gsub('%-', '%%-') .. '[ ,]', out)
     end
+  end)
+end)
+
+-- --plot's path was checked only after the test had run (a minute lost to
+-- a read-only folder), and a missing folder was created quietly while
+-- --logfile's gave ENOENT: both are now checked before connecting, alike.
+describe('qoslab client --plot path', function()
+  -- port 9 (discard) on loopback: nothing listens, so a test that started
+  -- would end in ECONNREFUSED; the path's error must come first
+  it('a missing folder: ENOENT before the test, exit 1, nothing created', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local status, out, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. dir .. '/x.png')
+    assert.equal(1, status)
+    assert.equal('', out)
+    assert.equal('qoslab client: --plot: cannot open ' .. dir
+      .. '/x.png: No such file or directory (ENOENT)\n', err)
+    assert.is_nil(io.open(dir))
+    -- the same shape as --logfile's
+    local _, _, lerr = qoslab('client 127.0.0.1 -p 9 -t 1 --logfile ' .. dir .. '/x.log')
+    assert.equal('qoslab client: --logfile: cannot open ' .. dir
+      .. '/x.log: No such file or directory (ENOENT)\n', lerr)
+  end)
+
+  it('a file where a folder should be: ENOTDIR before the test; a good path is left as it was',
+    function()
+      local file = os.tmpname()
+      local status, _, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. file .. '/x.png')
+      assert.equal(1, status)
+      assert.matches('--plot: cannot open ' .. file .. '/x.png: .*%(ENOTDIR%)', err)
+      -- a writable path: the test runs (and is refused), no probe file left
+      local png = file .. '.png'
+      status, _, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. png)
+      os.remove(file)
+      assert.equal(1, status)
+      assert.matches('ECONNREFUSED', err)
+      assert.is_nil(io.open(png))
+    end)
+end)
+
+-- `--timestamps` and `--probe` take an optional value: placed just before
+-- HOST they took it, and the error said only "missing argument 'host'".
+describe('qoslab client: a host taken by --timestamps or --probe', function()
+  it('says which flag took it and how to write it', function()
+    local status, out, err = qoslab('client --timestamps 127.0.0.1 -p 9 -t 1')
+    assert.equal(2, status)
+    assert.equal('', out)
+    assert.matches('qoslab client: error: HOST: missing; --timestamps took "127.0.0.1" as its '
+      .. 'FORMAT: write --timestamps=FORMAT or put it after HOST\n', err, 1, true)
+    local perr
+    status, out, perr = qoslab('client -t 1 --probe localhost')
+    assert.equal('', out)
+    assert.equal(2, status)
+    assert.matches('HOST: missing; --probe took "localhost" as its MS (milliseconds): '
+      .. 'write --probe=MS or put it after HOST', perr, 1, true)
+  end)
+
+  it('keeps the plain message where the word is a format or a number', function()
+    for _, args in ipairs { "client --timestamps '%T ' -t 1", 'client --probe 5 -t 1', 'client' } do
+      local status, _, err = qoslab(args)
+      assert.equal(2, status, args)
+      assert.matches("error: missing argument 'host'\n", err, 1, true)
+    end
+  end)
+end)
+
+-- The probe's advice named the Lua option (probe proto = "icmp") on the
+-- command line too: the CLI writes it as the flag.
+describe('qoslab client: advice to set an option is written as its flag', function()
+  it('opts.probe.proto = "icmp" reads --probe-proto icmp', function()
+    local latency = require 'qoslab.latency'
+    local msg = latency.advise('no qoslab server answers latency probes there',
+      'EPROTONOSUPPORT', 'opts.probe.proto')
+    assert.equal('no qoslab server answers latency probes there: use opts.probe.proto = "icmp"',
+      msg)
+    assert.equal('no qoslab server answers latency probes there: use --probe-proto icmp',
+      ct.flag_message(msg))
+    -- other codes get no advice; a field's name keeps its flag form
+    assert.equal('x', latency.advise('x', 'ETIMEDOUT', 'opts.proto'))
+    assert.equal('-w (window_bytes): too big', ct.flag_message('opts.window_bytes: too big'))
   end)
 end)

@@ -657,7 +657,7 @@ static int first_reply(ql_probe *p, ql_err *e)
 				  "pings)", p->host, wait_ms);
 	return ql_err_set(e, EPROTONOSUPPORT, "EPROTONOSUPPORT",
 			  "%s probe to %s port %d: %s: no qoslab server answers latency probes "
-			  "there (a stock iperf3 server does not: use probe proto = \"icmp\")",
+			  "there (a stock iperf3 server does not)",
 			  p->proto == QL_PROBE_TCP ? "TCP" : "UDP", p->host, p->o.port,
 			  refused ? "the UDP port is closed (ICMP port unreachable)"
 				  : p->proto == QL_PROBE_TCP && broken

@@ -235,6 +235,8 @@ static int getcount(const cJSON *o, const char *k, double lo, double hi, int min
 		return rc;
 	if (minus_one && *v == U64_MINUS_ONE)
 		return 1;
+	if (*v < 0 && lo >= 0)
+		return bad(e, k, "expected an integer count, got a negative number");
 	if (*v < lo || *v > hi || *v != floor(*v))
 		return bad(e, k, hi >= COUNT_MAX ? "expected an integer count, at most 2^53"
 						 : "expected a small integer");
@@ -253,6 +255,8 @@ static int gethist(const cJSON *o, const char *k, uint64_t *h, int n, ql_err *e)
 	const cJSON *it;
 	cJSON_ArrayForEach(it, a) {
 		double v = cJSON_IsNumber(it) ? it->valuedouble : -1;
+		if (cJSON_IsNumber(it) && v < 0)
+			return bad(e, k, "expected integer counts, got a negative number");
 		if (!(v >= 0 && v <= COUNT_MAX) || v != floor(v))
 			return bad(e, k, "expected integer counts, at most 2^53");
 		h[i++] = (uint64_t)v;

@@ -373,7 +373,7 @@ int fail_io(ql_test *t, int rc, const char *what)
 	if (rc == -EINTR)
 		return ql_err_set(&t->err, EINTR, "EINTR", "test stopped during %s", what);
 	if (rc == -ETIMEDOUT)
-		return ql_err_set(&t->err, ETIMEDOUT, NULL, "peer silent during %s (timed out)", what);
+		return ql_err_set(&t->err, ETIMEDOUT, NULL, "peer silent during %s: timed out", what);
 	if (rc == -ECONNRESET)
 		return ql_err_set(&t->err, ECONNRESET, NULL, "peer closed the control connection during %s",
 				  what);

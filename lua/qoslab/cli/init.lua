@@ -248,6 +248,13 @@ function M.main(argv)
   local ok, a, failed = M.pparse(parser, args)
   if not ok then
     local name = failed ~= parser and failed._name or nil
+    -- a command may say more about its own parse errors (from its words)
+    local spec = name and M.commands[name]
+    if spec and spec.explain and cmdname == name then
+      local at
+      for i, v in ipairs(args) do if v == cmdname then at = i break end end
+      a = spec.explain(a, { table.unpack(args, at + 1) }) or a
+    end
     io.stderr:write(failed:get_usage(), '\n', 'qoslab', name and (' ' .. name) or '', ': error: ', a, '\n')
     return 2
   end

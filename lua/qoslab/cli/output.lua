@@ -30,7 +30,21 @@ function M.check_time_format(fmt)
   end
   local ok, err = pcall(render, fmt, os.time())
   if not ok then
+    -- os.date quotes the rest of the format from the bad conversion on
+    -- ('%Q%E%O', '%N '): name the conversion itself
     local why = tostring(err):match('%((.*)%)$') or tostring(err)
+    local i = 1
+    while true do
+      local at = fmt:find('%', i, true)
+      if not at then break end
+      local spec = fmt:match('^%%[EO].', at) or fmt:sub(at, at + 1)
+      if spec ~= '%s' and not pcall(os.date, spec, 0) then
+        why = spec == '%' and "a '%' at the end"
+          or string.format("invalid conversion specifier '%s'", spec)
+        break
+      end
+      i = at + #spec
+    end
     return nil, string.format("--timestamps: '%s' is not a strftime format (%s; C99's "
       .. 'conversions and %%s)', fmt, why)
   end
@@ -42,6 +56,35 @@ end
 -- @treturn string
 function M.stamp(fmt)
   return fmt and render(fmt, os.time()) or ''
+end
+
+-- The message and code of a path option's file that io.open refused:
+-- "FLAG: cannot open PATH: REASON", CODE (ENOENT, EACCES, ...).
+local function open_error(flag, path, msg, errno)
+  local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [20] = 'ENOTDIR', [21] = 'EISDIR',
+    [28] = 'ENOSPC', [30] = 'EROFS', [36] = 'ENAMETOOLONG' })[errno]
+    or 'EIO'
+  local why = tostring(msg)
+  if why:sub(1, #path + 2) == path .. ': ' then why = why:sub(#path + 3) end
+  return string.format('%s: cannot open %s: %s', flag, path, why), code
+end
+
+--- Check, before a test runs, that an output file can be written where a
+-- path option names it (its folder exists and takes a new file), as
+-- `--logfile` is checked: the file is opened for appending, and removed
+-- again when it did not exist. Nothing is created on the way (no folder).
+-- @tparam string flag the option, for the message (e.g. "--plot")
+-- @tparam string path
+-- @treturn true, or nil, "FLAG: cannot open PATH: REASON", CODE (ENOENT,
+--   EACCES, ENOTDIR, EISDIR, EROFS, ...)
+function M.check_writable(flag, path)
+  local existed = io.open(path, 'r')
+  if existed then existed:close() end
+  local f, msg, errno = io.open(path, 'a')
+  if not f then return nil, open_error(flag, path, msg, errno) end
+  f:close()
+  if not existed then os.remove(path) end
+  return true
 end
 
 local Sink = {}
@@ -64,14 +107,7 @@ function M.open(a)
   local f = io.stdout
   if a.logfile then
     local lf, msg, errno = io.open(a.logfile, 'a')
-    if not lf then
-      local code = ({ [2] = 'ENOENT', [13] = 'EACCES', [20] = 'ENOTDIR', [21] = 'EISDIR',
-        [28] = 'ENOSPC', [30] = 'EROFS', [36] = 'ENAMETOOLONG' })[errno]
-        or 'EIO'
-      local why = tostring(msg)
-      if why:sub(1, #a.logfile + 2) == a.logfile .. ': ' then why = why:sub(#a.logfile + 3) end
-      return nil, string.format('--logfile: cannot open %s: %s', a.logfile, why), code
-    end
+    if not lf then return nil, open_error('--logfile', a.logfile, msg, errno) end
     f = lf
   end
   return setmetatable({ f = f, fmt = fmt, own = f ~= io.stdout }, Sink)

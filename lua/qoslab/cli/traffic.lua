@@ -31,8 +31,9 @@ local M = {}
 local function parse_scaled(s, base, what)
   if type(s) ~= 'string' then return nil, what .. ': expected a string', 'EINVAL' end
   if s:match('^%s*%-') then
-    return nil, string.format("%s: '%s' is negative: expected %s >= 0 (K/M/G/T = %d)",
-      what, s, what == 'rate' and 'bits/s' or 'bytes', base), 'NEGATIVE'
+    return nil, string.format("%s: '%s' is negative: expected %s >= 0 (%s = %d)",
+      what, s, what == 'rate' and 'bits/s' or 'bytes', base == 1024 and 'K/M/G' or 'K/M/G/T',
+      base), 'NEGATIVE'
   end
   local num, suffix = s:match('^%s*([%d%.]+[eE]?[%+%-]?%d*)%s*([kKmMgGtT]?)%s*$')
   local n = num and tonumber(num)
@@ -41,8 +42,9 @@ local function parse_scaled(s, base, what)
       return nil, string.format("%s: '%s': burst mode (rate/count) is not supported", what, s),
         'EINVAL'
     end
-    return nil, string.format("%s: '%s' is not a number with an optional K, M, G or T suffix",
-      what, s), 'EINVAL'
+    -- the suffixes --help names: K/M/G for sizes (1024), K/M/G/T for rates
+    return nil, string.format("%s: '%s' is not a number with an optional %s suffix (K = %d)",
+      what, s, base == 1024 and 'K, M or G' or 'K, M, G or T', base), 'EINVAL'
   end
   local exp = ({ k = 1, m = 2, g = 3, t = 4 })[suffix:lower()] or 0
   return n * base ^ exp
@@ -82,7 +84,7 @@ local function size_at_least_1(s)
   local v, err, code = M.parse_size(s)
   if v ~= nil and v < 1 then v, err = nil, nil end
   if v == nil and (err == nil or code == 'NEGATIVE') then
-    return nil, string.format("expected a size >= 1 byte (K/M/G/T = 1024), got '%s'", s)
+    return nil, string.format("expected a size >= 1 byte (K/M/G = 1024), got '%s'", s)
   end
   return v, err
 end
@@ -348,11 +350,17 @@ local FLAG_OF = {
   max_duration_s = '--max-duration', test_buffer_bytes = '--test-buffer',
 }
 
---- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...".
+--- Rewrite "qoslab.client: opts.key: ..." as "FLAG (key): ...", and
+-- advice `opts.key = "value"` as `--flag value`.
 -- @tparam string msg an error message from qoslab.traffic
 -- @treturn string
 function M.flag_message(msg)
   msg = tostring(msg):gsub('^.-qoslab%.%a+: ', '')
+  -- advice to set an option (`opts.probe.proto = "icmp"`) as its flag
+  -- would be written: `--probe-proto icmp`
+  msg = msg:gsub('opts%.([%w_]+%.?[%w_]*) = "([^"]*)"', function(k, v)
+    if FLAG_OF[k] and FLAG_OF[k]:sub(1, 2) == '--' then return FLAG_OF[k] .. ' ' .. v end
+  end)
   return (msg:gsub('opts%.([%w_]+%.?[%w_]*)', function(k)
     return FLAG_OF[k] and (FLAG_OF[k] .. ' (' .. k .. ')') or k
   end))
@@ -375,6 +383,25 @@ local function running_ctx(opts, setup)
   return ctx
 end
 
+-- The -J document of a failed test, iperf3's shape: `start` (what the
+-- test had set up; `connected`, `version` and `system_info` only when it
+-- never connected), the `intervals` measured before the failure, an empty
+-- `end` and `error` "MESSAGE (CODE)", so that `.start` and `.end` are
+-- always there.
+local function failure_json(opts, setup, intervals, msg, code)
+  local iperf3_json = require 'qoslab.traffic.iperf3_json'
+  local start = iperf3_json.start_json(running_ctx(opts, setup))
+  if not setup then
+    start = { connected = setmetatable({}, { __jsontype = 'array' }), version = start.version,
+      system_info = start.system_info }
+  end
+  local doc = { start = start, intervals = setmetatable(intervals or {}, { __jsontype = 'array' }),
+    ['end'] = setmetatable({}, { __jsontype = 'object' }),
+    error = string.format('%s (%s)', M.flag_message(msg), code) }
+  return require('dkjson').encode(doc, { indent = true,
+    keyorder = { 'start', 'intervals', 'end', 'error' } })
+end
+
 local function client_body(a, sink)
   local traffic = require 'qoslab.traffic'
   local core = require 'qoslab.core'
@@ -391,6 +418,14 @@ local function client_body(a, sink)
     fail(M.flag_message(t))
     return 2
   end
+  -- --plot's file is checked as --logfile's, before the test runs
+  if a.plot then
+    local good, pmsg, pcode = output.check_writable('--plot', a.plot)
+    if not good then
+      fail(pmsg, ' (', pcode, ')')
+      return 1
+    end
+  end
   -- --json-stream: events as they happen; -J: one document at the end
   local stream = a.json_stream and require('qoslab.cli.json_stream').new(sink)
   local json = a.json or a.json_stream
@@ -401,12 +436,14 @@ local function client_body(a, sink)
   end
   local h, msg, code = t:start()
   if not h then
-    if stream then stream:error(string.format('%s (%s)', msg, code))
-    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    elseif json then sink:json(failure_json(opts, nil, nil, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
-  local ctx = stream and running_ctx(opts)
+  local ctx = json and running_ctx(opts)
+  -- -J: what a failure's document keeps (the setup, the intervals so far)
+  local jsetup, jintervals = nil, {}
   local show = not json and (a.interval or 1) > 0
   local header = false
   -- A qoslab server sends its interval entries live (iv.peer_missing is
@@ -423,6 +460,11 @@ local function client_body(a, sink)
         if not stream.started then stream:start(running_ctx(opts, h:setup())) end
         -- -i 0: no interval reports, as iperf3
         if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
+      elseif json then
+        jsetup = jsetup or h:setup()
+        if (a.interval or 1) > 0 then
+          jintervals[#jintervals + 1] = require('qoslab.traffic.iperf3_json').interval_json(ctx, iv)
+        end
       end
       if show then
         if not header then
@@ -463,8 +505,8 @@ local function client_body(a, sink)
   local res
   res, msg, code = h:wait()
   if not res then
-    if stream then stream:error(string.format('%s (%s)', msg, code))
-    elseif json then sink:json(json_text { error = string.format('%s (%s)', msg, code) })
+    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    elseif json then sink:json(failure_json(opts, jsetup, jintervals, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
@@ -638,6 +680,30 @@ end
 local function run_server(a) return with_sink('server', server_body, a) end
 
 cli.add('server', { describe = M.describe_server, run = run_server })
-cli.add('client', { describe = M.describe_client, run = run_client })
+--- Say more about a client parse error: when HOST is missing because
+-- `--timestamps` or `--probe` (whose value is optional) took the word
+-- after it, and that word is no strftime format (no `%`) or no number of
+-- milliseconds, the message names the flag, the word and the fix.
+-- @tparam string msg argparse's message
+-- @tparam {string,...} words the words after `client`
+-- @treturn string|nil the message to show instead, or nil
+function M.explain_client(msg, words)
+  if not tostring(msg):find("missing argument 'host'", 1, true) then return nil end
+  for i = #words - 1, 1, -1 do
+    local flag, v = words[i], words[i + 1]
+    if v:sub(1, 1) ~= '-' then
+      if flag == '--timestamps' and not v:find('%', 1, true) then
+        return string.format('HOST: missing; --timestamps took "%s" as its FORMAT: write '
+          .. '--timestamps=FORMAT or put it after HOST', v)
+      elseif flag == '--probe' and not tonumber(v) then
+        return string.format('HOST: missing; --probe took "%s" as its MS (milliseconds): '
+          .. 'write --probe=MS or put it after HOST', v)
+      end
+    end
+  end
+  return nil
+end
+
+cli.add('client', { describe = M.describe_client, run = run_client, explain = M.explain_client })
 
 return M

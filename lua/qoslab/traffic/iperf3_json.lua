@@ -7,6 +7,9 @@ local M = {}
 
 local core = check.core
 
+-- the bodies of M.start_json and M.end_json (below them)
+local start_json, end_json
+
 -- ---------------------------------------------------------- iperf3 JSON --
 
 -- iperf3 -J prints what its own end measured: the entries whose `side`
@@ -22,6 +25,21 @@ local function local_sends(res, dir)
 end
 
 local function data_dir(res) return res.reverse and 'reverse' or 'forward' end
+
+-- iperf3 (cJSON) writes a number with an integral value as an integer
+-- ("omit": 0, "start": 0, "end": 2), a typed reader rejects 0.0 for an
+-- integer field: every float with an integral value becomes a Lua integer,
+-- in place, so that -J and --json-stream encode it alike.
+local function integral(t)
+  for k, v in pairs(t) do
+    if math.type(v) == 'float' then
+      t[k] = math.tointeger(v) or v
+    elseif type(v) == 'table' then
+      integral(v)
+    end
+  end
+  return t
+end
 
 local function interval_json(res, iv)
   local out = { streams = {} }
@@ -121,6 +139,10 @@ end
 --   `tcp_mss_bytes`, `streams[i].id` and `.socket`)
 -- @treturn table
 function M.start_json(res)
+  return integral(start_json(res))
+end
+
+function start_json(res)
   local o = res.options or {}
   local D = core().traffic_defaults()
   local udp = res.proto == 'udp'
@@ -181,7 +203,7 @@ end
 -- @tparam table iv an interval record
 -- @treturn table `{ streams = {...}, sum = {...}[, sum_bidir_reverse] }`
 function M.interval_json(res, iv)
-  return interval_json(res, iv)
+  return integral(interval_json(res, iv))
 end
 
 --- The `end` object of iperf3's `-J` JSON for a result: `streams` with
@@ -196,6 +218,10 @@ end
 -- @tparam table res a result table
 -- @treturn table
 function M.end_json(res)
+  return integral(end_json(res))
+end
+
+function end_json(res)
   local udp = res.proto == 'udp'
   local lsnd = local_sends(res, data_dir(res))
   local e = { streams = {} }
@@ -280,7 +306,7 @@ end
 -- @usage print(require('cjson').encode(traffic.to_iperf3_json(res)))
 function M.to_iperf3_json(res)
   local intervals = {}
-  for _, iv in ipairs(res.intervals or {}) do intervals[#intervals + 1] = interval_json(res, iv) end
+  for _, iv in ipairs(res.intervals or {}) do intervals[#intervals + 1] = M.interval_json(res, iv) end
   return { start = M.start_json(res), intervals = intervals, ['end'] = M.end_json(res) }
 end
 
