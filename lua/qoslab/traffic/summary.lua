@@ -242,7 +242,9 @@ end
 
 --- Lines for one live interval report, iperf3 style: one per stream entry
 -- and, with more than one stream, a [SUM] line per direction and role (the
--- mean of the streams' jitter, like iperf3).
+-- interval's SUM entry: the mean of the streams' jitter, like iperf3). A
+-- row whose rate is over other seconds than the interval's span (the far
+-- end's grid slot, after a stall on either end) says so: "(over 1.00 s)".
 -- @tparam table iv an interval table
 -- @treturn table list of strings
 function M.interval_lines(iv)
@@ -256,6 +258,14 @@ function M.interval_lines(iv)
   end
   local tag = iv.omitted and '  (omitted)' or ''
   local span = string.format('%6.2f-%-6.2f s', iv.start_s or 0, iv.end_s or 0)
+  -- A row of the far end covers its own grid slot: after a stall on one
+  -- end the slot and this interval differ (1 s in 1.00-2.40), and the row
+  -- says the seconds its rate is over.
+  local shown = string.format('%.2f', iv.seconds or ((iv.end_s or 0) - (iv.start_s or 0)))
+  local function over(x)
+    if not x.seconds or string.format('%.2f', x.seconds) == shown then return '' end
+    return string.format('  (over %.2f s)', x.seconds)
+  end
   for _, key in ipairs(order) do
     local g = groups[key]
     local dir, role = key:match('^(%S+) (%S+)$')
@@ -275,10 +285,17 @@ function M.interval_lines(iv)
         extra = extra .. string.format(' |D| %.3f ms', x.jitter_mean_abs_ms)
       end
       return string.format('%s %s %s  %12s  %15s%s  %s%s', sid(id), short_dir(dir), span,
-        M.format_bytes(x.bytes), M.format_rate(x.bits_per_second), extra, role, tag)
+        M.format_bytes(x.bytes), M.format_rate(x.bits_per_second), over(x) .. extra, role, tag)
     end
+    -- the engine's SUM entry of this direction and role (the one the plot
+    -- draws); a table without one is summed here over the interval
+    local sums = dir == 'reverse' and iv.reverse_sum or iv.sum
+    local engine_sum = sums and sums[role]
     if #g == 1 then
       lines[#lines + 1] = line(g[1].id, g[1])
+    elseif engine_sum then
+      for _, s in ipairs(g) do lines[#lines + 1] = line(s.id, s) end
+      lines[#lines + 1] = line(nil, engine_sum)
     else
       for _, s in ipairs(g) do lines[#lines + 1] = line(s.id, s) end
       local sum = { bytes = 0 }
