@@ -137,6 +137,38 @@ describe('qoslab.plot.timeseries', function()
     assert.matches("set ylabel \"jitter\\012\\050\\302\\265s\\051\"", gp, 1, true)
   end)
 
+  it('the title counts the streams of a reverse test and of each direction of a bidirectional one', function()
+    -- A reverse test's streams are all "reverse": the title said "0 streams"
+    -- where the text summary says "1 stream".
+    local rev = udp_result()
+    rev.reverse = true
+    for _, iv in ipairs(rev.intervals) do
+      for _, e in ipairs(iv.streams) do e.direction = 'reverse' end
+    end
+    local f = assert(plot.timeseries(rev, { out = dir .. '/rev.png' }))
+    assert.matches("set multiplot title 'UDP test to 10.0.0.2: 1 stream, reverse, 3 s'", slurp(f.gp), 1, true)
+    -- bidirectional: each direction counted
+    local bi = tcp_result(false)
+    bi.bidir = true
+    for _, iv in ipairs(bi.intervals) do
+      local n = #iv.streams
+      for k = 1, n do
+        local e = {}
+        for key, v in pairs(iv.streams[k]) do e[key] = v end
+        e.direction = 'reverse'
+        iv.streams[#iv.streams + 1] = e
+      end
+    end
+    f = assert(plot.timeseries(bi, { out = dir .. '/bi.png' }))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 2 streams each way, bidirectional, 2 s",
+      slurp(f.gp), 1, true)
+    for _, iv in ipairs(bi.intervals) do table.remove(iv.streams) table.remove(iv.streams) end
+    f = assert(plot.timeseries(bi, { out = dir .. '/bi1.png' }))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 2 forward + 1 reverse stream, bidirectional",
+      slurp(f.gp), 1, true)
+    assert_png(f.png, 1000, 600)
+  end)
+
   it('rejects a result without intervals and bad options, naming the field', function()
     assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
       'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')

@@ -93,6 +93,23 @@ end
 
 local PANEL_KEYS = { out = true, title = true, formats = true, size = true }
 
+-- The streams of a title, counted from the intervals as the text summary
+-- counts them ("1 stream", "4 streams"); a bidirectional test counts each
+-- direction ("1 stream each way", "2 forward + 3 reverse streams").
+local function streams_text(res, streams)
+  local fwd, rev = 0, 0
+  for _, s in ipairs(streams) do
+    if s.direction == 'reverse' then rev = rev + 1 else fwd = fwd + 1 end
+  end
+  local function n_streams(n) return n .. ' stream' .. (n == 1 and '' or 's') end
+  if res.bidir then
+    if fwd == rev then return n_streams(fwd) .. ' each way' end
+    return string.format('%d forward + %d reverse stream%s', fwd, rev, rev == 1 and '' or 's')
+  end
+  if fwd + rev == 0 and math.type(res.parallel) then return n_streams(res.parallel) end
+  return n_streams(fwd + rev)
+end
+
 --- Time series of one test: stacked panels sharing the time axis.
 --
 -- Panels, each drawn only when the result has its data:
@@ -337,11 +354,10 @@ function M.timeseries(res, opts)
 
   local title = opts.title
   if not title then
-    local nstreams = 0
-    for _, s in ipairs(streams) do if s.direction == 'forward' then nstreams = nstreams + 1 end end
-    title = string.format('%s test to %s%s: %d stream%s%s%s, %.3g s', string.upper(tostring(res.proto or '?')),
-      tostring(res.host or '?'), res.port and (':' .. res.port) or '', nstreams, nstreams == 1 and '' or 's',
-      res.reverse and ', reverse' or '', res.bidir and ', bidirectional' or '', res.duration_s or t_end)
+    title = string.format('%s test to %s%s: %s%s%s, %.3g s', string.upper(tostring(res.proto or '?')),
+      tostring(res.host or '?'), res.port and (':' .. res.port) or '', streams_text(res, streams),
+      res.reverse and not res.bidir and ', reverse' or '', res.bidir and ', bidirectional' or '',
+      res.duration_s or t_end)
     if (res.omit_s or 0) > 0 then title = title .. string.format(' after a %.3g s warm-up (grey)', res.omit_s) end
     if res.options and res.options.netns then title = title .. ' (netns ' .. tostring(res.options.netns) .. ')' end
   end
