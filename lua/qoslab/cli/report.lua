@@ -5,8 +5,10 @@
 -- (`qoslab.report.compare`): the same sweep's curve from each folder in one
 -- plot, labelled by what differs in their metadata, and an index.html in
 -- `--out` (default `results/compare-<UTC time>`).
--- Exit status: 0 written; 1 a folder or file cannot be read or written; 2
--- bad arguments.
+-- Exit status: 0 written; 1 a folder is missing, not a folder or not a
+-- results folder (`qoslab.report.page.check_folder`; in a comparison, one
+-- without results.jsonl), or a file cannot be read or written; 2 bad
+-- arguments.
 -- @module qoslab.cli.report
 local cli = require 'qoslab.cli'
 

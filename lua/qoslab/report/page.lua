@@ -5,7 +5,9 @@
 -- table per sweep from `DIR/results.jsonl` (`qoslab.plan.load`; the last
 -- record of a point counts, so a resumed run shows each point once), every
 -- PNG plot in the folder and its subfolders with its title as the caption
--- and a link to its SVG twin, and links to the data files. Links are
+-- and a link to its SVG twin, and links to the data files: only regular
+-- files inside the folder (symbolic links are not followed), only in a
+-- results folder (`check_folder`). Links are
 -- relative, so the folder can be moved or copied as a whole. `qoslab run`
 -- and `qoslab demo` write it at the end of every run; `qoslab report DIR`
 -- writes it again.
@@ -190,33 +192,52 @@ local function gp_title(path)
   return t
 end
 
-local function walk(dir, rel, depth, out)
+--- How far the page looks into a results folder: `depth` levels of
+-- subfolders (the folder itself is level 1) and at most `files` files.
+-- @table LIMITS
+M.LIMITS = { depth = 3, files = 2000 }
+
+local function walk(dir, rel, depth, out, info)
   for _, name in ipairs(fs.list(dir) or {}) do
     if name:sub(1, 1) ~= '.' then
       local path, r = dir .. '/' .. name, rel and (rel .. '/' .. name) or name
-      if fs.is_dir(path) then
-        if depth < 3 then walk(path, r, depth + 1, out) end
-      else
-        out[#out + 1] = r
+      -- lstat: a link is never followed (it may lead out of the folder, or
+      -- round in a loop); only regular files are listed.
+      local kind = fs.lkind(path)
+      if kind == 'directory' then
+        if depth < M.LIMITS.depth then walk(path, r, depth + 1, out, info)
+        else info.deep[#info.deep + 1] = r end
+      elseif kind == 'file' then
+        if #out < M.LIMITS.files then out[#out + 1] = r else info.cut = true end
+      elseif kind == 'link' then
+        info.links[#info.links + 1] = r
       end
     end
   end
   return out
 end
 
---- Every file of a results folder and its subfolders (3 levels), relative
--- paths, sorted; hidden names left out.
+--- Every regular file of a results folder and its subfolders (`LIMITS`),
+-- relative paths, sorted; hidden names left out. Symbolic links are not
+-- followed: neither a linked file nor a linked folder is listed.
 -- @tparam string dir
 -- @treturn {string,...}
+-- @treturn table what was left out: `{links = {relative path, ...},
+--   deep = {folder below LIMITS.depth, ...}, cut = true when there were
+--   more than LIMITS.files files}`
 function M.files(dir)
-  local list = walk(dir, nil, 1, {})
+  local info = { links = {}, deep = {}, cut = false }
+  local list = walk(dir, nil, 1, {}, info)
   table.sort(list)
-  return list
+  table.sort(info.links)
+  table.sort(info.deep)
+  return list, info
 end
 
 --- The plots of a results folder: its PNG files with caption and SVG twin.
 -- @tparam string dir
--- @tparam[opt] {string,...} files as `files` returns (read when absent)
+-- @tparam[opt] {string,...} files as `files` returns (read when absent):
+--   only these are embedded or read
 -- @treturn {table,...} `{{png = relative path, svg = relative path|nil, title = string|nil}, ...}`
 function M.plots(dir, files)
   files = files or M.files(dir)
@@ -227,7 +248,7 @@ function M.plots(dir, files)
     local base = f:match('^(.*)%.png$')
     if base then
       out[#out + 1] = { png = f, svg = have[base .. '.svg'] and (base .. '.svg') or nil,
-                        title = gp_title(dir .. '/' .. base .. '.gp') }
+                        title = have[base .. '.gp'] and gp_title(dir .. '/' .. base .. '.gp') or nil }
     end
   end
   return out
@@ -382,32 +403,56 @@ end
 
 local function read_plan_name(dir)
   local report = require 'qoslab.report'
-  local v = fs.is_file(dir .. '/qoslab-run.json') and report.read_json(dir .. '/qoslab-run.json')
+  local v = fs.lkind(dir .. '/qoslab-run.json') == 'file' and report.read_json(dir .. '/qoslab-run.json')
   return type(v) == 'table' and type(v.plan) == 'string' and v.plan or nil
+end
+
+--- The files that make a folder a results folder: `qoslab run` and `qoslab
+-- demo` write at least one of them, as a regular file, in every folder
+-- they make.
+-- @table MARKS
+M.MARKS = { 'results.jsonl', 'meta.json', 'qoslab-run.json' }
+
+--- Whether a path is a results folder: a folder holding one of `MARKS` as
+-- a regular file (not a link). A page is written only into such a folder.
+-- @tparam string dir
+-- @treturn boolean|nil true
+-- @return or nil, message, CODE: "ENOENT" (nothing there, or a folder
+--   without any of `MARKS`), "ENOTDIR" (a file or another kind, not a folder)
+function M.check_folder(dir)
+  local kind = fs.kind(dir)
+  if kind == nil then return nil, 'not a folder: ' .. dir, 'ENOENT' end
+  if kind ~= 'directory' then return nil, 'not a folder: ' .. dir .. ' is a ' .. kind, 'ENOTDIR' end
+  for _, f in ipairs(M.MARKS) do
+    if fs.lkind(dir .. '/' .. f) == 'file' then return true end
+  end
+  return nil, 'not a results folder: ' .. dir .. ' (no ' .. table.concat(M.MARKS, ', '):gsub(', ([^,]+)$', ' nor %1')
+    .. ' in it): give the folder `qoslab run` or `qoslab demo` wrote', 'ENOENT'
 end
 
 --- The page of a results folder, as text.
 -- @tparam string dir the results folder
 -- @treturn string the HTML document
--- @return or nil, message, CODE when the folder cannot be read ("ENOENT":
---   not a folder; the codes of `qoslab.plan.load` for a results file that
---   cannot be read)
+-- @return or nil, message, CODE when the folder cannot be read: the codes
+--   of `check_folder` (not a folder, not a results folder), of
+--   `qoslab.plan.load` for a results file that cannot be read
 -- @raise when dir is not a string
 function M.render(dir)
   local ctx = 'qoslab.report.page.render'
   if dir == nil then check.fail(ctx, 'dir', 'a string', nil) end
   check.cstring(ctx, 'dir', dir)
-  if not fs.is_dir(dir) then return nil, 'not a folder: ' .. dir, 'ENOENT' end
+  local is, ferr, fcode = M.check_folder(dir)
+  if not is then return nil, ferr, fcode end
   local plan, meta = require 'qoslab.plan', require 'qoslab.meta'
   local records, bad = {}, 0
-  if fs.kind(dir .. '/results.jsonl') then
+  if fs.lkind(dir .. '/results.jsonl') == 'file' then
     local r, b, code = plan.load(dir .. '/results.jsonl')
     if not r then return nil, b, code end
     records, bad = r, b
   end
   local m, merr, mcode = nil, nil, nil
   local from_records = false
-  if fs.kind(dir .. '/' .. meta.FILE) then m, merr, mcode = meta.read(dir) end
+  if fs.lkind(dir .. '/' .. meta.FILE) == 'file' then m, merr, mcode = meta.read(dir) end
   if not m then m, from_records = meta_from_records(records), true end
   local name = dir:gsub('/+$', ''):match('([^/]+)$') or dir
   local plan_name = read_plan_name(dir)
@@ -429,7 +474,7 @@ function M.render(dir)
       .. esc(table.concat(s.order, ', ')) .. '</p>'
     body[#body + 1] = M.sweep_tables(s)
   end
-  local files = M.files(dir)
+  local files, left = M.files(dir)
   local plots = M.plots(dir, files)
   body[#body + 1] = '<h2>Plots</h2>'
   if #plots == 0 then body[#body + 1] = '<p class="note">No plot (PNG) in this folder.</p>' end
@@ -445,6 +490,20 @@ function M.render(dir)
     end
   end
   body[#body + 1] = '</ul>'
+  if #left.links > 0 then
+    body[#body + 1] = '<p class="note">' .. #left.links .. ' symbolic link' .. (#left.links == 1 and '' or 's')
+      .. ' not followed (only files inside the folder are shown): '
+      .. esc(table.concat(left.links, ', ', 1, math.min(#left.links, 20))) .. (#left.links > 20 and ', ...' or '')
+      .. '</p>'
+  end
+  if #left.deep > 0 then
+    body[#body + 1] = '<p class="note">Folders deeper than ' .. M.LIMITS.depth .. ' levels not shown: '
+      .. esc(table.concat(left.deep, ', ', 1, math.min(#left.deep, 20))) .. (#left.deep > 20 and ', ...' or '')
+      .. '</p>'
+  end
+  if left.cut then
+    body[#body + 1] = '<p class="note">Only the first ' .. M.LIMITS.files .. ' files are shown.</p>'
+  end
   return html.page('qoslab results: ' .. name, table.concat(body, '\n'))
 end
 
@@ -458,6 +517,8 @@ function M.write(dir)
   local text, err, code = M.render(dir)
   if not text then return nil, err, code end
   local path = dir:gsub('/+$', '') .. '/index.html'
+  -- A link in the temporary file's place would be written through.
+  if fs.lkind(path .. '.tmp') == 'link' then os.remove(path .. '.tmp') end
   local ok, werr, wcode = fs.write_file(path .. '.tmp', text)
   if not ok then return nil, werr, wcode end
   local rok, rerr = os.rename(path .. '.tmp', path)
