@@ -222,7 +222,8 @@ function M.lines(opts)
     logx and 'set logscale x' or '',
     logy and 'set logscale y' or '',
     "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
-    'set key below',
+    -- samples left of their text: a long entry's sample stays off the edge
+    'set key below center reverse Left samplen 3',
     "set format x '%g'",
     "set format y '%g'",
     maxy <= 0 and '' or logy and string.format('set yrange [*:%.10g]', maxy * 1.6)
@@ -532,6 +533,30 @@ function M.bytes_label(b)
   return string.format('%g B', b)
 end
 
+--- An axis label for a sweep parameter, its unit from its name's suffix:
+-- "window_bytes" -> "window (bytes)", "delay_ms" -> "delay (ms)",
+-- "loss_pct" -> "loss (%)", "rate_bps" -> "rate (bit/s)".
+-- @tparam string name the parameter
+-- @treturn string
+function M.param_label(name)
+  return (name:gsub('_pct$', ' (%%)'):gsub('_ms$', ' (ms)'):gsub('_bytes$', ' (bytes)')
+    :gsub('_bps$', ' (bit/s)'):gsub('_s$', ' (s)'):gsub('_', ' '))
+end
+
+--- The tic labels of a sweep parameter's axis, put at its measured values:
+-- sizes (`_bytes`) in binary units ("64 KiB"), integers as themselves
+-- (up to 40 values); other values keep gnuplot's own tics.
+-- @tparam string name the parameter
+-- @tparam {number,...} xs the values it takes
+-- @treturn function|nil `function(x) -> string` for `lines`' `xtic_label`, or nil
+function M.param_tic_label(name, xs)
+  if name:match('_bytes$') then return M.bytes_label end
+  local integers = #xs > 0 and #xs <= 40
+  for _, v in ipairs(xs) do integers = integers and v == math.floor(v) end
+  if integers then return function(v) return string.format('%d', v) end end
+  return nil
+end
+
 --- From sweep summaries.
 -- @section from_sweep_summaries
 
@@ -630,7 +655,8 @@ end
 --   series_title = function(v) -> string, title =, xlabel =, ylabel =,
 --   scale = 1e6, logx = true, logy = false, where = {name = value},
 --   hlines = ..., formats = ..., size = ..., xtic_label = function(x) -> string
---   (tics at the measured x values, e.g. window sizes in KiB),
+--   (tics at the measured x values; default `param_tic_label(x, values)`:
+--   window sizes in KiB, integers as such), xlabel default `param_label(x)`,
 --   extra_series = {{title =, points = {{x, y}, ...}[, reference = true]}, ...}
 --   (e.g. published values; reference: a bound, drawn dashed),
 --   boxes = bool (default: true when a point has more than one value:
@@ -696,10 +722,14 @@ function M.sweep_lines(summary, opts)
     end
   end
   for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
+  local xs = {}
+  for _, s in ipairs(series) do
+    for _, pt in ipairs(s.points or {}) do if type(pt[1]) == 'number' then xs[#xs + 1] = pt[1] end end
+  end
   return M.lines { out = opts.out, title = titled(opts.title or summary.name, summary, opts.subtitle), series = series,
-    xlabel = opts.xlabel or x, ylabel = opts.ylabel or 'throughput (Mbit/s)',
+    xlabel = opts.xlabel or M.param_label(x), ylabel = opts.ylabel or 'throughput (Mbit/s)',
     logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
-    size = opts.size, xtic_label = opts.xtic_label }
+    size = opts.size, xtic_label = opts.xtic_label or M.param_tic_label(x, xs) }
 end
 
 --- Box plots over the repetitions of a sweep: `sweep_lines` with `boxes =

@@ -203,11 +203,6 @@ local function slug(i, name)
   return string.format('%02d-%s', i, s:sub(1, 60))
 end
 
-local function param_label(name)
-  return (name:gsub('_pct$', ' (%%)'):gsub('_ms$', ' (ms)'):gsub('_bytes$', ' (bytes)')
-    :gsub('_bps$', ' (bit/s)'):gsub('_s$', ' (s)'):gsub('_', ' '))
-end
-
 -- The x parameter of a sweep: its innermost numeric one.
 local function x_param(s)
   for i = #s.order, 1, -1 do
@@ -264,15 +259,13 @@ local function sweep_section(idx, name, runs, labels, out, warnings)
     local base = out .. '/' .. slug(idx, name)
     if #series > 0 then
       local title = name .. ': ' .. #labels .. ' folders compared'
-      local integers = true
-      for _, v in ipairs(all_x) do integers = integers and v == math.floor(v) end
       local metric = tostring(first.metric or 'metric'):gsub('%.bits_per_second$', ' throughput')
       local files, err, code = plot.lines { out = base, title = title, series = series,
-        xlabel = param_label(x),
+        xlabel = plot.param_label(x),
         ylabel = metric .. (unit ~= first.metric and (' (' .. unit .. ')') or ''),
         logx = lo > 0 and hi / lo >= 10, logy = ylo > 0 and yhi / ylo >= 100,
         -- Tics at the measured values: sizes in binary units, counts as integers.
-        xtic_label = x:match('_bytes$') and plot.bytes_label or (integers and #all_x <= 40 and text_of) or nil }
+        xtic_label = plot.param_tic_label(x, all_x) }
       if files then
         body[#body + 1] = page.figure { png = files.png:match('[^/]+$'), svg = files.svg and files.svg:match('[^/]+$'),
                                         title = title }
