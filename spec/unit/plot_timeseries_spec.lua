@@ -203,6 +203,28 @@ describe('qoslab.plot.latency_cdf', function()
     for i = 2, #pts do assert.is_true(pts[i][1] > pts[i - 1][1] and pts[i][2] >= pts[i - 1][2]) end
   end)
 
+  it('an RTT range narrower than a decade gets numbers on its axis and a curve through the exact quantiles', function()
+    -- A 20 ms link: every sample in one or two buckets (19.95-25.12-31.62
+    -- ms). The log axis 15.4-40.6 ms held no power of ten, so no tic at all,
+    -- and the curve was a straight line from 20 to 25 ms, far from the
+    -- exact p50 the probe reports.
+    local res = { proto = 'udp', host = '10.0.0.2', latency = { proto = 'udp', interval_ms = 10, samples = 440,
+      rtt_ms = { min = 20.46, mean = 28, p50 = 28.3, p90 = 30.1, p99 = 31.0, p999 = 31.2, max = 31.24 },
+      histogram = hist(43, { 1, 439 }),
+      idle = { samples = 410, lost = 0, late = 0, histogram = hist(43, { 409, 1 }),
+        rtt_ms = { min = 20.07, mean = 20.2, p50 = 20.2, p90 = 20.4, p99 = 20.7, p999 = 25.0, max = 25.6 } } } }
+    local f = assert(plot.latency_cdf(res, { out = dir .. '/link.png' }))
+    assert_png(f.png, 800, 500)
+    local gp = assert(slurp(f.gp))
+    assert.matches("\nset xtics ('20' 20, '25' 25, '30' 30, '40' 40)\n", gp, 1, true)
+    local dat = assert(slurp(f.dat))
+    local loaded, idle = dat:match('# rtt_ms fraction_below\n(.-)\n\n.-# rtt_ms fraction_below\n(.-)\n\n')
+    assert.equal('20.46 0\n25.11886432 0.002272727273\n28.3 0.5\n30.1 0.9\n31 0.99\n31.2 0.999\n31.24 1', loaded)
+    -- p999 25.0 ms would put 99.9 % below 25.0 ms where the counts put only
+    -- 409 of 410 (99.76 %) below 25.12 ms: contradicted, left out
+    assert.equal('20.07 0\n20.2 0.5\n20.4 0.9\n20.7 0.99\n25.11886432 0.9975609756\n25.6 1', idle)
+  end)
+
   it('a list of results, labelled; no samples is EINVAL', function()
     local f = assert(plot.latency_cdf({ tcp_result(true), tcp_result(true) },
       { out = dir .. '/two.svg', labels = { 'before', 'after' } }))

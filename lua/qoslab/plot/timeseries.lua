@@ -429,6 +429,8 @@ end
 -- samples, exact there (nothing is interpolated but the line between two
 -- edges); the curve starts at (min, 0) and ends at (max, 1), which are exact
 -- too. Returns {{x_ms, F}, ...} or nil without samples.
+local QUANTILES = { { 'p50', 0.5 }, { 'p90', 0.9 }, { 'p99', 0.99 }, { 'p999', 0.999 } }
+
 local function cdf_points(h, rtt)
   if not h or not h.counts or #h.counts == 0 or not rtt then return nil end
   local total = (h.below or 0) + (h.above or 0)
@@ -442,7 +444,46 @@ local function cdf_points(h, rtt)
     if x > rtt.min and x < rtt.max then pts[#pts + 1] = { x, cum / total } end
   end
   pts[#pts + 1] = { rtt.max, 1 }
+  -- The exact quantiles the probe computed from its samples: the curve
+  -- passes through them (between two bucket edges a straight line would
+  -- miss them by up to a bucket's width, 26 % of the RTT). One the counts
+  -- contradict (rounding, or a histogram and quantiles from different
+  -- samples) is left out: the edges are exact.
+  for _, q in ipairs(QUANTILES) do
+    local x, f = rtt[q[1]], q[2]
+    local fits = type(x) == 'number' and x > rtt.min and x < rtt.max
+    for _, p in ipairs(pts) do
+      if not fits then break end
+      if p[1] == x or (p[1] > x and p[2] < f) or (p[1] < x and p[2] > f) then fits = false end
+    end
+    if fits then pts[#pts + 1] = { x, f } end
+  end
+  table.sort(pts, function(a, b) return a[1] < b[1] end)
   return pts, total
+end
+
+-- Tics for a log axis from lo to hi (ms): none (gnuplot's powers of ten)
+-- when the range holds at least three powers of ten, else the coarsest of 1-2-5, 1-2-3-5-7 and
+-- 1-1.5-2-2.5-3-4-5-6-7-8 that puts 4 to 12 tics inside, so that a
+-- narrow range (15 to 40 ms) still has numbers on its axis.
+local function log_tics(lo, hi)
+  local sets = { { 1 }, { 1, 2, 5 }, { 1, 2, 3, 5, 7 }, { 1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8 } }
+  local best
+  for _, m in ipairs(sets) do
+    local t = {}
+    for k = math.floor(math.log(lo, 10)) - 1, math.ceil(math.log(hi, 10)) do
+      for _, v in ipairs(m) do
+        local x = v * 10 ^ k
+        if x >= lo and x <= hi then t[#t + 1] = tonumber(string.format('%.6g', x)) end
+      end
+    end
+    if #t > 12 then break end
+    -- powers of ten: gnuplot's own tics, with its minor ones between
+    if m == sets[1] and #t >= 3 then return {} end
+    best = t
+    if #t >= 4 then break end
+  end
+  return best or {}
 end
 
 local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size = true }
@@ -451,9 +492,11 @@ local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size
 --
 -- Drawn from the latency histograms (`res.latency.histogram` and
 -- `res.latency.idle.histogram`: 10 buckets per decade): the curve is the
--- share of samples below each bucket edge, exact at the edges, from the
--- smallest sample (0) to the largest (1); the loaded phase's p50 and p99
--- are marked.
+-- share of samples below each bucket edge, exact at the edges, through the
+-- exact quantiles (`rtt_ms.p50`, `p90`, `p99`, `p999`), from the smallest
+-- sample (0) to the largest (1); the loaded phase's p50 and p99 are
+-- marked. The x axis has tics inside any range (15, 20, 25, 30 ms for a
+-- range narrower than a decade).
 -- @tparam table res_or_list a `qoslab.traffic.run` result with a probe (or
 --   `qoslab.latency.probe`'s table), or a list of them (one colour each,
 --   idle dashed, loaded solid)
@@ -541,6 +584,11 @@ function M.latency_cdf(res_or_list, opts)
     'set yrange [0:1]',
     "set ytics ('0%%' 0, '10%%' 0.1, '25%%' 0.25, '50%%' 0.5, '75%%' 0.75, '90%%' 0.9, '99%%' 0.99)",
     string.format('set xrange [%.10g:%.10g]', lo / 1.3, hi * 1.3),
+    (function()
+      local t = {}
+      for i, x in ipairs(log_tics(lo / 1.3, hi * 1.3)) do t[i] = string.format("'%g' %s", x, num(x)) end
+      return #t > 0 and ('set xtics (' .. table.concat(t, ', ') .. ')') or ''
+    end)(),
     "set grid xtics mxtics ytics lt 1 lw 1 lc rgb '#dddddd', lt 1 lw 1 lc rgb '#f0f0f0'",
     'set mxtics 10',
     'set key below Left reverse',
