@@ -112,6 +112,33 @@ describe('qoslab.plot sweeps', function()
     assert.matches("\nset xtics ('1' 1, '10' 10, '100' 100)\n", gp, 1, true)
   end)
 
+  it('a failed point is marked at its x, and the axis keeps it in range', function()
+    -- A sweep over parallel = {1, 2} whose point 1 failed drew a lone box at
+    -- x = 2 on an axis 1.85-2.15 with tics 1.9, 1.95, ...: nothing said
+    -- that x = 1 had been measured and failed.
+    local k = 0
+    local s = plan.sweep { name = 'repfail', progress = false, repeat_count = 3, on_error = 'record',
+      params = { parallel = { 1, 2 } },
+      run = function(p)
+        k = k + 1
+        if k == 2 then return nil, 'simulated failure', 'ECONNREFUSED' end
+        return result(1e9 * p.parallel * (1 + k / 10))
+      end }
+    assert.is_string(s.points[1].error)
+    local f = assert(plot.sweep_lines(s, { out = dir .. '/r', x = 'parallel', logx = false, formats = { 'png' } }))
+    assert_png(f.png)
+    local gp = assert(slurp(f.gp))
+    assert.matches("\nset arrow from first 1, graph 0 to first 1, graph 1 nohead", gp, 1, true)
+    assert.matches("\nset label 'failed' at first 1,", gp, 1, true)
+    assert.matches("title 'failed: no result at this x'", gp, 1, true)
+    assert.matches("\nset xtics ('1' 1, '2' 2)\n", gp, 1, true)
+    local lo, hi = gp:match('\nset xrange %[([%d.e+-]+):([%d.e+-]+)%]')
+    assert.is_true(tonumber(lo) < 1 and tonumber(hi) > 2, tostring(lo) .. ':' .. tostring(hi))
+    -- no failure: no mark
+    local ok = assert(plot.sweep_lines(delay_sweep(1), { out = dir .. '/ok', x = 'delay_ms', formats = { 'png' } }))
+    assert.is_nil(slurp(ok.gp):find('failed', 1, true))
+  end)
+
   it('titles say what was measured, where and with which backend', function()
     local f = assert(plot.sweep_lines(delay_sweep(1, 'guest'), { out = dir .. '/t', x = 'delay_ms',
       title = 'TCP vs delay', formats = { 'png' } }))
