@@ -436,11 +436,17 @@ end
 -- @return or nil, message, CODE when the folder cannot be read: the codes
 --   of `check_folder` (not a folder, not a results folder), of
 --   `qoslab.plan.load` for a results file that cannot be read
+-- @tparam[opt] table opts `{link_prefix = "../run-1/"}`: put before every
+--   link to the folder's files, for a page written elsewhere (`write`'s `out`)
 -- @raise when dir is not a string
-function M.render(dir)
+function M.render(dir, opts)
   local ctx = 'qoslab.report.page.render'
   if dir == nil then check.fail(ctx, 'dir', 'a string', nil) end
   check.cstring(ctx, 'dir', dir)
+  opts = opts or {}
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { link_prefix = true })
+  local prefix = opts.link_prefix ~= nil and check.string(ctx, 'opts.link_prefix', opts.link_prefix) or ''
   local is, ferr, fcode = M.check_folder(dir)
   if not is then return nil, ferr, fcode end
   local plan, meta = require 'qoslab.plan', require 'qoslab.meta'
@@ -478,7 +484,9 @@ function M.render(dir)
   local plots = M.plots(dir, files)
   body[#body + 1] = '<h2>Plots</h2>'
   if #plots == 0 then body[#body + 1] = '<p class="note">No plot (PNG) in this folder.</p>' end
-  for _, p in ipairs(plots) do body[#body + 1] = M.figure(p) end
+  for _, p in ipairs(plots) do
+    body[#body + 1] = M.figure { png = prefix .. p.png, svg = p.svg and (prefix .. p.svg), title = p.title }
+  end
   if m and not from_records then
     body[#body + 1] = '<h2 id="path">The path and its settings</h2>'
     body[#body + 1] = M.meta_section(m, false, 'details')
@@ -486,7 +494,7 @@ function M.render(dir)
   body[#body + 1] = '<h2>Files</h2><ul>'
   for _, f in ipairs(files) do
     if f ~= 'index.html' and not f:match('%.png$') and not f:match('%.svg$') and not f:match('%.tmp$') then
-      body[#body + 1] = '<li><a href="' .. html.href(f) .. '">' .. esc(f) .. '</a></li>'
+      body[#body + 1] = '<li><a href="' .. html.href(prefix .. f) .. '">' .. esc(f) .. '</a></li>'
     end
   end
   body[#body + 1] = '</ul>'
@@ -507,16 +515,37 @@ function M.render(dir)
   return html.page('qoslab results: ' .. name, table.concat(body, '\n'))
 end
 
---- Write `DIR/index.html` (through a temporary file and a rename).
+--- Write `DIR/index.html` (through a temporary file and a rename), or
+-- `OUT/index.html` linking back to DIR's files (for a folder that cannot
+-- be written, e.g. on a read-only mount).
 -- @tparam string dir the results folder
+-- @tparam[opt] table opts `{out = folder}` (made when missing; default dir)
 -- @treturn string the page's path
--- @return or nil, message, CODE as `render`, or from writing (`qoslab.fs.write_file`)
--- @raise when dir is not a string
+-- @return or nil, message, CODE as `render`, or from making out
+--   (`qoslab.fs.mkdir_p`) and writing (`qoslab.fs.write_file`: "EROFS",
+--   "EACCES", ...)
+-- @raise when dir is not a string, or opts.out not a non-empty string
 -- @usage assert(require('qoslab.report.page').write('results/demo-x'))
-function M.write(dir)
-  local text, err, code = M.render(dir)
+function M.write(dir, opts)
+  local ctx = 'qoslab.report.page.write'
+  opts = opts or {}
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { out = true })
+  local out, prefix = dir, nil
+  if opts.out ~= nil then
+    if type(opts.out) ~= 'string' or opts.out == '' then check.fail(ctx, 'opts.out', 'a folder path', opts.out) end
+    check.cstring(ctx, 'opts.out', opts.out)
+    local is, ferr, fcode = M.check_folder(dir)
+    if not is then return nil, ferr, fcode end
+    local made, merr, mcode = fs.mkdir_p(opts.out)
+    if made == nil then return nil, merr, mcode end
+    out = opts.out
+    local rel = require('qoslab.report.compare').relpath(out, dir)
+    if rel ~= '.' then prefix = rel .. '/' end
+  end
+  local text, err, code = M.render(dir, { link_prefix = prefix })
   if not text then return nil, err, code end
-  local path = dir:gsub('/+$', '') .. '/index.html'
+  local path = out:gsub('/+$', '') .. '/index.html'
   -- A link in the temporary file's place would be written through.
   if fs.lkind(path .. '.tmp') == 'link' then os.remove(path .. '.tmp') end
   local ok, werr, wcode = fs.write_file(path .. '.tmp', text)
