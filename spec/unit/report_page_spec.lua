@@ -435,6 +435,36 @@ describe('qoslab report (CLI) and the page in headless Chromium', function()
     assert.is_nil(slurp(dir .. '/other/index.html'))
   end)
 
+  it('the page of a run that failed says so, with the error; counts take their plural only past one', function()
+    -- The page of a sweep that raised at its 2nd point looked like a
+    -- finished one-point sweep ("1 records in results.jsonl").
+    write(dir .. '/fail.lua', "local plan = require 'qoslab.plan'\n"
+      .. "plan.sweep { name = 'fail', params = { x = { 1, 2, 3 } }, run = function(p)\n"
+      .. "  if p.x == 2 then error('boom at point 2') end\n  return p.x * 1e6 end }\n")
+    local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/fail.lua') .. ' --host --out ' .. q(dir .. '/run'))
+    assert.equal(1, rc, err)
+    local mark_text = assert(slurp(dir .. '/run/qoslab-run.json'))
+    local mark = require('cjson').decode(mark_text)
+    assert.equal('fail', mark.plan)
+    assert.equal(1, mark.exit_status)
+    assert.matches('boom at point 2', mark.error, 1, true)
+    local text = assert(slurp(dir .. '/run/index.html'))
+    assert.matches('<p class="bad">The run failed (exit status 1): ' .. dir .. '/fail.lua:3: boom at point 2.', text, 1, true)
+    assert.matches('plan <code>fail</code>, 1 record in results.jsonl</p>', text, 1, true)
+    -- a run that ends well says nothing of the kind
+    write(dir .. '/ok.lua', "require('qoslab.plan').sweep { name = 'ok', params = { x = { 1 } }, run = function() return 1 end }\n")
+    rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/ok.lua') .. ' --host --out ' .. q(dir .. '/ok'))
+    assert.equal(0, rc, err)
+    mark_text = assert(slurp(dir .. '/ok/qoslab-run.json'))
+    assert.equal(0, require('cjson').decode(mark_text).exit_status)
+    assert.is_nil(assert(slurp(dir .. '/ok/index.html')):find('The run failed', 1, true))
+    -- one line that does not parse
+    local lines = assert(slurp(dir .. '/run/results.jsonl'))
+    write(dir .. '/run/results.jsonl', lines .. '{not json\n')
+    text = assert(page.render(dir .. '/run'))
+    assert.matches('1 line that does not parse', text, 1, true)
+  end)
+
   it('qoslab report DIR --out OUT: the page of one folder written elsewhere, linking back to its files', function()
     -- A folder on a read-only mount could get no page anywhere: --out was
     -- refused for one folder.

@@ -401,11 +401,18 @@ function M.meta_section(m, from_records, part)
   return table.concat(out, '\n')
 end
 
-local function read_plan_name(dir)
+-- qoslab-run.json: the plan's name, and how the run ended (`exit_status`,
+-- `error`: written by `qoslab run` and `qoslab demo` at the end).
+local function read_run(dir)
   local report = require 'qoslab.report'
   local v = fs.lkind(dir .. '/qoslab-run.json') == 'file' and report.read_json(dir .. '/qoslab-run.json')
-  return type(v) == 'table' and type(v.plan) == 'string' and v.plan or nil
+  if type(v) ~= 'table' then return {} end
+  return { plan = type(v.plan) == 'string' and v.plan or nil,
+           exit_status = type(v.exit_status) == 'number' and math.tointeger(v.exit_status) or nil,
+           error = type(v.error) == 'string' and v.error or nil }
 end
+
+local function plural(n, word) return n .. ' ' .. word .. (n == 1 and '' or 's') end
 
 --- The files that make a folder a results folder: `qoslab run` and `qoslab
 -- demo` write at least one of them, as a regular file, in every folder
@@ -461,11 +468,17 @@ function M.render(dir, opts)
   if fs.lkind(dir .. '/' .. meta.FILE) == 'file' then m, merr, mcode = meta.read(dir) end
   if not m then m, from_records = meta_from_records(records), true end
   local name = dir:gsub('/+$', ''):match('([^/]+)$') or dir
-  local plan_name = read_plan_name(dir)
+  local run = read_run(dir)
+  local plan_name = run.plan
   local body = { '<h1>qoslab results: ' .. esc(name) .. '</h1>' }
   body[#body + 1] = '<p class="note">' .. (plan_name and ('plan <code>' .. esc(plan_name) .. '</code>, ') or '')
-    .. #records .. ' records in results.jsonl'
-    .. (bad > 0 and (', <span class="bad">' .. bad .. ' lines that do not parse</span>') or '') .. '</p>'
+    .. plural(#records, 'record') .. ' in results.jsonl'
+    .. (bad > 0 and (', <span class="bad">' .. bad .. (bad == 1 and ' line that does' or ' lines that do')
+      .. ' not parse</span>') or '') .. '</p>'
+  if run.exit_status and run.exit_status ~= 0 then
+    body[#body + 1] = '<p class="bad">The run failed (exit status ' .. run.exit_status .. ')'
+      .. (run.error and (': ' .. esc(run.error)) or '') .. '. The results below are those recorded before.</p>'
+  end
   body[#body + 1] = '<h2>Where it ran</h2>'
   if merr then
     body[#body + 1] = '<p class="bad">meta.json cannot be read: ' .. esc(merr) .. ' (' .. esc(mcode) .. ')</p>'
