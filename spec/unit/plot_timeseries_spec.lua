@@ -169,6 +169,37 @@ describe('qoslab.plot.timeseries', function()
     assert_png(f.png, 1000, 600)
   end)
 
+  it('past MAX_STREAM_LINES streams: thin lines of one colour, one legend entry, the SUM kept', function()
+    -- With -P 32 each panel's legend ran out of room (cut mid-word, the SUM
+    -- without an entry) and the 8 colours repeated.
+    local res = tcp_result(false)
+    for _, iv in ipairs(res.intervals) do
+      for id = 5, 23, 2 do
+        iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'sender', side = 'client',
+          bits_per_second = 1e8, rtt_us = 900, snd_cwnd_bytes = 65536, retransmits = 0 }
+        iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'receiver', side = 'server',
+          bits_per_second = 0.9e8 }
+      end
+    end
+    assert.equal(8, require('qoslab.plot.timeseries').MAX_STREAM_LINES)
+    local f = assert(plot.timeseries(res, { out = dir .. '/many.png' }))
+    assert_png(f.png, 1000, 900)
+    local gp = assert(slurp(f.gp))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 12 streams, 2 s", gp, 1, true)
+    assert.matches("title '12 streams (received), a line each'", gp, 1, true)
+    assert.matches("title '12 streams: TCP_INFO RTT, a line each'", gp, 1, true)
+    assert.matches("title '12 streams, a line each'", gp, 1, true)
+    assert.matches("title 'SUM'", gp, 1, true)
+    assert.is_nil(gp:find("title 'stream 5", 1, true))
+    local n = 0
+    for _ in gp:gmatch("with lines lw 1 lc rgb '#8fb3d9' notitle") do n = n + 1 end
+    assert.equal(3 * 11, n)
+    -- 2 streams (tcp_result): their own colours and entries as before
+    gp = assert(slurp(assert(plot.timeseries(tcp_result(false), { out = dir .. '/two.png' })).gp))
+    assert.matches("title 'stream 3 (received)'", gp, 1, true)
+    assert.is_nil(gp:find('a line each', 1, true))
+  end)
+
   it('rejects a result without intervals and bad options, naming the field', function()
     assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
       'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')

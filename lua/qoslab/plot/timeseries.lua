@@ -20,6 +20,13 @@ local PROBE_COLOUR = '#d62728'
 
 local function colour(k) return gq(STREAM_COLOURS[(k - 1) % #STREAM_COLOURS + 1]) end
 
+--- Past this many streams a panel draws them as thin lines of one colour
+-- per direction under one legend entry (the palette repeats, and the
+-- legend would not fit); the SUM keeps its own entry.
+-- @table MAX_STREAM_LINES
+M.MAX_STREAM_LINES = 8
+local DIR_COLOURS = { forward = '#8fb3d9', reverse = '#f0b27a' }
+
 -- Streams of a result by (direction, id), in first-seen order; each with its
 -- entries per interval, sender and receiver apart.
 local function streams_of(res)
@@ -127,7 +134,9 @@ end
 -- * `jitter`: UDP, RFC 3550 jitter in ms at each interval's end.
 --
 -- Values sit at the interval's midpoint (retransmits as a bar over the
--- interval); warm-up intervals (`omit_s`) are shaded grey.
+-- interval); warm-up intervals (`omit_s`) are shaded grey. Past
+-- `MAX_STREAM_LINES` streams, each direction's streams are thin lines of
+-- one colour under one legend entry ("32 streams (received), a line each").
 -- @tparam table res a `qoslab.traffic.run` result (`intervals` non-empty)
 -- @tparam table opts
 --   * `out` (string): "FILE.png" or "FILE.svg" writes that file; a path
@@ -165,21 +174,37 @@ function M.timeseries(res, opts)
     for i = 1, n do v[i] = f(ivs[i], i) end
     return v
   end
+  -- How one stream's line is drawn: its own colour and legend entry, or,
+  -- past MAX_STREAM_LINES streams, a thin line of its direction's colour,
+  -- the first of each direction in a panel carrying the entry for all.
+  local many = #streams > M.MAX_STREAM_LINES
+  local function line_of(seen, k, s, title, group)
+    if not many then
+      return string.format('with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', colour(k), gq(title))
+    end
+    local t = 'notitle'
+    if not seen[s.direction] then
+      seen[s.direction] = true
+      t = 'title ' .. gq(string.format('%d streams%s%s%s', dirs[s.direction],
+        ndirs > 1 and (' ' .. s.direction) or '', group, ndirs > 1 and '' or ', a line each'))
+    end
+    return string.format('with lines lw 1 lc rgb %s %s', gq(DIR_COLOURS[s.direction] or '#999999'), t)
+  end
   local panels = {}
   local function panel(name, ylabel, plots, extra)
     if #plots > 0 then panels[#panels + 1] = { name = name, ylabel = ylabel, plots = plots, extra = extra } end
   end
 
   -- throughput
-  local tp, tp_first = {}, #cols + 1
+  local tp, tp_first, tp_seen = {}, #cols + 1, {}
   for k, s in ipairs(streams) do
     local use_rx = next(s.receiver) ~= nil
     local src = use_rx and s.receiver or s.sender
     if next(src) then
       local c = add(stream_title(s, ndirs > 1) .. ' Mbit/s', per(function(_, i)
         return src[i] and src[i].bits_per_second and src[i].bits_per_second / 1e6 end))
-      tp[#tp + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s',
-        c, colour(k), gq(stream_title(s, ndirs > 1) .. (use_rx and ' (received)' or ' (sent)')))
+      tp[#tp + 1] = string.format('DAT using 3:%d %s', c, line_of(tp_seen, k, s,
+        stream_title(s, ndirs > 1) .. (use_rx and ' (received)' or ' (sent)'), use_rx and ' (received)' or ' (sent)'))
     end
   end
   for _, d in ipairs { { 'forward', 'sum' }, { 'reverse', 'reverse_sum' } } do
@@ -208,7 +233,7 @@ function M.timeseries(res, opts)
   panel('throughput', 'throughput\n(' .. tunit .. ')', tp)
 
   -- RTT: TCP_INFO and the probe (ms, or µs when every value is below 1 ms)
-  local rtt, cwnd = {}, {}
+  local rtt, cwnd, rtt_seen, cwnd_seen = {}, {}, {}, {}
   local tcp_rtt, lists = {}, {}
   for k, s in ipairs(streams) do
     if any(s.sender, function(e) return e.rtt_us ~= nil end) then
@@ -222,8 +247,7 @@ function M.timeseries(res, opts)
       local c = add(stream_title(s, ndirs > 1) .. ' cwnd KiB', per(function(_, i)
         local e = s.sender[i]
         return e and e.snd_cwnd_bytes and e.snd_cwnd_bytes / 1024 end))
-      cwnd[#cwnd + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', c,
-        colour(k), gq(stream_title(s, ndirs > 1)))
+      cwnd[#cwnd + 1] = string.format('DAT using 3:%d %s', c, line_of(cwnd_seen, k, s, stream_title(s, ndirs > 1), ''))
     end
   end
   local probe = any(ivs, function(iv) return iv.latency and iv.latency.rtt_ms ~= nil end)
@@ -252,8 +276,8 @@ function M.timeseries(res, opts)
   local rtt_log = rlo ~= nil and rhi / rlo > 50
   for _, t in ipairs(tcp_rtt) do
     local c = add(stream_title(t.s, ndirs > 1) .. ' tcp rtt ' .. unit, scaled(t.v, f))
-    rtt[#rtt + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', c,
-      colour(t.k), gq(stream_title(t.s, ndirs > 1) .. ': TCP RTT (TCP_INFO)'))
+    rtt[#rtt + 1] = string.format('DAT using 3:%d %s', c, line_of(rtt_seen, t.k, t.s,
+      stream_title(t.s, ndirs > 1) .. ': TCP RTT (TCP_INFO)', ': TCP_INFO RTT'))
   end
   if probe then
     local c50 = add('probe rtt p50 ' .. unit, scaled(p50, f))
