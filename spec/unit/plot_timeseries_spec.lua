@@ -200,6 +200,15 @@ describe('qoslab.plot.timeseries', function()
     assert.is_nil(gp:find('a line each', 1, true))
   end)
 
+  it('the retransmits legend counts as the totals do: the warm-up apart', function()
+    -- With -O 1 the legend's "in all" counted the warm-up's retransmits
+    -- too, where the summary's totals leave the warm-up out.
+    local res = tcp_result(false)
+    res.intervals[1].sum.sender.retransmits = 12  -- interval 1 is the warm-up
+    local f = assert(plot.timeseries(res, { out = dir .. '/rtx.png' }))
+    assert.matches("title 'retransmitted: 7 in all after the warm-up (12 in it)'", slurp(f.gp), 1, true)
+  end)
+
   it('rejects a result without intervals and bad options, naming the field', function()
     assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
       'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')
@@ -262,6 +271,10 @@ describe('qoslab.plot.latency_cdf', function()
     assert.equal(4, #f.curves)
     assert.matches('^after, idle', f.curves[4])
     assert.is_string(f.svg)
+    -- one label too few was filled in as "test 2"; now it is an error
+    assert.has_error(function()
+      plot.latency_cdf({ tcp_result(true), tcp_result(true) }, { out = dir .. '/l.png', labels = { 'only one' } })
+    end, 'qoslab.plot.latency_cdf: opts.labels: expected one label per result (2 results), got 1')
     local r, msg, code = plot.latency_cdf(tcp_result(false), { out = dir .. '/none.png' })
     assert.is_nil(r)
     assert.equal('EINVAL', code)

@@ -321,10 +321,15 @@ function M.timeseries(res, opts)
       return t
     end))
     local total = 0
-    for i = 1, n do total = total + cols[#cols].values[i] end
+    -- as the totals count: the warm-up (drawn, shaded) left out
+    local warm = 0
+    for i = 1, n do
+      if ivs[i].omitted then warm = warm + cols[#cols].values[i] else total = total + cols[#cols].values[i] end
+    end
     panel('retransmits', 'retransmits\n(segments)', {
       string.format("DAT using 3:%d:($2-$1) with boxes fs solid 0.7 noborder lc rgb '#8c564b' title %s", c,
-        gq(string.format('retransmitted: %d in all', total))),
+        gq(string.format('retransmitted: %d in all', total)
+          .. (warm > 0 and string.format(' after the warm-up (%d in it)', warm) or ''))),
     })
   end
 
@@ -525,7 +530,7 @@ local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size
 --   `qoslab.latency.probe`'s table), or a list of them (one colour each,
 --   idle dashed, loaded solid)
 -- @tparam table opts `out` ("FILE.png"/"FILE.svg", or without extension:
---   both), `title`, `labels` (strings, one per result, default "test 1", ...;
+--   both), `title`, `labels` (strings, exactly one per result; default "test 1", ...;
 --   a single result gets none), `formats`, `size` (default {900, 600})
 -- @treturn table files `{png =, svg =, dat =, gp =, curves = {title, ...}}`
 -- @return or nil, message, "EINVAL" (no result has probe samples) |
@@ -542,7 +547,10 @@ function M.latency_cdf(res_or_list, opts)
   if res_or_list.latency or res_or_list.histogram then list = { res_or_list } end
   if opts.labels ~= nil then
     check.table(ctx, 'opts.labels', opts.labels)
-    for i = 1, #list do check.string(ctx, 'opts.labels[' .. i .. ']', opts.labels[i] or ('test ' .. i)) end
+    if #opts.labels ~= #list then
+      check.fail(ctx, 'opts.labels', string.format('one label per result (%d results)', #list), #opts.labels)
+    end
+    for i = 1, #list do check.string(ctx, 'opts.labels[' .. i .. ']', opts.labels[i]) end
   end
   local base, formats = gnuplot.out_of(ctx, opts)
   local dat, plots, curves, marks = {}, {}, {}, {}
