@@ -95,7 +95,7 @@ function M.lines(opts)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, title = true, xlabel = true, ylabel = true,
     series = true, logx = true, logy = true, hlines = true, formats = true, size = true,
-    xtic_label = true, failed = true })
+    xtic_label = true, failed = true }, 2)
   local base = base_of(ctx, opts)
   check.func(ctx, 'opts.xtic_label', opts.xtic_label)
   local xvals, xseen = {}, {}
@@ -354,7 +354,7 @@ local GRID_KEYS = { out = true, title = true, xlabel = true, ylabel = true, zlab
 function M.heatmap(opts)
   local ctx = 'qoslab.plot.heatmap'
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
   grid_check(ctx, opts)
@@ -456,7 +456,7 @@ end
 function M.surface(opts)
   local ctx = 'qoslab.plot.surface'
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
   grid_check(ctx, opts)
@@ -691,7 +691,7 @@ function M.sweep_lines(summary, opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
     title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
     where = true, hlines = true, formats = true, size = true, xtic_label = true,
-    extra_series = true, boxes = true, subtitle = true })
+    extra_series = true, boxes = true, subtitle = true }, 2)
   local points = summary.points or summary
   local boxes = opts.boxes
   if boxes ~= nil then check.boolean(ctx, 'opts.boxes', boxes) end
@@ -791,7 +791,7 @@ function M.sweep_matrix(summary, opts)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, y = true, title = true, xlabel = true,
     ylabel = true, scale = true, unit = true, contours_bps = true, formats = true, surface = true,
-    subtitle = true })
+    subtitle = true }, 2)
   if opts.surface ~= nil then check.boolean(ctx, 'opts.surface', opts.surface) end
   if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
   local points = summary.points or summary

@@ -209,6 +209,19 @@ describe('qoslab.plot.timeseries', function()
     assert.matches("title 'retransmitted: 7 in all after the warm-up (12 in it)'", slurp(f.gp), 1, true)
   end)
 
+  it("an unknown option is raised at the caller's line, not the library's", function()
+    -- It pointed at lua/qoslab/plot/timeseries.lua, where check.keys is called.
+    local ok, err = pcall(function() plot.timeseries(tcp_result(false), { out = dir .. '/k.png', colour = 'red' }) end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.timeseries: opts%.colour: unknown key', err)
+    ok, err = pcall(function() plot.latency_cdf(tcp_result(true), { out = dir .. '/k.png', colour = 'red' }) end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.latency_cdf: opts%.colour', err)
+    ok, err = pcall(function() plot.lines { out = dir .. '/k', series = {}, colour = 'red' } end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.lines: opts%.colour', err)
+  end)
+
   it('rejects a result without intervals and bad options, naming the field', function()
     assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
       'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')

@@ -156,7 +156,7 @@ function M.timeseries(res, opts)
   local ctx = 'qoslab.plot.timeseries'
   check.table(ctx, 'res', res)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, PANEL_KEYS)
+  check.keys(ctx, 'opts', opts, PANEL_KEYS, 2)
   check.table(ctx, 'res.intervals', res.intervals)
   if #res.intervals == 0 then check.fail(ctx, 'res.intervals', 'a non-empty list of intervals', res.intervals) end
   if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
@@ -541,7 +541,7 @@ function M.latency_cdf(res_or_list, opts)
   local ctx = 'qoslab.plot.latency_cdf'
   check.table(ctx, 'res_or_list', res_or_list)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, CDF_KEYS)
+  check.keys(ctx, 'opts', opts, CDF_KEYS, 2)
   if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
   local list = res_or_list
   if res_or_list.latency or res_or_list.histogram then list = { res_or_list } end
@@ -647,7 +647,7 @@ function M.test_plots(res, opts)
   local ctx = 'qoslab.plot.test_plots'
   check.table(ctx, 'res', res)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { out = true, title = true })
+  check.keys(ctx, 'opts', opts, { out = true, title = true }, 2)
   local out = opts.out
   local stem, ext
   if type(out) == 'string' then stem, ext = out:match('^(.+)%.(%a+)$') end
