@@ -337,6 +337,20 @@ describe('qoslab.report.compare', function()
     assert.matches("title 'tcp_congestion_control=reno'", gp, 1, true)
     assert.matches("title 'tcp_congestion_control=cubic'", gp, 1, true)
     assert.equal('\137PNG', slurp(dir .. '/cmp/01-delay-sweep.png'):sub(1, 4))
+    -- throughput over a decade or more: a log y axis, as the sweep's own plot
+    -- (it was linear below a 100x spread: 0-900 Mbit/s for a quick delay sweep)
+    local c, e = dir .. '/c', dir .. '/e'
+    for i, d in ipairs { c, e } do
+      -- 909 down to 45 Mbit/s: a 20x spread
+      plan.sweep { name = 'mid', progress = false, out = d, params = { delay_ms = { 1, 10, 100 } },
+        run = function(p) return 1e9 / (1 + p.delay_ms / 10) / i end }
+      -- 952 down to 333 Mbit/s: under a decade, linear
+      plan.sweep { name = 'narrow', progress = false, out = d, params = { delay_ms = { 1, 10 } },
+        run = function(p) return 1e9 / (1 + p.delay_ms / 20) / i end }
+    end
+    assert(compare.write({ c, e }, { out = dir .. '/cmp2' }))
+    assert.matches('\nset logscale y\n', slurp(dir .. '/cmp2/01-mid.gp'), 1, true)
+    assert.is_nil(slurp(dir .. '/cmp2/02-narrow.gp'):find('set logscale y', 1, true))
   end)
 
   it('a folder that is not a results folder, or has no results.jsonl, is an error', function()

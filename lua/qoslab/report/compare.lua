@@ -263,7 +263,10 @@ local function sweep_section(idx, name, runs, labels, out, warnings)
       local files, err, code = plot.lines { out = base, title = title, series = series,
         xlabel = plot.param_label(x),
         ylabel = metric .. (unit ~= first.metric and (' (' .. unit .. ')') or ''),
-        logx = lo > 0 and hi / lo >= 10, logy = ylo > 0 and yhi / ylo >= 100,
+        -- log axes once the values span a decade, as a sweep's own plot of
+        -- throughput against delay is drawn (on a linear y axis the
+        -- long-delay points sit flat on zero)
+        logx = lo > 0 and hi / lo >= 10, logy = ylo > 0 and yhi / ylo >= 10,
         -- Tics at the measured values: sizes in binary units, counts as integers.
         xtic_label = plot.param_tic_label(x, all_x) }
       if files then
