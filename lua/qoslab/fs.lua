@@ -95,6 +95,16 @@ function M.kind(path)
   return (lfs.attributes(path, 'mode'))
 end
 
+--- Kind of what a path names itself, not following a symbolic link
+-- (lstat(2)): "link" for a link, whatever it points at.
+-- @tparam string path
+-- @treturn string|nil as `kind`, or nil when there is nothing
+-- @usage if fs.lkind(dir .. '/x.png') == 'file' then ... end
+function M.lkind(path)
+  if not usable(path) then return nil end
+  return (lfs.symlinkattributes(path, 'mode'))
+end
+
 --- Whether path is a directory (like `test -d`).
 -- @tparam string path
 -- @treturn boolean

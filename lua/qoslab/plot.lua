@@ -83,6 +83,9 @@ end
 --   * `hlines` ({{y = number, title = string}, ...}): reference lines (link rate)
 --   * `formats` (default {"png", "svg"}), `size` ({w, h} pixels, default {900, 600})
 --   * `xtic_label` (function(x) -> string): tics at the data's x values
+--   * `failed` ({x, ...}): x values measured without a result (a failed
+--     point), each marked by a dashed red line across the plot; they count
+--     in the x range and tics
 -- @treturn table files `{dat, gp, png, svg}`
 -- @return or nil, message, "ENOENT" (no gnuplot; dat/gp written) | "EIO"
 -- @usage plot.lines{out = 'out/delay', title = 'TCP vs delay', xlabel = 'delay (ms)',
@@ -92,7 +95,7 @@ function M.lines(opts)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, title = true, xlabel = true, ylabel = true,
     series = true, logx = true, logy = true, hlines = true, formats = true, size = true,
-    xtic_label = true })
+    xtic_label = true, failed = true }, 2)
   local base = base_of(ctx, opts)
   check.func(ctx, 'opts.xtic_label', opts.xtic_label)
   local xvals, xseen = {}, {}
@@ -199,6 +202,21 @@ function M.lines(opts)
       end
     end
   end
+  local failed_labels = {}
+  if opts.failed ~= nil then
+    check.table(ctx, 'opts.failed', opts.failed)
+    for i, x in ipairs(opts.failed) do
+      check.number(ctx, 'opts.failed[' .. i .. ']', x)
+      if not xseen[x] then xseen[x] = true xvals[#xvals + 1] = x end
+      -- a line across the plot, not a point: a point would read as a value
+      failed_labels[#failed_labels + 1] = string.format("set arrow from first %s, graph 0 to first %s, graph 1 "
+        .. "nohead dt 2 lw 2 lc rgb '#cc0000' front\nset label 'failed' at first %s, graph 0.97 left "
+        .. "textcolor rgb '#cc0000' front offset 0.6,-0.2", num(x), num(x), num(x))
+    end
+    if #opts.failed > 0 then
+      plots[#plots + 1] = "keyentry with lines dt 2 lw 2 lc rgb '#cc0000' title 'failed: no result at this x'"
+    end
+  end
   if nbox > 0 then
     plots[#plots + 1] = "keyentry with boxxyerror fs solid 0.25 border lc rgb '#444444' lc rgb '#999999' "
       .. "title 'box: middle half of the repetitions, bar: median, whiskers: min and max, circles: each run'"
@@ -222,12 +240,14 @@ function M.lines(opts)
     logx and 'set logscale x' or '',
     logy and 'set logscale y' or '',
     "set grid xtics ytics lt 1 lw 1 lc rgb '#d8d8d8'",
-    'set key below',
+    -- samples left of their text: a long entry's sample stays off the edge
+    'set key below center reverse Left samplen 3',
     "set format x '%g'",
     "set format y '%g'",
     maxy <= 0 and '' or logy and string.format('set yrange [*:%.10g]', maxy * 1.6)
       or string.format('set yrange [0:%.10g]', maxy * 1.08),
     'set bars small',
+    table.concat(failed_labels, '\n'),
   }, '\n')
   if #plots == 0 then return nil, ctx .. ': nothing to plot', 'EINVAL' end
   table.sort(xvals)
@@ -334,7 +354,7 @@ local GRID_KEYS = { out = true, title = true, xlabel = true, ylabel = true, zlab
 function M.heatmap(opts)
   local ctx = 'qoslab.plot.heatmap'
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
   grid_check(ctx, opts)
@@ -436,7 +456,7 @@ end
 function M.surface(opts)
   local ctx = 'qoslab.plot.surface'
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, GRID_KEYS)
+  check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
   grid_check(ctx, opts)
@@ -530,6 +550,30 @@ function M.bytes_label(b)
   if b >= 1048576 then return string.format('%g MiB', b / 1048576) end
   if b >= 1024 then return string.format('%g KiB', b / 1024) end
   return string.format('%g B', b)
+end
+
+--- An axis label for a sweep parameter, its unit from its name's suffix:
+-- "window_bytes" -> "window (bytes)", "delay_ms" -> "delay (ms)",
+-- "loss_pct" -> "loss (%)", "rate_bps" -> "rate (bit/s)".
+-- @tparam string name the parameter
+-- @treturn string
+function M.param_label(name)
+  return (name:gsub('_pct$', ' (%%)'):gsub('_ms$', ' (ms)'):gsub('_bytes$', ' (bytes)')
+    :gsub('_bps$', ' (bit/s)'):gsub('_s$', ' (s)'):gsub('_', ' '))
+end
+
+--- The tic labels of a sweep parameter's axis, put at its measured values:
+-- sizes (`_bytes`) in binary units ("64 KiB"), integers as themselves
+-- (up to 40 values); other values keep gnuplot's own tics.
+-- @tparam string name the parameter
+-- @tparam {number,...} xs the values it takes
+-- @treturn function|nil `function(x) -> string` for `lines`' `xtic_label`, or nil
+function M.param_tic_label(name, xs)
+  if name:match('_bytes$') then return M.bytes_label end
+  local integers = #xs > 0 and #xs <= 40
+  for _, v in ipairs(xs) do integers = integers and v == math.floor(v) end
+  if integers then return function(v) return string.format('%d', v) end end
+  return nil
 end
 
 --- From sweep summaries.
@@ -630,7 +674,8 @@ end
 --   series_title = function(v) -> string, title =, xlabel =, ylabel =,
 --   scale = 1e6, logx = true, logy = false, where = {name = value},
 --   hlines = ..., formats = ..., size = ..., xtic_label = function(x) -> string
---   (tics at the measured x values, e.g. window sizes in KiB),
+--   (tics at the measured x values; default `param_tic_label(x, values)`:
+--   window sizes in KiB, integers as such), xlabel default `param_label(x)`,
 --   extra_series = {{title =, points = {{x, y}, ...}[, reference = true]}, ...}
 --   (e.g. published values; reference: a bound, drawn dashed),
 --   boxes = bool (default: true when a point has more than one value:
@@ -646,7 +691,7 @@ function M.sweep_lines(summary, opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
     title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
     where = true, hlines = true, formats = true, size = true, xtic_label = true,
-    extra_series = true, boxes = true, subtitle = true })
+    extra_series = true, boxes = true, subtitle = true }, 2)
   local points = summary.points or summary
   local boxes = opts.boxes
   if boxes ~= nil then check.boolean(ctx, 'opts.boxes', boxes) end
@@ -658,7 +703,7 @@ function M.sweep_lines(summary, opts)
       if p.values and #p.values > 1 and not p.skipped then boxes = true end
     end
   end
-  local bx = {}
+  local bx, failed = {}, {}
   local x = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
   local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
   local groups, keys = {}, {}
@@ -666,6 +711,7 @@ function M.sweep_lines(summary, opts)
     local p = stats_of(p0)
     local ok = true
     for k, v in pairs(opts.where or {}) do if p.params[k] ~= v then ok = false end end
+    if ok and p.error and type(p.params[x]) == 'number' then failed[#failed + 1] = p.params[x] end
     if ok and not p.skipped and not p.error and p.mean ~= nil then
       local g = opts.series and p.params[opts.series] or 'all'
       if not groups[g] then groups[g] = {} keys[#keys + 1] = g bx[g] = { boxes = {}, values = {} } end
@@ -696,10 +742,14 @@ function M.sweep_lines(summary, opts)
     end
   end
   for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
+  local xs = { table.unpack(failed) }
+  for _, s in ipairs(series) do
+    for _, pt in ipairs(s.points or {}) do if type(pt[1]) == 'number' then xs[#xs + 1] = pt[1] end end
+  end
   return M.lines { out = opts.out, title = titled(opts.title or summary.name, summary, opts.subtitle), series = series,
-    xlabel = opts.xlabel or x, ylabel = opts.ylabel or 'throughput (Mbit/s)',
+    xlabel = opts.xlabel or M.param_label(x), ylabel = opts.ylabel or 'throughput (Mbit/s)',
     logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
-    size = opts.size, xtic_label = opts.xtic_label }
+    size = opts.size, xtic_label = opts.xtic_label or M.param_tic_label(x, xs), failed = failed }
 end
 
 --- Box plots over the repetitions of a sweep: `sweep_lines` with `boxes =
@@ -741,7 +791,7 @@ function M.sweep_matrix(summary, opts)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, x = true, y = true, title = true, xlabel = true,
     ylabel = true, scale = true, unit = true, contours_bps = true, formats = true, surface = true,
-    subtitle = true })
+    subtitle = true }, 2)
   if opts.surface ~= nil then check.boolean(ctx, 'opts.surface', opts.surface) end
   if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
   local points = summary.points or summary

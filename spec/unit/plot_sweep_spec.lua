@@ -81,6 +81,64 @@ describe('qoslab.plot sweeps', function()
     assert.has_error(function() plot.sweep_box(delay_sweep(1), { out = dir .. '/x', boxes = false }) end)
   end)
 
+  it('the x axis is labelled as the comparison page labels it: unit from the name, tics at the values', function()
+    -- A sweep's own plot read `window_bytes` with gnuplot's tics (100000,
+    -- 1e+06) where the comparison page of the same folders reads
+    -- `window (bytes)` with 64 KiB ... 1 MiB; and the box legend's sample
+    -- sat on the image's right edge.
+    local k = 0
+    local s = plan.sweep { name = 'window', progress = false, repeat_count = 3,
+      params = { window_bytes = { 65536, 262144, 1048576 } },
+      run = function(p) k = k + 1 return result(p.window_bytes * 800 * (1 + k % 3 / 10)) end }
+    local f = assert(plot.sweep_lines(s, { out = dir .. '/w', x = 'window_bytes', logx = true, formats = { 'png' } }))
+    assert_png(f.png)
+    local gp = assert(slurp(f.gp))
+    assert.matches("\nset xlabel 'window (bytes)'\n", gp, 1, true)
+    assert.matches("\nset xtics ('64 KiB' 65536, '256 KiB' 262144, '1 MiB' 1048576)\n", gp, 1, true)
+    -- samples left of their entries, the block centred below the plot
+    assert.matches('\nset key below center reverse Left', gp, 1, true)
+    -- the one function both use
+    assert.equal('window (bytes)', plot.param_label('window_bytes'))
+    assert.equal('loss (%)', plot.param_label('loss_pct'))
+    assert.equal('one way delay (ms)', plot.param_label('one_way_delay_ms'))
+    assert.equal('64 KiB', plot.param_tic_label('window_bytes', { 65536 })(65536))
+    assert.equal('4', plot.param_tic_label('parallel', { 1, 2, 4 })(4))
+    assert.is_nil(plot.param_tic_label('delay_ms', { 0.5, 1 }))
+    -- integer values: tics at them; a label given wins
+    local d = assert(plot.sweep_lines(delay_sweep(1), { out = dir .. '/d', x = 'delay_ms', xlabel = 'one-way delay (ms)',
+      formats = { 'png' } }))
+    gp = assert(slurp(d.gp))
+    assert.matches("\nset xlabel 'one-way delay (ms)'\n", gp, 1, true)
+    assert.matches("\nset xtics ('1' 1, '10' 10, '100' 100)\n", gp, 1, true)
+  end)
+
+  it('a failed point is marked at its x, and the axis keeps it in range', function()
+    -- A sweep over parallel = {1, 2} whose point 1 failed drew a lone box at
+    -- x = 2 on an axis 1.85-2.15 with tics 1.9, 1.95, ...: nothing said
+    -- that x = 1 had been measured and failed.
+    local k = 0
+    local s = plan.sweep { name = 'repfail', progress = false, repeat_count = 3, on_error = 'record',
+      params = { parallel = { 1, 2 } },
+      run = function(p)
+        k = k + 1
+        if k == 2 then return nil, 'simulated failure', 'ECONNREFUSED' end
+        return result(1e9 * p.parallel * (1 + k / 10))
+      end }
+    assert.is_string(s.points[1].error)
+    local f = assert(plot.sweep_lines(s, { out = dir .. '/r', x = 'parallel', logx = false, formats = { 'png' } }))
+    assert_png(f.png)
+    local gp = assert(slurp(f.gp))
+    assert.matches("\nset arrow from first 1, graph 0 to first 1, graph 1 nohead", gp, 1, true)
+    assert.matches("\nset label 'failed' at first 1,", gp, 1, true)
+    assert.matches("title 'failed: no result at this x'", gp, 1, true)
+    assert.matches("\nset xtics ('1' 1, '2' 2)\n", gp, 1, true)
+    local lo, hi = gp:match('\nset xrange %[([%d.e+-]+):([%d.e+-]+)%]')
+    assert.is_true(tonumber(lo) < 1 and tonumber(hi) > 2, tostring(lo) .. ':' .. tostring(hi))
+    -- no failure: no mark
+    local ok = assert(plot.sweep_lines(delay_sweep(1), { out = dir .. '/ok', x = 'delay_ms', formats = { 'png' } }))
+    assert.is_nil(slurp(ok.gp):find('failed', 1, true))
+  end)
+
   it('titles say what was measured, where and with which backend', function()
     local f = assert(plot.sweep_lines(delay_sweep(1, 'guest'), { out = dir .. '/t', x = 'delay_ms',
       title = 'TCP vs delay', formats = { 'png' } }))

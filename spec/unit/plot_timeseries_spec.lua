@@ -137,6 +137,91 @@ describe('qoslab.plot.timeseries', function()
     assert.matches("set ylabel \"jitter\\012\\050\\302\\265s\\051\"", gp, 1, true)
   end)
 
+  it('the title counts the streams of a reverse test and of each direction of a bidirectional one', function()
+    -- A reverse test's streams are all "reverse": the title said "0 streams"
+    -- where the text summary says "1 stream".
+    local rev = udp_result()
+    rev.reverse = true
+    for _, iv in ipairs(rev.intervals) do
+      for _, e in ipairs(iv.streams) do e.direction = 'reverse' end
+    end
+    local f = assert(plot.timeseries(rev, { out = dir .. '/rev.png' }))
+    assert.matches("set multiplot title 'UDP test to 10.0.0.2: 1 stream, reverse, 3 s'", slurp(f.gp), 1, true)
+    -- bidirectional: each direction counted
+    local bi = tcp_result(false)
+    bi.bidir = true
+    for _, iv in ipairs(bi.intervals) do
+      local n = #iv.streams
+      for k = 1, n do
+        local e = {}
+        for key, v in pairs(iv.streams[k]) do e[key] = v end
+        e.direction = 'reverse'
+        iv.streams[#iv.streams + 1] = e
+      end
+    end
+    f = assert(plot.timeseries(bi, { out = dir .. '/bi.png' }))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 2 streams each way, bidirectional, 2 s",
+      slurp(f.gp), 1, true)
+    for _, iv in ipairs(bi.intervals) do table.remove(iv.streams) table.remove(iv.streams) end
+    f = assert(plot.timeseries(bi, { out = dir .. '/bi1.png' }))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 2 forward + 1 reverse stream, bidirectional",
+      slurp(f.gp), 1, true)
+    assert_png(f.png, 1000, 600)
+  end)
+
+  it('past MAX_STREAM_LINES streams: thin lines of one colour, one legend entry, the SUM kept', function()
+    -- With -P 32 each panel's legend ran out of room (cut mid-word, the SUM
+    -- without an entry) and the 8 colours repeated.
+    local res = tcp_result(false)
+    for _, iv in ipairs(res.intervals) do
+      for id = 5, 23, 2 do
+        iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'sender', side = 'client',
+          bits_per_second = 1e8, rtt_us = 900, snd_cwnd_bytes = 65536, retransmits = 0 }
+        iv.streams[#iv.streams + 1] = { id = id, direction = 'forward', role = 'receiver', side = 'server',
+          bits_per_second = 0.9e8 }
+      end
+    end
+    assert.equal(8, require('qoslab.plot.timeseries').MAX_STREAM_LINES)
+    local f = assert(plot.timeseries(res, { out = dir .. '/many.png' }))
+    assert_png(f.png, 1000, 900)
+    local gp = assert(slurp(f.gp))
+    assert.matches("set multiplot title 'TCP test to 127.0.0.1:5201: 12 streams, 2 s", gp, 1, true)
+    assert.matches("title '12 streams (received), a line each'", gp, 1, true)
+    assert.matches("title '12 streams: TCP_INFO RTT, a line each'", gp, 1, true)
+    assert.matches("title '12 streams, a line each'", gp, 1, true)
+    assert.matches("title 'SUM'", gp, 1, true)
+    assert.is_nil(gp:find("title 'stream 5", 1, true))
+    local n = 0
+    for _ in gp:gmatch("with lines lw 1 lc rgb '#8fb3d9' notitle") do n = n + 1 end
+    assert.equal(3 * 11, n)
+    -- 2 streams (tcp_result): their own colours and entries as before
+    gp = assert(slurp(assert(plot.timeseries(tcp_result(false), { out = dir .. '/two.png' })).gp))
+    assert.matches("title 'stream 3 (received)'", gp, 1, true)
+    assert.is_nil(gp:find('a line each', 1, true))
+  end)
+
+  it('the retransmits legend counts as the totals do: the warm-up apart', function()
+    -- With -O 1 the legend's "in all" counted the warm-up's retransmits
+    -- too, where the summary's totals leave the warm-up out.
+    local res = tcp_result(false)
+    res.intervals[1].sum.sender.retransmits = 12  -- interval 1 is the warm-up
+    local f = assert(plot.timeseries(res, { out = dir .. '/rtx.png' }))
+    assert.matches("title 'retransmitted: 7 in all after the warm-up (12 in it)'", slurp(f.gp), 1, true)
+  end)
+
+  it("an unknown option is raised at the caller's line, not the library's", function()
+    -- It pointed at lua/qoslab/plot/timeseries.lua, where check.keys is called.
+    local ok, err = pcall(function() plot.timeseries(tcp_result(false), { out = dir .. '/k.png', colour = 'red' }) end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.timeseries: opts%.colour: unknown key', err)
+    ok, err = pcall(function() plot.latency_cdf(tcp_result(true), { out = dir .. '/k.png', colour = 'red' }) end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.latency_cdf: opts%.colour', err)
+    ok, err = pcall(function() plot.lines { out = dir .. '/k', series = {}, colour = 'red' } end)
+    assert.is_false(ok)
+    assert.matches('^[^:]*plot_timeseries_spec%.lua:%d+: qoslab%.plot%.lines: opts%.colour', err)
+  end)
+
   it('rejects a result without intervals and bad options, naming the field', function()
     assert.has_error(function() plot.timeseries({ intervals = {} }, { out = dir .. '/x.png' }) end,
       'qoslab.plot.timeseries: res.intervals: expected a non-empty list of intervals, got table')
@@ -171,12 +256,38 @@ describe('qoslab.plot.latency_cdf', function()
     for i = 2, #pts do assert.is_true(pts[i][1] > pts[i - 1][1] and pts[i][2] >= pts[i - 1][2]) end
   end)
 
+  it('an RTT range narrower than a decade gets numbers on its axis and a curve through the exact quantiles', function()
+    -- A 20 ms link: every sample in one or two buckets (19.95-25.12-31.62
+    -- ms). The log axis 15.4-40.6 ms held no power of ten, so no tic at all,
+    -- and the curve was a straight line from 20 to 25 ms, far from the
+    -- exact p50 the probe reports.
+    local res = { proto = 'udp', host = '10.0.0.2', latency = { proto = 'udp', interval_ms = 10, samples = 440,
+      rtt_ms = { min = 20.46, mean = 28, p50 = 28.3, p90 = 30.1, p99 = 31.0, p999 = 31.2, max = 31.24 },
+      histogram = hist(43, { 1, 439 }),
+      idle = { samples = 410, lost = 0, late = 0, histogram = hist(43, { 409, 1 }),
+        rtt_ms = { min = 20.07, mean = 20.2, p50 = 20.2, p90 = 20.4, p99 = 20.7, p999 = 25.0, max = 25.6 } } } }
+    local f = assert(plot.latency_cdf(res, { out = dir .. '/link.png' }))
+    assert_png(f.png, 800, 500)
+    local gp = assert(slurp(f.gp))
+    assert.matches("\nset xtics ('20' 20, '25' 25, '30' 30, '40' 40)\n", gp, 1, true)
+    local dat = assert(slurp(f.dat))
+    local loaded, idle = dat:match('# rtt_ms fraction_below\n(.-)\n\n.-# rtt_ms fraction_below\n(.-)\n\n')
+    assert.equal('20.46 0\n25.11886432 0.002272727273\n28.3 0.5\n30.1 0.9\n31 0.99\n31.2 0.999\n31.24 1', loaded)
+    -- p999 25.0 ms would put 99.9 % below 25.0 ms where the counts put only
+    -- 409 of 410 (99.76 %) below 25.12 ms: contradicted, left out
+    assert.equal('20.07 0\n20.2 0.5\n20.4 0.9\n20.7 0.99\n25.11886432 0.9975609756\n25.6 1', idle)
+  end)
+
   it('a list of results, labelled; no samples is EINVAL', function()
     local f = assert(plot.latency_cdf({ tcp_result(true), tcp_result(true) },
       { out = dir .. '/two.svg', labels = { 'before', 'after' } }))
     assert.equal(4, #f.curves)
     assert.matches('^after, idle', f.curves[4])
     assert.is_string(f.svg)
+    -- one label too few was filled in as "test 2"; now it is an error
+    assert.has_error(function()
+      plot.latency_cdf({ tcp_result(true), tcp_result(true) }, { out = dir .. '/l.png', labels = { 'only one' } })
+    end, 'qoslab.plot.latency_cdf: opts.labels: expected one label per result (2 results), got 1')
     local r, msg, code = plot.latency_cdf(tcp_result(false), { out = dir .. '/none.png' })
     assert.is_nil(r)
     assert.equal('EINVAL', code)

@@ -182,6 +182,8 @@ describe('qoslab.report.page', function()
   end)
 
   it('a folder without meta.json or records still gets a page that says so', function()
+    -- A run that recorded nothing yet: only its mark.
+    write(dir .. '/qoslab-run.json', '{"plan":"p"}')
     local text = assert(page.render(dir))
     assert.matches('No sweep recorded in this folder', text, 1, true)
     assert.matches('No plot (PNG) in this folder', text, 1, true)
@@ -190,6 +192,95 @@ describe('qoslab.report.page', function()
     assert.is_nil(none)
     assert.equal('ENOENT', code)
     assert.matches('missing', msg, 1, true)
+  end)
+end)
+
+describe('qoslab.report.page: what it reads of a folder', function()
+  -- The page used to be written into any folder (`qoslab report /etc`
+  -- wrote /etc/index.html listing the whole tree) and to follow symbolic
+  -- links out of it: a link to /etc listed its files, `evil.png` -> a file
+  -- outside was embedded as an image.
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute('rm -rf ' .. q(dir)) end)
+
+  it('refuses a folder that is not a results folder and never writes into it', function()
+    os.execute('mkdir -p ' .. q(dir .. '/etc/sub'))
+    write(dir .. '/etc/passwd', 'root:x:0:0\n')
+    write(dir .. '/etc/sub/x.conf', 'x\n')
+    local none, msg, code = page.write(dir .. '/etc')
+    assert.is_nil(none)
+    assert.equal('ENOENT', code)
+    assert.equal('not a results folder: ' .. dir .. '/etc (no results.jsonl, meta.json nor qoslab-run.json in it): '
+      .. 'give the folder `qoslab run` or `qoslab demo` wrote', msg)
+    assert.is_nil(slurp(dir .. '/etc/index.html'))
+    assert.is_nil(slurp(dir .. '/etc/index.html.tmp'))
+    -- an empty folder, and one whose results.jsonl is a link, are not results folders either
+    os.execute('mkdir ' .. q(dir .. '/empty') .. ' ' .. q(dir .. '/linked'))
+    assert.equal('ENOENT', select(3, page.render(dir .. '/empty')))
+    os.execute('ln -s ' .. q(dir .. '/etc/passwd') .. ' ' .. q(dir .. '/linked/results.jsonl'))
+    assert.equal('ENOENT', select(3, page.render(dir .. '/linked')))
+    -- a file is not a folder: ENOTDIR, not ENOENT
+    none, msg, code = page.render(dir .. '/etc/passwd')
+    assert.is_nil(none)
+    assert.equal('ENOTDIR', code)
+    assert.equal('not a folder: ' .. dir .. '/etc/passwd is a file', msg)
+  end)
+
+  it('lists and embeds only the regular files inside the folder, never through a link', function()
+    local r = dir .. '/r'
+    os.execute('mkdir -p ' .. q(r .. '/sub') .. ' ' .. q(dir .. '/outside'))
+    write(r .. '/qoslab-run.json', '{"plan":"p"}')
+    write(r .. '/a.csv', '1\n')
+    write(r .. '/sub/b.csv', '2\n')
+    write(dir .. '/outside/secret.csv', 'secret\n')
+    write(dir .. '/outside/passwd', 'root:x:0:0\n')
+    assert(plot.lines { out = r .. '/sub/p', title = 'a plot', formats = { 'png' },
+      series = { { title = 's', points = { { 1, 1 }, { 2, 2 } } } } })
+    for target, name in pairs { ['../outside'] = 'outdir', ['../outside/passwd'] = 'evil.png',
+                                ['../outside/secret.csv'] = 'shadow.csv', ['..'] = 'up', ['.'] = 'self',
+                                ['sub'] = 'sublink' } do
+      os.execute('ln -s ' .. q(target) .. ' ' .. q(r .. '/' .. name))
+    end
+    local files, left = page.files(r)
+    assert.same({ 'a.csv', 'qoslab-run.json', 'sub/b.csv', 'sub/p.dat', 'sub/p.gp', 'sub/p.png' }, files)
+    assert.same({ 'evil.png', 'outdir', 'self', 'shadow.csv', 'sublink', 'up' }, left.links)
+    assert.same({}, left.deep)
+    assert.is_false(left.cut)
+    local text = assert(page.render(r))
+    assert.matches('<img src="sub/p.png"', text, 1, true)
+    assert.is_nil(text:find('evil.png"', 1, true))
+    assert.is_nil(text:find('href="shadow.csv"', 1, true))
+    assert.is_nil(text:find('secret', 1, true))
+    assert.is_nil(text:find('outdir/', 1, true))
+    assert.is_nil(text:find('self/', 1, true))
+    assert.matches('6 symbolic links not followed (only files inside the folder are shown): '
+      .. 'evil.png, outdir, self, shadow.csv, sublink, up', text, 1, true)
+  end)
+
+  it('looks LIMITS.depth levels down and lists at most LIMITS.files files, and says so', function()
+    local r = dir .. '/r'
+    os.execute('mkdir -p ' .. q(r .. '/a/b/c'))
+    write(r .. '/qoslab-run.json', '{}')
+    write(r .. '/a/1.csv', '')
+    write(r .. '/a/b/2.csv', '')
+    write(r .. '/a/b/c/3.csv', '')
+    assert.equal(3, page.LIMITS.depth)
+    local files, left = page.files(r)
+    assert.same({ 'a/1.csv', 'a/b/2.csv', 'qoslab-run.json' }, files)
+    assert.same({ 'a/b/c' }, left.deep)
+    local keep = page.LIMITS.files
+    page.LIMITS.files = 2
+    local ok, err = pcall(function()
+      local f2, l2 = page.files(r)
+      assert.equal(2, #f2)
+      assert.is_true(l2.cut)
+      local text = assert(page.render(r))
+      assert.matches('Only the first 2 files are shown.', text, 1, true)
+      assert.matches('Folders deeper than 3 levels not shown: a/b/c', text, 1, true)
+    end)
+    page.LIMITS.files = keep
+    assert(ok, err)
   end)
 end)
 
@@ -246,6 +337,41 @@ describe('qoslab.report.compare', function()
     assert.matches("title 'tcp_congestion_control=reno'", gp, 1, true)
     assert.matches("title 'tcp_congestion_control=cubic'", gp, 1, true)
     assert.equal('\137PNG', slurp(dir .. '/cmp/01-delay-sweep.png'):sub(1, 4))
+    -- throughput over a decade or more: a log y axis, as the sweep's own plot
+    -- (it was linear below a 100x spread: 0-900 Mbit/s for a quick delay sweep)
+    local c, e = dir .. '/c', dir .. '/e'
+    for i, d in ipairs { c, e } do
+      -- 909 down to 45 Mbit/s: a 20x spread
+      plan.sweep { name = 'mid', progress = false, out = d, params = { delay_ms = { 1, 10, 100 } },
+        run = function(p) return 1e9 / (1 + p.delay_ms / 10) / i end }
+      -- 952 down to 333 Mbit/s: under a decade, linear
+      plan.sweep { name = 'narrow', progress = false, out = d, params = { delay_ms = { 1, 10 } },
+        run = function(p) return 1e9 / (1 + p.delay_ms / 20) / i end }
+    end
+    assert(compare.write({ c, e }, { out = dir .. '/cmp2' }))
+    assert.matches('\nset logscale y\n', slurp(dir .. '/cmp2/01-mid.gp'), 1, true)
+    assert.is_nil(slurp(dir .. '/cmp2/02-narrow.gp'):find('set logscale y', 1, true))
+  end)
+
+  it('a folder that is not a results folder, or has no results.jsonl, is an error', function()
+    -- It used to be a warning on a page written anyway, with exit status 0.
+    local a, b, c = dir .. '/a', dir .. '/b', dir .. '/c'
+    plan.sweep { name = 's', progress = false, out = a, params = { delay_ms = { 1, 10 } }, run = function() return 1 end }
+    os.execute('mkdir -p ' .. q(b) .. ' ' .. q(c))
+    local none, msg, code = compare.write({ a, b }, { out = dir .. '/cmp' })
+    assert.is_nil(none)
+    assert.equal('ENOENT', code)
+    assert.matches('not a results folder: ' .. b, msg, 1, true)
+    assert(meta.write(c, m('cubic')))
+    none, msg, code = compare.write({ a, c }, { out = dir .. '/cmp' })
+    assert.is_nil(none)
+    assert.equal('ENOENT', code)
+    assert.equal('no results.jsonl in ' .. c .. ': nothing of it to compare', msg)
+    assert.is_nil(slurp(dir .. '/cmp/index.html'))
+    none, msg, code = compare.write({ a, a .. '/results.jsonl' }, { out = dir .. '/cmp' })
+    assert.is_nil(none)
+    assert.equal('ENOTDIR', code)
+    assert.equal('not a folder: ' .. a .. '/results.jsonl is a file', msg)
   end)
 
   it('a folder that is missing: nil, message, ENOENT; fewer than two: raises', function()
@@ -305,12 +431,73 @@ describe('qoslab report (CLI) and the page in headless Chromium', function()
     local rc, _, err = qoslab(dir, 'report')
     assert.equal(2, rc)
     assert.matches('Usage:', err, 1, true)
-    rc, _, err = qoslab(dir, 'report ' .. q(dir) .. ' --out ' .. q(dir .. '/x'))
+    rc, _, err = qoslab(dir, 'report ' .. q(dir) .. " --out ''")
     assert.equal(2, rc)
-    assert.matches('--out is for a comparison', err, 1, true)
+    assert.matches('--out: expected a folder path', err, 1, true)
     rc, _, err = qoslab(dir, 'report ' .. q(dir .. '/none'))
     assert.equal(1, rc)
     assert.matches('not a folder: ' .. dir .. '/none (ENOENT)', err, 1, true)
+    -- a file, and a folder that holds no results: exit 1, nothing written
+    write(dir .. '/f', 'x')
+    rc, _, err = qoslab(dir, 'report ' .. q(dir .. '/f'))
+    assert.equal(1, rc)
+    assert.matches('not a folder: ' .. dir .. '/f is a file (ENOTDIR)', err, 1, true)
+    os.execute('mkdir ' .. q(dir .. '/other'))
+    rc, _, err = qoslab(dir, 'report ' .. q(dir .. '/other'))
+    assert.equal(1, rc)
+    assert.matches('not a results folder: ' .. dir .. '/other', err, 1, true)
+    assert.is_nil(slurp(dir .. '/other/index.html'))
+  end)
+
+  it('the page of a run that failed says so, with the error; counts take their plural only past one', function()
+    -- The page of a sweep that raised at its 2nd point looked like a
+    -- finished one-point sweep ("1 records in results.jsonl").
+    write(dir .. '/fail.lua', "local plan = require 'qoslab.plan'\n"
+      .. "plan.sweep { name = 'fail', params = { x = { 1, 2, 3 } }, run = function(p)\n"
+      .. "  if p.x == 2 then error('boom at point 2') end\n  return p.x * 1e6 end }\n")
+    local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/fail.lua') .. ' --host --out ' .. q(dir .. '/run'))
+    assert.equal(1, rc, err)
+    local mark_text = assert(slurp(dir .. '/run/qoslab-run.json'))
+    local mark = require('cjson').decode(mark_text)
+    assert.equal('fail', mark.plan)
+    assert.equal(1, mark.exit_status)
+    assert.matches('boom at point 2', mark.error, 1, true)
+    local text = assert(slurp(dir .. '/run/index.html'))
+    assert.matches('<p class="bad">The run failed (exit status 1): ' .. dir .. '/fail.lua:3: boom at point 2.', text, 1, true)
+    assert.matches('plan <code>fail</code>, 1 record in results.jsonl</p>', text, 1, true)
+    -- a run that ends well says nothing of the kind
+    write(dir .. '/ok.lua', "require('qoslab.plan').sweep { name = 'ok', params = { x = { 1 } }, run = function() return 1 end }\n")
+    rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/ok.lua') .. ' --host --out ' .. q(dir .. '/ok'))
+    assert.equal(0, rc, err)
+    mark_text = assert(slurp(dir .. '/ok/qoslab-run.json'))
+    assert.equal(0, require('cjson').decode(mark_text).exit_status)
+    assert.is_nil(assert(slurp(dir .. '/ok/index.html')):find('The run failed', 1, true))
+    -- one line that does not parse
+    local lines = assert(slurp(dir .. '/run/results.jsonl'))
+    write(dir .. '/run/results.jsonl', lines .. '{not json\n')
+    text = assert(page.render(dir .. '/run'))
+    assert.matches('1 line that does not parse', text, 1, true)
+  end)
+
+  it('qoslab report DIR --out OUT: the page of one folder written elsewhere, linking back to its files', function()
+    -- A folder on a read-only mount could get no page anywhere: --out was
+    -- refused for one folder.
+    local r = dir .. '/run'
+    hostile_folder(r)
+    local rc, out, err = qoslab(dir, 'report ' .. q(r) .. ' --out ' .. q(dir .. '/pages/run'))
+    assert.equal(0, rc, err)
+    assert.equal('qoslab report: wrote ' .. dir .. '/pages/run/index.html\n', out)
+    assert.is_nil(slurp(r .. '/index.html'))
+    local text = assert(slurp(dir .. '/pages/run/index.html'))
+    assert.matches('<img src="../../run/p%3Cq%3E%22r.png"', text, 1, true)
+    assert.matches('<a href="../../run/results.jsonl">results.jsonl</a>', text, 1, true)
+    -- the folder must still be a results folder
+    os.execute('mkdir ' .. q(dir .. '/other'))
+    rc, out, err = qoslab(dir, 'report ' .. q(dir .. '/other') .. ' --out ' .. q(dir .. '/pages/other'))
+    assert.equal(1, rc)
+    assert.matches('not a results folder', err, 1, true)
+    assert.equal('', out)
+    assert.is_nil(slurp(dir .. '/pages/other/index.html'))
   end)
 
   it('qoslab run examples/delay_sweep.lua writes meta.json and index.html; every image loads', function()

@@ -87,6 +87,17 @@ local function write_mark(dir, name)
   fs.write_file(dir .. '/' .. MARK, require('cjson').encode { plan = name } .. '\n')
 end
 
+-- The run's end in its mark, for the report page: `exit_status` and, when
+-- the plan raised, `error` (a resumed run that ends well drops the old one).
+local function mark_end(dir, status, err)
+  local cjson = require 'cjson'
+  local text = plan._read_text(dir .. '/' .. MARK, 65536, 'run record')
+  local ok, v = pcall(cjson.decode, text or '')
+  if not ok or type(v) ~= 'table' then return end
+  v.exit_status, v.error = status, status ~= 0 and err ~= nil and tostring(err) or nil
+  fs.write_file(dir .. '/' .. MARK, cjson.encode(v) .. '\n')
+end
+
 --- The results folder of a run, made now: `out` as given (an error when it
 -- exists with files in it and `resume` is not set, or, with `resume`, when
 -- it holds another plan's run), else a new folder
@@ -177,7 +188,10 @@ local function report_end(cmdname, status, made, o)
   for _, n in ipairs(fs.list(o.out) or {}) do
     if n ~= MARK and n ~= 'meta.json' and n ~= 'index.html' then shown = true break end
   end
-  if shown then M.write_report(cmdname, o.out) end
+  if shown then
+    mark_end(o.out, status, o.error)
+    M.write_report(cmdname, o.out)
+  end
   if signame then
     eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
       cmdname, cmdname == 'run' and (' ' .. M.shell_quote(o.file)) or '', ' --resume --out ',
@@ -356,6 +370,7 @@ function M.run_here(o)
       eprint('qoslab run: interrupted by ', SIGNAL_NAMES[status] or 'a signal')
     else
       eprint('qoslab run: ', o.file, ': ', tostring(res))
+      o.error = tostring(res)
     end
     return status
   end

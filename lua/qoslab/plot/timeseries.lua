@@ -20,6 +20,13 @@ local PROBE_COLOUR = '#d62728'
 
 local function colour(k) return gq(STREAM_COLOURS[(k - 1) % #STREAM_COLOURS + 1]) end
 
+--- Past this many streams a panel draws them as thin lines of one colour
+-- per direction under one legend entry (the palette repeats, and the
+-- legend would not fit); the SUM keeps its own entry.
+-- @table MAX_STREAM_LINES
+M.MAX_STREAM_LINES = 8
+local DIR_COLOURS = { forward = '#8fb3d9', reverse = '#f0b27a' }
+
 -- Streams of a result by (direction, id), in first-seen order; each with its
 -- entries per interval, sender and receiver apart.
 local function streams_of(res)
@@ -93,6 +100,23 @@ end
 
 local PANEL_KEYS = { out = true, title = true, formats = true, size = true }
 
+-- The streams of a title, counted from the intervals as the text summary
+-- counts them ("1 stream", "4 streams"); a bidirectional test counts each
+-- direction ("1 stream each way", "2 forward + 3 reverse streams").
+local function streams_text(res, streams)
+  local fwd, rev = 0, 0
+  for _, s in ipairs(streams) do
+    if s.direction == 'reverse' then rev = rev + 1 else fwd = fwd + 1 end
+  end
+  local function n_streams(n) return n .. ' stream' .. (n == 1 and '' or 's') end
+  if res.bidir then
+    if fwd == rev then return n_streams(fwd) .. ' each way' end
+    return string.format('%d forward + %d reverse stream%s', fwd, rev, rev == 1 and '' or 's')
+  end
+  if fwd + rev == 0 and math.type(res.parallel) then return n_streams(res.parallel) end
+  return n_streams(fwd + rev)
+end
+
 --- Time series of one test: stacked panels sharing the time axis.
 --
 -- Panels, each drawn only when the result has its data:
@@ -110,7 +134,9 @@ local PANEL_KEYS = { out = true, title = true, formats = true, size = true }
 -- * `jitter`: UDP, RFC 3550 jitter in ms at each interval's end.
 --
 -- Values sit at the interval's midpoint (retransmits as a bar over the
--- interval); warm-up intervals (`omit_s`) are shaded grey.
+-- interval); warm-up intervals (`omit_s`) are shaded grey. Past
+-- `MAX_STREAM_LINES` streams, each direction's streams are thin lines of
+-- one colour under one legend entry ("32 streams (received), a line each").
 -- @tparam table res a `qoslab.traffic.run` result (`intervals` non-empty)
 -- @tparam table opts
 --   * `out` (string): "FILE.png" or "FILE.svg" writes that file; a path
@@ -130,7 +156,7 @@ function M.timeseries(res, opts)
   local ctx = 'qoslab.plot.timeseries'
   check.table(ctx, 'res', res)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, PANEL_KEYS)
+  check.keys(ctx, 'opts', opts, PANEL_KEYS, 2)
   check.table(ctx, 'res.intervals', res.intervals)
   if #res.intervals == 0 then check.fail(ctx, 'res.intervals', 'a non-empty list of intervals', res.intervals) end
   if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
@@ -148,21 +174,37 @@ function M.timeseries(res, opts)
     for i = 1, n do v[i] = f(ivs[i], i) end
     return v
   end
+  -- How one stream's line is drawn: its own colour and legend entry, or,
+  -- past MAX_STREAM_LINES streams, a thin line of its direction's colour,
+  -- the first of each direction in a panel carrying the entry for all.
+  local many = #streams > M.MAX_STREAM_LINES
+  local function line_of(seen, k, s, title, group)
+    if not many then
+      return string.format('with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', colour(k), gq(title))
+    end
+    local t = 'notitle'
+    if not seen[s.direction] then
+      seen[s.direction] = true
+      t = 'title ' .. gq(string.format('%d streams%s%s%s', dirs[s.direction],
+        ndirs > 1 and (' ' .. s.direction) or '', group, ndirs > 1 and '' or ', a line each'))
+    end
+    return string.format('with lines lw 1 lc rgb %s %s', gq(DIR_COLOURS[s.direction] or '#999999'), t)
+  end
   local panels = {}
   local function panel(name, ylabel, plots, extra)
     if #plots > 0 then panels[#panels + 1] = { name = name, ylabel = ylabel, plots = plots, extra = extra } end
   end
 
   -- throughput
-  local tp, tp_first = {}, #cols + 1
+  local tp, tp_first, tp_seen = {}, #cols + 1, {}
   for k, s in ipairs(streams) do
     local use_rx = next(s.receiver) ~= nil
     local src = use_rx and s.receiver or s.sender
     if next(src) then
       local c = add(stream_title(s, ndirs > 1) .. ' Mbit/s', per(function(_, i)
         return src[i] and src[i].bits_per_second and src[i].bits_per_second / 1e6 end))
-      tp[#tp + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s',
-        c, colour(k), gq(stream_title(s, ndirs > 1) .. (use_rx and ' (received)' or ' (sent)')))
+      tp[#tp + 1] = string.format('DAT using 3:%d %s', c, line_of(tp_seen, k, s,
+        stream_title(s, ndirs > 1) .. (use_rx and ' (received)' or ' (sent)'), use_rx and ' (received)' or ' (sent)'))
     end
   end
   for _, d in ipairs { { 'forward', 'sum' }, { 'reverse', 'reverse_sum' } } do
@@ -191,7 +233,7 @@ function M.timeseries(res, opts)
   panel('throughput', 'throughput\n(' .. tunit .. ')', tp)
 
   -- RTT: TCP_INFO and the probe (ms, or µs when every value is below 1 ms)
-  local rtt, cwnd = {}, {}
+  local rtt, cwnd, rtt_seen, cwnd_seen = {}, {}, {}, {}
   local tcp_rtt, lists = {}, {}
   for k, s in ipairs(streams) do
     if any(s.sender, function(e) return e.rtt_us ~= nil end) then
@@ -205,8 +247,7 @@ function M.timeseries(res, opts)
       local c = add(stream_title(s, ndirs > 1) .. ' cwnd KiB', per(function(_, i)
         local e = s.sender[i]
         return e and e.snd_cwnd_bytes and e.snd_cwnd_bytes / 1024 end))
-      cwnd[#cwnd + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', c,
-        colour(k), gq(stream_title(s, ndirs > 1)))
+      cwnd[#cwnd + 1] = string.format('DAT using 3:%d %s', c, line_of(cwnd_seen, k, s, stream_title(s, ndirs > 1), ''))
     end
   end
   local probe = any(ivs, function(iv) return iv.latency and iv.latency.rtt_ms ~= nil end)
@@ -235,8 +276,8 @@ function M.timeseries(res, opts)
   local rtt_log = rlo ~= nil and rhi / rlo > 50
   for _, t in ipairs(tcp_rtt) do
     local c = add(stream_title(t.s, ndirs > 1) .. ' tcp rtt ' .. unit, scaled(t.v, f))
-    rtt[#rtt + 1] = string.format('DAT using 3:%d with linespoints lw 2 pt 7 ps 0.6 lc rgb %s title %s', c,
-      colour(t.k), gq(stream_title(t.s, ndirs > 1) .. ': TCP RTT (TCP_INFO)'))
+    rtt[#rtt + 1] = string.format('DAT using 3:%d %s', c, line_of(rtt_seen, t.k, t.s,
+      stream_title(t.s, ndirs > 1) .. ': TCP RTT (TCP_INFO)', ': TCP_INFO RTT'))
   end
   if probe then
     local c50 = add('probe rtt p50 ' .. unit, scaled(p50, f))
@@ -280,10 +321,15 @@ function M.timeseries(res, opts)
       return t
     end))
     local total = 0
-    for i = 1, n do total = total + cols[#cols].values[i] end
+    -- as the totals count: the warm-up (drawn, shaded) left out
+    local warm = 0
+    for i = 1, n do
+      if ivs[i].omitted then warm = warm + cols[#cols].values[i] else total = total + cols[#cols].values[i] end
+    end
     panel('retransmits', 'retransmits\n(segments)', {
       string.format("DAT using 3:%d:($2-$1) with boxes fs solid 0.7 noborder lc rgb '#8c564b' title %s", c,
-        gq(string.format('retransmitted: %d in all', total))),
+        gq(string.format('retransmitted: %d in all', total)
+          .. (warm > 0 and string.format(' after the warm-up (%d in it)', warm) or ''))),
     })
   end
 
@@ -337,11 +383,10 @@ function M.timeseries(res, opts)
 
   local title = opts.title
   if not title then
-    local nstreams = 0
-    for _, s in ipairs(streams) do if s.direction == 'forward' then nstreams = nstreams + 1 end end
-    title = string.format('%s test to %s%s: %d stream%s%s%s, %.3g s', string.upper(tostring(res.proto or '?')),
-      tostring(res.host or '?'), res.port and (':' .. res.port) or '', nstreams, nstreams == 1 and '' or 's',
-      res.reverse and ', reverse' or '', res.bidir and ', bidirectional' or '', res.duration_s or t_end)
+    title = string.format('%s test to %s%s: %s%s%s, %.3g s', string.upper(tostring(res.proto or '?')),
+      tostring(res.host or '?'), res.port and (':' .. res.port) or '', streams_text(res, streams),
+      res.reverse and not res.bidir and ', reverse' or '', res.bidir and ', bidirectional' or '',
+      res.duration_s or t_end)
     if (res.omit_s or 0) > 0 then title = title .. string.format(' after a %.3g s warm-up (grey)', res.omit_s) end
     if res.options and res.options.netns then title = title .. ' (netns ' .. tostring(res.options.netns) .. ')' end
   end
@@ -413,6 +458,8 @@ end
 -- samples, exact there (nothing is interpolated but the line between two
 -- edges); the curve starts at (min, 0) and ends at (max, 1), which are exact
 -- too. Returns {{x_ms, F}, ...} or nil without samples.
+local QUANTILES = { { 'p50', 0.5 }, { 'p90', 0.9 }, { 'p99', 0.99 }, { 'p999', 0.999 } }
+
 local function cdf_points(h, rtt)
   if not h or not h.counts or #h.counts == 0 or not rtt then return nil end
   local total = (h.below or 0) + (h.above or 0)
@@ -426,7 +473,46 @@ local function cdf_points(h, rtt)
     if x > rtt.min and x < rtt.max then pts[#pts + 1] = { x, cum / total } end
   end
   pts[#pts + 1] = { rtt.max, 1 }
+  -- The exact quantiles the probe computed from its samples: the curve
+  -- passes through them (between two bucket edges a straight line would
+  -- miss them by up to a bucket's width, 26 % of the RTT). One the counts
+  -- contradict (rounding, or a histogram and quantiles from different
+  -- samples) is left out: the edges are exact.
+  for _, q in ipairs(QUANTILES) do
+    local x, f = rtt[q[1]], q[2]
+    local fits = type(x) == 'number' and x > rtt.min and x < rtt.max
+    for _, p in ipairs(pts) do
+      if not fits then break end
+      if p[1] == x or (p[1] > x and p[2] < f) or (p[1] < x and p[2] > f) then fits = false end
+    end
+    if fits then pts[#pts + 1] = { x, f } end
+  end
+  table.sort(pts, function(a, b) return a[1] < b[1] end)
   return pts, total
+end
+
+-- Tics for a log axis from lo to hi (ms): none (gnuplot's powers of ten)
+-- when the range holds at least three powers of ten, else the coarsest of 1-2-5, 1-2-3-5-7 and
+-- 1-1.5-2-2.5-3-4-5-6-7-8 that puts 4 to 12 tics inside, so that a
+-- narrow range (15 to 40 ms) still has numbers on its axis.
+local function log_tics(lo, hi)
+  local sets = { { 1 }, { 1, 2, 5 }, { 1, 2, 3, 5, 7 }, { 1, 1.5, 2, 2.5, 3, 4, 5, 6, 7, 8 } }
+  local best
+  for _, m in ipairs(sets) do
+    local t = {}
+    for k = math.floor(math.log(lo, 10)) - 1, math.ceil(math.log(hi, 10)) do
+      for _, v in ipairs(m) do
+        local x = v * 10 ^ k
+        if x >= lo and x <= hi then t[#t + 1] = tonumber(string.format('%.6g', x)) end
+      end
+    end
+    if #t > 12 then break end
+    -- powers of ten: gnuplot's own tics, with its minor ones between
+    if m == sets[1] and #t >= 3 then return {} end
+    best = t
+    if #t >= 4 then break end
+  end
+  return best or {}
 end
 
 local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size = true }
@@ -435,14 +521,16 @@ local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size
 --
 -- Drawn from the latency histograms (`res.latency.histogram` and
 -- `res.latency.idle.histogram`: 10 buckets per decade): the curve is the
--- share of samples below each bucket edge, exact at the edges, from the
--- smallest sample (0) to the largest (1); the loaded phase's p50 and p99
--- are marked.
+-- share of samples below each bucket edge, exact at the edges, through the
+-- exact quantiles (`rtt_ms.p50`, `p90`, `p99`, `p999`), from the smallest
+-- sample (0) to the largest (1); the loaded phase's p50 and p99 are
+-- marked. The x axis has tics inside any range (15, 20, 25, 30 ms for a
+-- range narrower than a decade).
 -- @tparam table res_or_list a `qoslab.traffic.run` result with a probe (or
 --   `qoslab.latency.probe`'s table), or a list of them (one colour each,
 --   idle dashed, loaded solid)
 -- @tparam table opts `out` ("FILE.png"/"FILE.svg", or without extension:
---   both), `title`, `labels` (strings, one per result, default "test 1", ...;
+--   both), `title`, `labels` (strings, exactly one per result; default "test 1", ...;
 --   a single result gets none), `formats`, `size` (default {900, 600})
 -- @treturn table files `{png =, svg =, dat =, gp =, curves = {title, ...}}`
 -- @return or nil, message, "EINVAL" (no result has probe samples) |
@@ -453,13 +541,16 @@ function M.latency_cdf(res_or_list, opts)
   local ctx = 'qoslab.plot.latency_cdf'
   check.table(ctx, 'res_or_list', res_or_list)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, CDF_KEYS)
+  check.keys(ctx, 'opts', opts, CDF_KEYS, 2)
   if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
   local list = res_or_list
   if res_or_list.latency or res_or_list.histogram then list = { res_or_list } end
   if opts.labels ~= nil then
     check.table(ctx, 'opts.labels', opts.labels)
-    for i = 1, #list do check.string(ctx, 'opts.labels[' .. i .. ']', opts.labels[i] or ('test ' .. i)) end
+    if #opts.labels ~= #list then
+      check.fail(ctx, 'opts.labels', string.format('one label per result (%d results)', #list), #opts.labels)
+    end
+    for i = 1, #list do check.string(ctx, 'opts.labels[' .. i .. ']', opts.labels[i]) end
   end
   local base, formats = gnuplot.out_of(ctx, opts)
   local dat, plots, curves, marks = {}, {}, {}, {}
@@ -525,6 +616,11 @@ function M.latency_cdf(res_or_list, opts)
     'set yrange [0:1]',
     "set ytics ('0%%' 0, '10%%' 0.1, '25%%' 0.25, '50%%' 0.5, '75%%' 0.75, '90%%' 0.9, '99%%' 0.99)",
     string.format('set xrange [%.10g:%.10g]', lo / 1.3, hi * 1.3),
+    (function()
+      local t = {}
+      for i, x in ipairs(log_tics(lo / 1.3, hi * 1.3)) do t[i] = string.format("'%g' %s", x, num(x)) end
+      return #t > 0 and ('set xtics (' .. table.concat(t, ', ') .. ')') or ''
+    end)(),
     "set grid xtics mxtics ytics lt 1 lw 1 lc rgb '#dddddd', lt 1 lw 1 lc rgb '#f0f0f0'",
     'set mxtics 10',
     'set key below Left reverse',
@@ -551,7 +647,7 @@ function M.test_plots(res, opts)
   local ctx = 'qoslab.plot.test_plots'
   check.table(ctx, 'res', res)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { out = true, title = true })
+  check.keys(ctx, 'opts', opts, { out = true, title = true }, 2)
   local out = opts.out
   local stem, ext
   if type(out) == 'string' then stem, ext = out:match('^(.+)%.(%a+)$') end

@@ -203,11 +203,6 @@ local function slug(i, name)
   return string.format('%02d-%s', i, s:sub(1, 60))
 end
 
-local function param_label(name)
-  return (name:gsub('_pct$', ' (%%)'):gsub('_ms$', ' (ms)'):gsub('_bytes$', ' (bytes)')
-    :gsub('_bps$', ' (bit/s)'):gsub('_s$', ' (s)'):gsub('_', ' '))
-end
-
 -- The x parameter of a sweep: its innermost numeric one.
 local function x_param(s)
   for i = #s.order, 1, -1 do
@@ -264,15 +259,16 @@ local function sweep_section(idx, name, runs, labels, out, warnings)
     local base = out .. '/' .. slug(idx, name)
     if #series > 0 then
       local title = name .. ': ' .. #labels .. ' folders compared'
-      local integers = true
-      for _, v in ipairs(all_x) do integers = integers and v == math.floor(v) end
       local metric = tostring(first.metric or 'metric'):gsub('%.bits_per_second$', ' throughput')
       local files, err, code = plot.lines { out = base, title = title, series = series,
-        xlabel = param_label(x),
+        xlabel = plot.param_label(x),
         ylabel = metric .. (unit ~= first.metric and (' (' .. unit .. ')') or ''),
-        logx = lo > 0 and hi / lo >= 10, logy = ylo > 0 and yhi / ylo >= 100,
+        -- log axes once the values span a decade, as a sweep's own plot of
+        -- throughput against delay is drawn (on a linear y axis the
+        -- long-delay points sit flat on zero)
+        logx = lo > 0 and hi / lo >= 10, logy = ylo > 0 and yhi / ylo >= 10,
         -- Tics at the measured values: sizes in binary units, counts as integers.
-        xtic_label = x:match('_bytes$') and plot.bytes_label or (integers and #all_x <= 40 and text_of) or nil }
+        xtic_label = plot.param_tic_label(x, all_x) }
       if files then
         body[#body + 1] = page.figure { png = files.png:match('[^/]+$'), svg = files.svg and files.svg:match('[^/]+$'),
                                         title = title }
@@ -317,8 +313,9 @@ end
 -- @treturn table `{path = OUT/index.html, labels = {...}, diffs = {...},
 --   sweeps = {name, ...}, warnings = {string, ...}}`: labels and diffs as
 --   `labels` returns them, sweeps the names of the sweeps compared
--- @return or nil, message, CODE: "ENOENT" (a folder is missing or not a
---   folder), the codes of `qoslab.plan.load` (a results file that cannot be
+-- @return or nil, message, CODE: "ENOENT" (a folder is missing, is not a
+--   results folder or has no results.jsonl), "ENOTDIR" (a path is a file),
+--   the codes of `qoslab.plan.load` (a results file that cannot be
 --   read), of `qoslab.fs.mkdir_p` and `qoslab.fs.write_file`
 -- @raise when dirs is not a list of two or more strings, or opts.out is not a
 --   non-empty string
@@ -337,17 +334,25 @@ function M.write(dirs, opts)
   check.cstring(ctx, 'opts.out', opts.out)
   local plan, meta = require 'qoslab.plan', require 'qoslab.meta'
   local metas, names, sweeps_of, warnings = {}, {}, {}, {}
-  for i, d in ipairs(dirs) do
-    if not fs.is_dir(d) then return nil, 'not a folder: ' .. d, 'ENOENT' end
-    local recs = {}
-    if fs.kind(d .. '/results.jsonl') then
-      local r, err, code = plan.load(d .. '/results.jsonl')
-      if not r then return nil, err, code end
-      recs = r
-    else
-      warnings[#warnings + 1] = d .. ' has no results.jsonl'
+  -- Every folder there first, then each one's results: a missing folder
+  -- is named before what another folder lacks.
+  for _, d in ipairs(dirs) do
+    if not fs.is_dir(d) then
+      local is, err, code = page.check_folder(d)
+      if not is then return nil, err, code end
     end
-    local m = fs.kind(d .. '/' .. meta.FILE) and meta.read(d) or nil
+  end
+  for i, d in ipairs(dirs) do
+    local is, ferr, fcode = page.check_folder(d)
+    if not is then return nil, ferr, fcode end
+    -- A folder without results has no curve to compare: an error, not a
+    -- page that quietly leaves it out.
+    if fs.lkind(d .. '/results.jsonl') ~= 'file' then
+      return nil, 'no results.jsonl in ' .. d .. ': nothing of it to compare', 'ENOENT'
+    end
+    local recs, err, code = plan.load(d .. '/results.jsonl')
+    if not recs then return nil, err, code end
+    local m = fs.lkind(d .. '/' .. meta.FILE) == 'file' and meta.read(d) or nil
     if not m and recs[#recs] then
       local r = recs[#recs]
       m = { qoslab_version = r.qoslab_version, kernel = { release = r.kernel }, hostname = r.hostname,

@@ -5,7 +5,9 @@
 -- table per sweep from `DIR/results.jsonl` (`qoslab.plan.load`; the last
 -- record of a point counts, so a resumed run shows each point once), every
 -- PNG plot in the folder and its subfolders with its title as the caption
--- and a link to its SVG twin, and links to the data files. Links are
+-- and a link to its SVG twin, and links to the data files: only regular
+-- files inside the folder (symbolic links are not followed), only in a
+-- results folder (`check_folder`). Links are
 -- relative, so the folder can be moved or copied as a whole. `qoslab run`
 -- and `qoslab demo` write it at the end of every run; `qoslab report DIR`
 -- writes it again.
@@ -190,33 +192,52 @@ local function gp_title(path)
   return t
 end
 
-local function walk(dir, rel, depth, out)
+--- How far the page looks into a results folder: `depth` levels of
+-- subfolders (the folder itself is level 1) and at most `files` files.
+-- @table LIMITS
+M.LIMITS = { depth = 3, files = 2000 }
+
+local function walk(dir, rel, depth, out, info)
   for _, name in ipairs(fs.list(dir) or {}) do
     if name:sub(1, 1) ~= '.' then
       local path, r = dir .. '/' .. name, rel and (rel .. '/' .. name) or name
-      if fs.is_dir(path) then
-        if depth < 3 then walk(path, r, depth + 1, out) end
-      else
-        out[#out + 1] = r
+      -- lstat: a link is never followed (it may lead out of the folder, or
+      -- round in a loop); only regular files are listed.
+      local kind = fs.lkind(path)
+      if kind == 'directory' then
+        if depth < M.LIMITS.depth then walk(path, r, depth + 1, out, info)
+        else info.deep[#info.deep + 1] = r end
+      elseif kind == 'file' then
+        if #out < M.LIMITS.files then out[#out + 1] = r else info.cut = true end
+      elseif kind == 'link' then
+        info.links[#info.links + 1] = r
       end
     end
   end
   return out
 end
 
---- Every file of a results folder and its subfolders (3 levels), relative
--- paths, sorted; hidden names left out.
+--- Every regular file of a results folder and its subfolders (`LIMITS`),
+-- relative paths, sorted; hidden names left out. Symbolic links are not
+-- followed: neither a linked file nor a linked folder is listed.
 -- @tparam string dir
 -- @treturn {string,...}
+-- @treturn table what was left out: `{links = {relative path, ...},
+--   deep = {folder below LIMITS.depth, ...}, cut = true when there were
+--   more than LIMITS.files files}`
 function M.files(dir)
-  local list = walk(dir, nil, 1, {})
+  local info = { links = {}, deep = {}, cut = false }
+  local list = walk(dir, nil, 1, {}, info)
   table.sort(list)
-  return list
+  table.sort(info.links)
+  table.sort(info.deep)
+  return list, info
 end
 
 --- The plots of a results folder: its PNG files with caption and SVG twin.
 -- @tparam string dir
--- @tparam[opt] {string,...} files as `files` returns (read when absent)
+-- @tparam[opt] {string,...} files as `files` returns (read when absent):
+--   only these are embedded or read
 -- @treturn {table,...} `{{png = relative path, svg = relative path|nil, title = string|nil}, ...}`
 function M.plots(dir, files)
   files = files or M.files(dir)
@@ -227,7 +248,7 @@ function M.plots(dir, files)
     local base = f:match('^(.*)%.png$')
     if base then
       out[#out + 1] = { png = f, svg = have[base .. '.svg'] and (base .. '.svg') or nil,
-                        title = gp_title(dir .. '/' .. base .. '.gp') }
+                        title = have[base .. '.gp'] and gp_title(dir .. '/' .. base .. '.gp') or nil }
     end
   end
   return out
@@ -380,41 +401,84 @@ function M.meta_section(m, from_records, part)
   return table.concat(out, '\n')
 end
 
-local function read_plan_name(dir)
+-- qoslab-run.json: the plan's name, and how the run ended (`exit_status`,
+-- `error`: written by `qoslab run` and `qoslab demo` at the end).
+local function read_run(dir)
   local report = require 'qoslab.report'
-  local v = fs.is_file(dir .. '/qoslab-run.json') and report.read_json(dir .. '/qoslab-run.json')
-  return type(v) == 'table' and type(v.plan) == 'string' and v.plan or nil
+  local v = fs.lkind(dir .. '/qoslab-run.json') == 'file' and report.read_json(dir .. '/qoslab-run.json')
+  if type(v) ~= 'table' then return {} end
+  return { plan = type(v.plan) == 'string' and v.plan or nil,
+           exit_status = type(v.exit_status) == 'number' and math.tointeger(v.exit_status) or nil,
+           error = type(v.error) == 'string' and v.error or nil }
+end
+
+local function plural(n, word) return n .. ' ' .. word .. (n == 1 and '' or 's') end
+
+--- The files that make a folder a results folder: `qoslab run` and `qoslab
+-- demo` write at least one of them, as a regular file, in every folder
+-- they make.
+-- @table MARKS
+M.MARKS = { 'results.jsonl', 'meta.json', 'qoslab-run.json' }
+
+--- Whether a path is a results folder: a folder holding one of `MARKS` as
+-- a regular file (not a link). A page is written only into such a folder.
+-- @tparam string dir
+-- @treturn boolean|nil true
+-- @return or nil, message, CODE: "ENOENT" (nothing there, or a folder
+--   without any of `MARKS`), "ENOTDIR" (a file or another kind, not a folder)
+function M.check_folder(dir)
+  local kind = fs.kind(dir)
+  if kind == nil then return nil, 'not a folder: ' .. dir, 'ENOENT' end
+  if kind ~= 'directory' then return nil, 'not a folder: ' .. dir .. ' is a ' .. kind, 'ENOTDIR' end
+  for _, f in ipairs(M.MARKS) do
+    if fs.lkind(dir .. '/' .. f) == 'file' then return true end
+  end
+  return nil, 'not a results folder: ' .. dir .. ' (no ' .. table.concat(M.MARKS, ', '):gsub(', ([^,]+)$', ' nor %1')
+    .. ' in it): give the folder `qoslab run` or `qoslab demo` wrote', 'ENOENT'
 end
 
 --- The page of a results folder, as text.
 -- @tparam string dir the results folder
 -- @treturn string the HTML document
--- @return or nil, message, CODE when the folder cannot be read ("ENOENT":
---   not a folder; the codes of `qoslab.plan.load` for a results file that
---   cannot be read)
+-- @return or nil, message, CODE when the folder cannot be read: the codes
+--   of `check_folder` (not a folder, not a results folder), of
+--   `qoslab.plan.load` for a results file that cannot be read
+-- @tparam[opt] table opts `{link_prefix = "../run-1/"}`: put before every
+--   link to the folder's files, for a page written elsewhere (`write`'s `out`)
 -- @raise when dir is not a string
-function M.render(dir)
+function M.render(dir, opts)
   local ctx = 'qoslab.report.page.render'
   if dir == nil then check.fail(ctx, 'dir', 'a string', nil) end
   check.cstring(ctx, 'dir', dir)
-  if not fs.is_dir(dir) then return nil, 'not a folder: ' .. dir, 'ENOENT' end
+  opts = opts or {}
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { link_prefix = true })
+  local prefix = opts.link_prefix ~= nil and check.string(ctx, 'opts.link_prefix', opts.link_prefix) or ''
+  local is, ferr, fcode = M.check_folder(dir)
+  if not is then return nil, ferr, fcode end
   local plan, meta = require 'qoslab.plan', require 'qoslab.meta'
   local records, bad = {}, 0
-  if fs.kind(dir .. '/results.jsonl') then
+  if fs.lkind(dir .. '/results.jsonl') == 'file' then
     local r, b, code = plan.load(dir .. '/results.jsonl')
     if not r then return nil, b, code end
     records, bad = r, b
   end
   local m, merr, mcode = nil, nil, nil
   local from_records = false
-  if fs.kind(dir .. '/' .. meta.FILE) then m, merr, mcode = meta.read(dir) end
+  if fs.lkind(dir .. '/' .. meta.FILE) == 'file' then m, merr, mcode = meta.read(dir) end
   if not m then m, from_records = meta_from_records(records), true end
   local name = dir:gsub('/+$', ''):match('([^/]+)$') or dir
-  local plan_name = read_plan_name(dir)
+  local run = read_run(dir)
+  local plan_name = run.plan
   local body = { '<h1>qoslab results: ' .. esc(name) .. '</h1>' }
   body[#body + 1] = '<p class="note">' .. (plan_name and ('plan <code>' .. esc(plan_name) .. '</code>, ') or '')
-    .. #records .. ' records in results.jsonl'
-    .. (bad > 0 and (', <span class="bad">' .. bad .. ' lines that do not parse</span>') or '') .. '</p>'
+    .. plural(#records, 'record') .. ' in results.jsonl'
+    .. (bad > 0 and (', <span class="bad">' .. bad .. (bad == 1 and ' line that does' or ' lines that do')
+      .. ' not parse</span>') or '') .. '</p>'
+  if run.exit_status and run.exit_status ~= 0 then
+    body[#body + 1] = '<p class="bad">The run failed (exit status ' .. run.exit_status .. ')'
+      .. (run.error and (': ' .. esc(run.error)) or '') .. '. The results below are those recorded before.</p>'
+  end
   body[#body + 1] = '<h2>Where it ran</h2>'
   if merr then
     body[#body + 1] = '<p class="bad">meta.json cannot be read: ' .. esc(merr) .. ' (' .. esc(mcode) .. ')</p>'
@@ -429,11 +493,13 @@ function M.render(dir)
       .. esc(table.concat(s.order, ', ')) .. '</p>'
     body[#body + 1] = M.sweep_tables(s)
   end
-  local files = M.files(dir)
+  local files, left = M.files(dir)
   local plots = M.plots(dir, files)
   body[#body + 1] = '<h2>Plots</h2>'
   if #plots == 0 then body[#body + 1] = '<p class="note">No plot (PNG) in this folder.</p>' end
-  for _, p in ipairs(plots) do body[#body + 1] = M.figure(p) end
+  for _, p in ipairs(plots) do
+    body[#body + 1] = M.figure { png = prefix .. p.png, svg = p.svg and (prefix .. p.svg), title = p.title }
+  end
   if m and not from_records then
     body[#body + 1] = '<h2 id="path">The path and its settings</h2>'
     body[#body + 1] = M.meta_section(m, false, 'details')
@@ -441,23 +507,60 @@ function M.render(dir)
   body[#body + 1] = '<h2>Files</h2><ul>'
   for _, f in ipairs(files) do
     if f ~= 'index.html' and not f:match('%.png$') and not f:match('%.svg$') and not f:match('%.tmp$') then
-      body[#body + 1] = '<li><a href="' .. html.href(f) .. '">' .. esc(f) .. '</a></li>'
+      body[#body + 1] = '<li><a href="' .. html.href(prefix .. f) .. '">' .. esc(f) .. '</a></li>'
     end
   end
   body[#body + 1] = '</ul>'
+  if #left.links > 0 then
+    body[#body + 1] = '<p class="note">' .. #left.links .. ' symbolic link' .. (#left.links == 1 and '' or 's')
+      .. ' not followed (only files inside the folder are shown): '
+      .. esc(table.concat(left.links, ', ', 1, math.min(#left.links, 20))) .. (#left.links > 20 and ', ...' or '')
+      .. '</p>'
+  end
+  if #left.deep > 0 then
+    body[#body + 1] = '<p class="note">Folders deeper than ' .. M.LIMITS.depth .. ' levels not shown: '
+      .. esc(table.concat(left.deep, ', ', 1, math.min(#left.deep, 20))) .. (#left.deep > 20 and ', ...' or '')
+      .. '</p>'
+  end
+  if left.cut then
+    body[#body + 1] = '<p class="note">Only the first ' .. M.LIMITS.files .. ' files are shown.</p>'
+  end
   return html.page('qoslab results: ' .. name, table.concat(body, '\n'))
 end
 
---- Write `DIR/index.html` (through a temporary file and a rename).
+--- Write `DIR/index.html` (through a temporary file and a rename), or
+-- `OUT/index.html` linking back to DIR's files (for a folder that cannot
+-- be written, e.g. on a read-only mount).
 -- @tparam string dir the results folder
+-- @tparam[opt] table opts `{out = folder}` (made when missing; default dir)
 -- @treturn string the page's path
--- @return or nil, message, CODE as `render`, or from writing (`qoslab.fs.write_file`)
--- @raise when dir is not a string
+-- @return or nil, message, CODE as `render`, or from making out
+--   (`qoslab.fs.mkdir_p`) and writing (`qoslab.fs.write_file`: "EROFS",
+--   "EACCES", ...)
+-- @raise when dir is not a string, or opts.out not a non-empty string
 -- @usage assert(require('qoslab.report.page').write('results/demo-x'))
-function M.write(dir)
-  local text, err, code = M.render(dir)
+function M.write(dir, opts)
+  local ctx = 'qoslab.report.page.write'
+  opts = opts or {}
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, { out = true })
+  local out, prefix = dir, nil
+  if opts.out ~= nil then
+    if type(opts.out) ~= 'string' or opts.out == '' then check.fail(ctx, 'opts.out', 'a folder path', opts.out) end
+    check.cstring(ctx, 'opts.out', opts.out)
+    local is, ferr, fcode = M.check_folder(dir)
+    if not is then return nil, ferr, fcode end
+    local made, merr, mcode = fs.mkdir_p(opts.out)
+    if made == nil then return nil, merr, mcode end
+    out = opts.out
+    local rel = require('qoslab.report.compare').relpath(out, dir)
+    if rel ~= '.' then prefix = rel .. '/' end
+  end
+  local text, err, code = M.render(dir, { link_prefix = prefix })
   if not text then return nil, err, code end
-  local path = dir:gsub('/+$', '') .. '/index.html'
+  local path = out:gsub('/+$', '') .. '/index.html'
+  -- A link in the temporary file's place would be written through.
+  if fs.lkind(path .. '.tmp') == 'link' then os.remove(path .. '.tmp') end
   local ok, werr, wcode = fs.write_file(path .. '.tmp', text)
   if not ok then return nil, werr, wcode end
   local rok, rerr = os.rename(path .. '.tmp', path)
