@@ -84,6 +84,26 @@ function M.write_file(path, text)
   return true
 end
 
+--- Replace a whole file at once: the text goes to `PATH.tmp` (a symbolic
+-- link there is removed first, not written through), which is then renamed
+-- over path, so a reader sees the old file or the new one, never half.
+-- @tparam string path
+-- @tparam string text
+-- @return true, or nil, message, CODE as `write_file` ("EIO" when the
+--   rename fails)
+-- @usage assert(fs.replace_file(dir .. '/index.html', page))
+function M.replace_file(path, text)
+  local tmp = tostring(path) .. '.tmp'
+  if M.lkind(tmp) == 'link' then os.remove(tmp) end
+  local ok, err, code = M.write_file(tmp, text)
+  if not ok then return nil, err, code end
+  local rok, rerr = os.rename(tmp, path)
+  if not rok then
+    os.remove(tmp)
+    return nil, 'cannot write ' .. path .. ': ' .. tostring(rerr), 'EIO'
+  end
+  return true
+end
 
 --- Kind of what a path names, following symbolic links.
 -- @tparam string path

@@ -273,16 +273,7 @@ function M.write(dir, m)
   if dir == nil then check.fail(ctx, 'dir', 'a string', nil) end
   check.cstring(ctx, 'dir', dir)
   check.table(ctx, 'm', m)
-  local path = dir .. '/' .. M.FILE
-  local tmp = path .. '.tmp'
-  local ok, err, code = fs.write_file(tmp, require('qoslab.plan').encode(m) .. '\n')
-  if not ok then return nil, err, code end
-  local rok, rerr = os.rename(tmp, path)
-  if not rok then
-    os.remove(tmp)
-    return nil, 'cannot write ' .. path .. ': ' .. tostring(rerr), 'EIO'
-  end
-  return true
+  return fs.replace_file(dir .. '/' .. M.FILE, require('qoslab.plan').encode(m) .. '\n')
 end
 
 --- Read `DIR/meta.json`.

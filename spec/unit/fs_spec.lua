@@ -132,4 +132,23 @@ io.write(tostring(ok), ' ', tostring(err):match('interrupted') or tostring(err),
     assert.equal('cannot write ' .. dir .. '/f/g: Not a directory', msg)
     assert.equal('EINVAL', select(3, fs.write_file('', 'x')))
   end)
+
+  it('replace_file swaps the whole file in, and never writes through a link at its temporary name', function()
+    assert(fs.mkdir_p(dir))
+    local p = dir .. '/page.html'
+    assert(fs.replace_file(p, 'old'))
+    assert(fs.replace_file(p, 'new'))
+    assert.equal('new', read(p))
+    assert.is_nil(fs.kind(p .. '.tmp'))
+    local victim = dir .. '/victim'
+    assert(fs.write_file(victim, 'keep'))
+    assert(os.execute('ln -s ' .. victim .. ' ' .. p .. '.tmp'))
+    assert(fs.replace_file(p, 'newer'))
+    assert.equal('keep', read(victim))
+    assert.equal('newer', read(p))
+    assert.equal('file', fs.lkind(p))
+    local ok, _, code = fs.replace_file(dir .. '/none/x', 'x')
+    assert.is_nil(ok)
+    assert.equal('ENOENT', code)
+  end)
 end)

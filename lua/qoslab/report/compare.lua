@@ -419,13 +419,8 @@ function M.write(dirs, opts)
     body[#body + 1] = '</ul>'
   end
   local path = opts.out:gsub('/+$', '') .. '/index.html'
-  local ok, werr, wcode = fs.write_file(path .. '.tmp', html.page('qoslab comparison', table.concat(body, '\n')))
+  local ok, werr, wcode = fs.replace_file(path, html.page('qoslab comparison', table.concat(body, '\n')))
   if not ok then return nil, werr, wcode end
-  local rok, rerr = os.rename(path .. '.tmp', path)
-  if not rok then
-    os.remove(path .. '.tmp')
-    return nil, 'cannot write ' .. path .. ': ' .. tostring(rerr), 'EIO'
-  end
   return { path = path, labels = labels, diffs = diffs, sweeps = shared, warnings = warnings }
 end
 

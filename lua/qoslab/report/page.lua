@@ -559,15 +559,8 @@ function M.write(dir, opts)
   local text, err, code = M.render(dir, { link_prefix = prefix })
   if not text then return nil, err, code end
   local path = out:gsub('/+$', '') .. '/index.html'
-  -- A link in the temporary file's place would be written through.
-  if fs.lkind(path .. '.tmp') == 'link' then os.remove(path .. '.tmp') end
-  local ok, werr, wcode = fs.write_file(path .. '.tmp', text)
+  local ok, werr, wcode = fs.replace_file(path, text)
   if not ok then return nil, werr, wcode end
-  local rok, rerr = os.rename(path .. '.tmp', path)
-  if not rok then
-    os.remove(path .. '.tmp')
-    return nil, 'cannot write ' .. path .. ': ' .. tostring(rerr), 'EIO'
-  end
   return path
 end
 
