@@ -9,7 +9,9 @@
 #                   form; DEMO_ARGS='--out DIR ...': more bin/qoslab demo options)
 #   make check-fresh  the two commands' first step on a bare Debian 12 root
 #                   (debootstrap; cache in /var/tmp; see spec/support/check-fresh.sh)
-#   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md)
+#   make bench      benchmarks against tc / iperf3 (results: bench/RESULTS.md;
+#                   BENCH=ceiling: only bench/ceiling.lua, ~10 min; QUICK=1:
+#                   its short pass, ~4 min)
 #   make doc        the reference (LDoc: config.ld, manual/) in doc/index.html
 #
 # This Makefile is the one source list: the rockspec calls it (build.type
@@ -170,7 +172,7 @@ demo: deps
 
 bench: deps
 	@$(MAKE) --no-print-directory all
-	@sh bench/run.sh
+	@sh bench/run.sh $(BENCH)
 
 # A bare Debian 12 root (debootstrap minbase, cached under /var/tmp) with
 # only make added: `make demo QUICK=1`, then `make check-c check-unit` inside
