@@ -95,14 +95,16 @@ local variants = {}
 if offered('skip_rx_copy', true) then
   variants[#variants + 1] = { name = 'skip_rx_copy', opts = { skip_rx_copy = true }, vs = 'bare MSG_TRUNC' }
 end
+-- (i3: the iperf3 3.12 flags of the same idea, run beside it)
 if offered('zerocopy', true) then
-  variants[#variants + 1] = { name = 'zerocopy', opts = { zerocopy = true } }
+  variants[#variants + 1] = { name = 'zerocopy', opts = { zerocopy = true }, i3 = '-Z' }
 end
-for _, v in ipairs { '0,1', { 0, 1 }, 0 } do
-  if offered('cpu_affinity', v) then
-    variants[#variants + 1] = { name = 'cpu_affinity', opts = { cpu_affinity = v }, i3 = '-A 0,1' }
-    break
-  end
+-- as iperf3's -A 0,1: the client's stream threads on CPU 0, the server's on 1
+if offered('cpu_affinity', 0) then
+  local o = { cpu_affinity = 0 }
+  if offered('server_cpu_affinity', 1) then o.server_cpu_affinity = 1 end
+  variants[#variants + 1] = { name = o.server_cpu_affinity and 'cpu_affinity 0,1' or 'cpu_affinity 0',
+    opts = o, i3 = o.server_cpu_affinity and '-A 0,1' or '-A 0' }
 end
 
 -- ------------------------------------------------------------ paths
