@@ -535,7 +535,8 @@ local verdicts = {}
 for _, P in ipairs(paths) do
   w(string.format('### %s', P.name))
   w('')
-  w('| row | bare | bare MSG_TRUNC | qoslab | iperf3 | iperf | qoslab/bare | qoslab/iperf3 | qoslab/iperf | Jain (qoslab / iperf3 / iperf) |')
+  w('| row | bare | bare MSG_TRUNC | qoslab | iperf3 | iperf | qoslab/bare | qoslab/iperf3 | '
+    .. 'qoslab/iperf | Jain (qoslab / iperf3 / iperf) |')
   w('|---|---|---|---|---|---|---|---|---|---|')
   local R = results[P.name]
   local four = lib.best(R.tcp4 and R.tcp4.qoslab)
@@ -587,7 +588,8 @@ for _, P in ipairs(paths) do
   end
   w('')
   -- pacing
-  w('| pacing | tool | steady windows within ±5 % | worst steady window | stall windows | after the stall: highest window | windows above +10 % | observer drops | receiver CPU s/GB |')
+  w('| pacing | tool | steady windows within ±5 % | worst steady window | stall windows | '
+    .. 'after the stall: highest window | windows above +10 % | observer drops | receiver CPU s/GB |')
   w('|---|---|---|---|---|---|---|---|---|')
   for _, row in ipairs(ROWS) do
     if row.kind == 'pace' then
@@ -603,7 +605,8 @@ for _, P in ipairs(paths) do
           if t[1] == 'qoslab' then
             verdicts[#verdicts + 1] = { path = P.name, row = row.label,
               met = v.steady.n > 0 and v.steady.within == v.steady.n and v.after ~= nil and v.after.above == 0,
-              why = string.format('every 10 ms window within ±5 %%: %d / %d (worst %+.1f %%); after the stall none above +10 %%: highest %s',
+              why = string.format('every 10 ms window within ±5 %%: %d / %d (worst %+.1f %%); '
+                .. 'after the stall none above +10 %%: highest %s',
                 v.steady.within, v.steady.n, v.steady.worst_pct,
                 v.after and string.format('%+.1f %%', v.after.max_pct) or 'no stall seen') }
           end
