@@ -83,7 +83,11 @@ function M.check(steps, ctx, backend)
     for k, v in pairs(step) do if k ~= 'at_s' then spec[k] = v end end
     local ok, canon = pcall(netem().check, spec, ctx)
     if not ok then
-      error((tostring(canon):gsub('^' .. pat(ctx) .. ': spec', ctx .. ': ' .. field, 1)), 2)
+      -- netem's message, every "spec." in it (the field, and a cross-field
+      -- rule's other field) naming this step instead
+      local msg = tostring(canon):gsub('^' .. pat(ctx) .. ': ', '', 1)
+      msg = (' ' .. msg):gsub('([%s%(])spec([%.:])', '%1' .. field:gsub('%%', '%%%%') .. '%2'):sub(2)
+      error(ctx .. ': ' .. msg, 2)
     end
     if backend == 'link' and canon.limit_packets == 'auto' then
       error(string.format('%s: %s.limit_packets: "auto" is kernel netem\'s (sized from the device); '
