@@ -8,7 +8,8 @@
  *     step is a replace of that netem (ql_netem_apply: its own rtnetlink
  *     socket, in the target's namespace, from the schedule's thread).
  *   kind "link": target = { link = qoslab.ImpairLink, direction = "forward"
- *     | "reverse" }; each step is the link's atomic spec swap. While the
+ *     | "reverse" }; each step is the link's atomic spec swap (a step on a
+ *     link that failed fails with the link's fault). While the
  *     schedule runs, closing the link stops the schedule first.
  *   at_s: offsets from now (seconds, >= 0, in order); specs: wire specs as
  *   qoslab.netem's reader takes them (read and copied here, before the start).
@@ -18,6 +19,7 @@
  * sched:start_unix_s() -> CLOCK_REALTIME of the start instant
  * sched:stop(), sched:close() (also __close, __gc; idempotent)
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,8 +57,13 @@ typedef struct lsched {
 static int apply_step(void *ctx, size_t i, ql_err *e)
 {
 	lsched *u = ctx;
-	if (u->kind == KIND_LINK)
+	if (u->kind == KIND_LINK) {
+		/* a link that stopped forwarding takes a spec but never applies
+		 * it: the step fails with the link's own fault */
+		if (ql_tunlink_failed(u->link, e))
+			return -(e->errnum > 0 ? e->errnum : EIO);
 		return ql_tunlink_set_spec(u->link, u->dir, &u->steps[i].spec, e);
+	}
 	return ql_netem_apply(&u->t, &u->steps[i].spec, e);
 }
 

@@ -457,7 +457,7 @@ function M.netem(ifname, steps, opts)
   if have == nil and msg then return nil, msg, code end
   if have == nil then
     local ok, m2, c2 = N.apply(ifname, steps[1] and canon[1].spec, { netns = nopts.netns,
-      parent = nopts.parent, handle = nopts.handle, quiet = true })
+      parent = nopts.parent, handle = nopts.handle, quiet = opts.quiet })
     if not ok then return nil, m2, c2 end
   end
   return start('netem', { ifname = ifname, netns = nopts.netns, parent = nopts.parent,
