@@ -482,8 +482,8 @@ function M.timeseries(res, opts)
   end
   for _, c in ipairs(res.impairment_changes or {}) do
     if c.ok and type(c.test_s) == 'number' and c.test_s > 0 and c.test_s < t_end then
-      pre[#pre + 1] = string.format("set arrow from %.10g, graph 0 to %.10g, graph 1 nohead dt 3 lw 1.5 lc rgb '#555555'",
-        c.test_s, c.test_s)
+      pre[#pre + 1] = string.format(
+        "set arrow from %.10g, graph 0 to %.10g, graph 1 nohead dt 3 lw 1.5 lc rgb '#555555'", c.test_s, c.test_s)
     end
   end
   local body = { string.format('set multiplot title %s font \',14\'', gq(title)) }
