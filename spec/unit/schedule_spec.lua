@@ -133,6 +133,10 @@ describe('qoslab.schedule traces', function()
       -- the last window is 5 ms, ms 0..4 of the period: the two at 1 ms
       { at_s = 0.04, rate_bps = 2 * 1500 * 8 * 200, delay_ms = 5 },
     }, steps)
+    -- mm-link's fixed-rate example: "1" is one packet per ms, 12 Mbit/s
+    write(dir .. '/fixed.trace', '1\n')
+    assert.same({ { at_s = 0, rate_bps = 12000000 }, { at_s = 0.1, rate_bps = 12000000 } },
+      schedule.read_mahimahi(dir .. '/fixed.trace', { duration_s = 0.2 }))
     -- a window without an opportunity: the smallest rate netem takes
     write(dir .. '/gap.trace', '30\n')
     local g = assert(schedule.read_mahimahi(dir .. '/gap.trace', { duration_s = 0.03, window_ms = 10 }))
