@@ -4,8 +4,8 @@
 -- a change is until the link took the spec (backend "link") or the kernel
 -- acknowledged the netem replace (backend "netem").
 --
---   bin/qoslab run --host bench/schedule_lag.lua [-- duration_s [backend]]
---                                                (default 10, "link")
+--   bin/qoslab run [--host|--guest] bench/schedule_lag.lua [-- duration_s [backend]]
+--                                      (default 10 s, the testbed's default backend)
 --
 -- Needs root. The testbed's namespaces are made and removed here.
 local testbed = require 'qoslab.testbed'
@@ -13,7 +13,7 @@ local traffic = require 'qoslab.traffic'
 
 local args = { ... }
 local dur = math.tointeger(tonumber(args[1] or '10'))
-local backend = args[2] or 'link'
+local backend = args[2]
 assert(dur and dur >= 2, 'usage: schedule_lag.lua [duration_s >= 2 [link|netem]]')
 
 local tb <close> = assert(testbed { backend = backend, impair = { delay_ms = 10 } })
@@ -35,5 +35,5 @@ end
 table.sort(lags)
 local L = res.impairment_lag_ms
 print(string.format('%s: %d changes in a %d s TCP test (%.0f Mbit/s): lag mean %.3f ms, p50 %.3f, '
-  .. 'p99 %.3f, max %.3f ms', backend, L.n, dur, res.received.bits_per_second / 1e6, L.mean_ms,
+  .. 'p99 %.3f, max %.3f ms', tb.backend, L.n, dur, res.received.bits_per_second / 1e6, L.mean_ms,
   lags[math.max(1, math.ceil(#lags * 0.5))], lags[math.max(1, math.ceil(#lags * 0.99))], L.max_ms))
