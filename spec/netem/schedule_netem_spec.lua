@@ -72,7 +72,8 @@ describe('schedules on kernel netem', function()
     assert.matches('qoslab.netem.schedule: steps[2].jitter_ms: expected', err, 1, true)
     assert.is_nil(netem.get(tb.client_ifname, o))   -- nothing changed
     local sched = assert(netem.schedule(tb.client_ifname,
-      { { at_s = 0, delay_ms = 2 }, { at_s = 0.3, delay_ms = 20, limit_packets = 'auto' } }, o))
+      { { at_s = 0, delay_ms = 2 }, { at_s = 0.3, delay_ms = 20, limit_packets = 'auto' } },
+      { netns = o.netns, quiet = true }))
     defer(function() sched:close() end)
     assert.is_true(sched:wait(5))
     assert.is_false((sched:failed()))
