@@ -128,9 +128,21 @@ void qlb_newclass(lua_State *L, const char *tname, const luaL_Reg *methods,
 struct ql_netem_spec;
 void qlb_netem_read_spec(lua_State *L, int idx, const char *ctx, struct ql_netem_spec *s);
 
+/*
+ * The open qoslab.ImpairLink at idx for a schedule (csrc/bind/schedule.c):
+ * while hooked, the link's close first calls stop(ctx). *hook is what
+ * qlb_impair_link_unhook takes. Raises when the link is closed or another
+ * schedule already holds it.
+ */
+struct ql_tunlink;
+struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, void (*stop)(void *),
+					void *ctx, void **hook);
+void qlb_impair_link_unhook(void *hook);
+
 void qlb_open_timer(lua_State *L);
 void qlb_open_netem(lua_State *L);
 void qlb_open_impair_link(lua_State *L);
+void qlb_open_schedule(lua_State *L);
 void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
 void qlb_open_probe(lua_State *L);

@@ -41,6 +41,7 @@ int luaopen_qoslab_core(lua_State *L)
 	qlb_open_link(L);
 	qlb_open_netem(L);
 	qlb_open_impair_link(L);
+	qlb_open_schedule(L);
 	qlb_open_traffic(L);
 	qlb_open_probe(L);
 	qlb_open_sys(L);

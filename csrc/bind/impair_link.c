@@ -24,6 +24,8 @@
 typedef struct llink {
 	ql_tunlink *l;
 	char a_ifname[16], b_ifname[16];
+	void (*sched_stop)(void *);  /* a schedule's (qlb_impair_link_hook) */
+	void *sched_ctx;
 } llink;
 
 static const char *const opt_keys[] = {
@@ -210,9 +212,35 @@ static int l_failed(lua_State *L)
 	return 3;
 }
 
+struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, void (*stop)(void *),
+					void *ctx, void **hook)
+{
+	llink *u = luaL_checkudata(L, idx, LINK_T);
+	if (!u->l)
+		qlb_error(L, "qoslab.schedule", "target.link: the link is closed");
+	if (u->sched_stop)
+		qlb_error(L, "qoslab.schedule", "target.link: another schedule runs on this link (stop it first)");
+	u->sched_stop = stop;
+	u->sched_ctx = ctx;
+	*hook = u;
+	return u->l;
+}
+
+void qlb_impair_link_unhook(void *hook)
+{
+	llink *u = hook;
+	u->sched_stop = NULL;
+	u->sched_ctx = NULL;
+}
+
 static int l_close(lua_State *L)
 {
 	llink *u = luaL_checkudata(L, 1, LINK_T);
+	if (u->sched_stop) {
+		void (*stop)(void *) = u->sched_stop;
+		u->sched_stop = NULL;
+		stop(u->sched_ctx);
+	}
 	if (u->l) {
 		ql_tunlink_close(u->l);
 		u->l = NULL;

@@ -885,4 +885,20 @@ function M.format(spec)
   return table.concat(out, ' ')
 end
 
+--- Change the netem over time: each step (`{at_s =, <spec keys>}`, a whole
+-- spec from its time on) replaces the netem at its planned instant, applied
+-- by a native thread while the caller goes on (e.g. into a traffic test).
+-- `qoslab.schedule.netem` documents the steps, the timing and the schedule
+-- object (`changes`, `lag`, `failed`, `wait`, `stop`, `close`, `attach`).
+-- @tparam string ifname device name
+-- @tparam table steps `{{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200, loss_pct = 1}, ...}`
+-- @tparam[opt] table opts `netns`, `parent`, `handle` (egress only), `quiet`
+-- @treturn table the running schedule
+-- @return or nil, message, CODE (ENODEV, EPERM, ... of the first apply)
+-- @raise on a bad step, naming `steps[i].<field>` with this module's checks
+-- @usage local s = netem.schedule('veth0', {{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200}})
+function M.schedule(ifname, steps, opts)
+  return require('qoslab.schedule').netem(ifname, steps, opts)
+end
+
 return M

@@ -342,6 +342,21 @@ function TB:impair(spec, direction)
   error(err, 0)
 end
 
+--- Change the impairment over time while tests run: steps applied at their
+-- times by a native thread (`qoslab.schedule.testbed` documents it all).
+-- @tparam table|string steps `{{at_s = 0, delay_ms = 20}, {at_s = 5,
+--   delay_ms = 200, loss_pct = 1}, ...}` or a CSV trace's path
+-- @tparam[opt] table opts `direction` = "forward" | "reverse", `quiet`
+-- @treturn table the running schedule (`:attach(res)` puts its changes in a result)
+-- @return or nil, message, CODE
+-- @usage local s = tb:schedule{{at_s = 0, delay_ms = 10}, {at_s = 2, delay_ms = 100}}
+function TB:schedule(steps, opts)
+  self_check(self, 'schedule')
+  if self._closed then error('qoslab.Testbed:schedule: the testbed is closed', 2) end
+  return require('qoslab.schedule').testbed(self, steps, opts,
+    function(direction) return side(self, direction) end)
+end
+
 --- Read the rate limits and impairments back from the kernel.
 -- @treturn table `{client = {shape = S, impair = N}, server = {shape = S,
 --   impair = N}}`: S as `qoslab.shape.get` (nil without a rate limit), N as
@@ -425,6 +440,7 @@ function TB:close()
   self._closed = true
   open[self] = nil
   local m = self._made
+  for _, s in ipairs(self._schedules or {}) do s:stop() end
   if self._link then self._link:close() end
   -- Deleting the veth first removes both ends (and their qdiscs) at once
   -- and synchronously; deleting a namespace frees its devices only when the

@@ -117,6 +117,40 @@ local function streams_text(res, streams)
   return n_streams(fwd + rev)
 end
 
+-- What the impairment panels draw: spec key, label, unit, scale.
+local IMPAIRMENT_PANELS = {
+  { key = 'delay_ms', label = 'delay', unit = 'ms', f = 1 },
+  { key = 'loss_pct', label = 'loss', unit = '%', f = 1 },
+  { key = 'rate_bps', label = 'rate', unit = 'Mbit/s', f = 1e-6 },
+}
+
+-- Rows "time delay loss rate" of the spec in force from each successful
+-- change on (on the test's clock, from 0 to t_end; a change before the test
+-- started counts from 0), and which keys any change set; nil without changes.
+local function impairment_rows(res, t_end)
+  local list = res.impairment_changes
+  if type(list) ~= 'table' or #list == 0 then return nil end
+  local rows, marks, last = { '# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on)' }, {}, nil
+  local function row(t, spec)
+    local r = { num(t) }
+    for _, q in ipairs(IMPAIRMENT_PANELS) do
+      local v = spec[q.key]
+      if v ~= nil then marks[q.key] = true end
+      r[#r + 1] = num((v or 0) * q.f)
+    end
+    rows[#rows + 1] = table.concat(r, ' ')
+  end
+  for _, c in ipairs(list) do
+    if c.ok and type(c.test_s) == 'number' and type(c.spec) == 'table' and c.test_s <= t_end then
+      row(math.max(0, c.test_s), c.spec)
+      last = c.spec
+    end
+  end
+  if not last then return nil end
+  row(t_end, last)
+  return rows, marks
+end
+
 --- Time series of one test: stacked panels sharing the time axis.
 --
 -- Panels, each drawn only when the result has its data:
@@ -131,7 +165,12 @@ end
 -- * `cwnd`: KiB, each TCP sender's congestion window (`snd_cwnd_bytes`);
 -- * `retransmits`: TCP segments retransmitted in each interval (all streams);
 -- * `loss`: UDP, % of datagrams lost in each interval (each direction's SUM);
--- * `jitter`: UDP, RFC 3550 jitter in ms at each interval's end.
+-- * `jitter`: UDP, RFC 3550 jitter in ms at each interval's end;
+-- * `impairment delay`, `impairment loss`, `impairment rate`: with
+--   `res.impairment_changes` (a schedule's `attach`), the spec in force over
+--   time as a step line, one panel per quantity any change set (a key left
+--   out of a step draws as 0, i.e. off), from `FILE.impairment.dat`; each
+--   change is also a dotted vertical line through every panel.
 --
 -- Values sit at the interval's midpoint (retransmits as a bar over the
 -- interval); warm-up intervals (`omit_s`) are shaded grey. Past
@@ -146,6 +185,7 @@ end
 --   * `formats` ({"png"|"svg", ...}: with an `out` without extension)
 --   * `size` ({w, h} pixels, default {1100, 160 + 190 per panel})
 -- @treturn table files `{png =, svg =, dat =, gp =, panels = {name, ...}}`
+--   (and `impairment_dat =` when impairment panels were drawn)
 --   (the panels drawn, top to bottom)
 -- @return or nil, message, "ENOENT" (no gnuplot; dat and gp written) |
 --   "EIO" (gnuplot failed)
@@ -365,6 +405,26 @@ function M.timeseries(res, opts)
   end
   panel('jitter', 'jitter\n(' .. junit .. ')', jit)
 
+  -- the impairment over time (a schedule's changes, sched:attach): one
+  -- step panel per quantity that changed, from a file of its own (the
+  -- changes do not fall on the interval grid)
+  local t_last = 0
+  for _, iv in ipairs(ivs) do if iv.end_s > t_last then t_last = iv.end_s end end
+  local imp_rows, imp_marks = impairment_rows(res, t_last)
+  local impfile = base .. '.impairment.dat'
+  if imp_rows then
+    local okw, werr, wc = gnuplot.write_file(impfile, table.concat(imp_rows, '\n') .. '\n')
+    if not okw then return nil, werr, wc end
+    for k, q in ipairs(IMPAIRMENT_PANELS) do
+      if imp_marks[q.key] then
+        panel('impairment ' .. q.label, 'impairment\n' .. q.label .. ' (' .. q.unit .. ')', {
+          string.format("%s using 1:%d with steps lw 2 lc rgb '#000000' title %s", gq(impfile), k + 1,
+            gq(q.label .. ' in force (scheduled changes: dotted)')),
+        })
+      end
+    end
+  end
+
   if #panels == 0 then return nil, ctx .. ': nothing to plot', 'EINVAL' end
 
   -- data file
@@ -420,6 +480,12 @@ function M.timeseries(res, opts)
         iv.start_s, iv.end_s)
     end
   end
+  for _, c in ipairs(res.impairment_changes or {}) do
+    if c.ok and type(c.test_s) == 'number' and c.test_s > 0 and c.test_s < t_end then
+      pre[#pre + 1] = string.format(
+        "set arrow from %.10g, graph 0 to %.10g, graph 1 nohead dt 3 lw 1.5 lc rgb '#555555'", c.test_s, c.test_s)
+    end
+  end
   local body = { string.format('set multiplot title %s font \',14\'', gq(title)) }
   local names = {}
   for k, p in ipairs(panels) do
@@ -450,6 +516,7 @@ function M.timeseries(res, opts)
   local files, e2, code = gnuplot.render(base, table.concat(pre, '\n'), table.concat(body, '\n'), formats, size)
   if not files then return nil, e2, code end
   files.dat = datfile
+  if imp_rows then files.impairment_dat = impfile end
   files.panels = names
   return files
 end

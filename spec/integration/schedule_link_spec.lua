@@ -1,0 +1,122 @@
+-- Impairment schedules on the native link (a testbed with backend "link",
+-- namespaces it makes and removes, also when a test fails). A delay step
+-- from 10 to 100 ms at 2 s of a 4 s TCP test shows in the test's TCP RTT
+-- and in the change log (planned on the grid, actual within a lag bound a
+-- loaded 2-core host meets: the step is one mutex-held spec swap); a step
+-- on a link whose device was deleted fails with the link's fault instead of
+-- passing unnoticed; closing the testbed stops a schedule mid-way.
+local qoslab = require 'qoslab'
+local traffic = require 'qoslab.traffic'
+local H = require 'integration.traffic_helper'
+
+-- The lag of one change may include a scheduling delay of the thread on a
+-- busy host; 250 ms is far above it and far below the 2 s between steps.
+local LAG_MAX_MS = 250
+
+local function cleanups()
+  local list = {}
+  finally(function()
+    for i = #list, 1, -1 do pcall(list[i]) end
+  end)
+  return function(f) list[#list + 1] = f end
+end
+
+local function sender_rtt_ms(iv)
+  for _, e in ipairs(iv.streams or {}) do
+    if e.role ~= 'receiver' and e.rtt_us then return e.rtt_us / 1000 end
+  end
+end
+
+describe('qoslab.Testbed:schedule on the link', function()
+  it('a delay step at 2 s shows in the RTT of a 4 s TCP test and in the change log', function()
+    local defer = cleanups()
+    local tb = assert(qoslab.testbed { backend = 'link', impair = { delay_ms = 10 } })
+    defer(function() tb:close() end)
+    local srv = assert(traffic.server { netns = tb.server_netns, port = 0 })
+    defer(function() srv:close() end)
+    local sched = assert(tb:schedule { { at_s = 0, delay_ms = 10 }, { at_s = 2, delay_ms = 100 } })
+    defer(function() sched:close() end)
+    local res = assert(traffic.run { host = tb.server_addr, port = srv:port(), netns = tb.client_netns,
+      duration_s = 4, interval_s = 0.5 })
+    assert.is_true(sched:wait(5))
+    sched:attach(res)
+
+    local ch = res.impairment_changes
+    assert.equal(2, #ch)
+    for i, c in ipairs(ch) do
+      assert.is_true(c.ok, tostring(c.message))
+      assert.equal(i, c.step)
+      assert.equal((i - 1) * 2, c.planned_s)   -- on the grid, exactly
+      assert(c.lag_ms >= 0 and c.lag_ms < LAG_MAX_MS, 'lag ' .. c.lag_ms .. ' ms')
+      assert(math.abs(c.actual_s - c.planned_s - c.lag_ms / 1000) < 1e-6)
+    end
+    assert.same({ delay_ms = 100, limit_packets = 1000 }, ch[2].spec)
+    -- the schedule started before the test (its connections), so on the
+    -- test's clock the step comes a little before 2 s
+    assert(ch[2].test_s > 1 and ch[2].test_s < 2 + LAG_MAX_MS / 1000, 'test_s ' .. ch[2].test_s)
+    assert(math.abs(ch[2].test_s - ch[2].planned_test_s - ch[2].lag_ms / 1000) < 0.002)
+    local lag = res.impairment_lag_ms
+    assert.equal(2, lag.n)
+    assert.equal(math.max(ch[1].lag_ms, ch[2].lag_ms), lag.max_ms)
+
+    -- each interval carries the spec in force; the RTT follows it
+    local before_min, after = math.huge, 0
+    for _, iv in ipairs(res.intervals) do
+      local mid = (iv.start_s + iv.end_s) / 2
+      assert.equal(mid < ch[2].test_s and 10 or 100, iv.impairment.delay_ms)
+      local rtt = sender_rtt_ms(iv)
+      assert(rtt, 'no TCP RTT in an interval')
+      if iv.end_s < ch[2].test_s then before_min = math.min(before_min, rtt) end
+      if iv.start_s > ch[2].test_s + 0.3 then
+        after = after + 1
+        assert(rtt >= 95, string.format('RTT %.1f ms at %.2f s after the step to 100 ms', rtt, iv.start_s))
+      end
+    end
+    assert(before_min < 50, string.format('RTT %.1f ms before the step (10 ms delay)', before_min))
+    assert(after >= 2, 'too few intervals after the step')
+  end)
+
+  it('a step on a link whose device was deleted fails with the link\'s fault, in the log and the result', function()
+    local defer = cleanups()
+    local tb = assert(qoslab.testbed { backend = 'link' })
+    defer(function() tb:close() end)
+    local sched = assert(tb:schedule({ { at_s = 0, delay_ms = 5 }, { at_s = 0.5, delay_ms = 50 } }, { quiet = true }))
+    defer(function() sched:close() end)
+    H.sleep(0.1)
+    H.must('ip -n ' .. tb.client_netns .. ' link del qltun-c')
+    local t0 = H.now()
+    while not tb._link:failed() and H.now() - t0 < 2 do H.sleep(0.02) end
+    assert.is_true(sched:wait(3))
+    local ch = sched:changes()
+    assert.equal(2, #ch)
+    assert.is_true(ch[1].ok)
+    assert.is_false(ch[2].ok)
+    assert.equal('ELINKFAILED', ch[2].code)
+    assert.matches('TUN device qltun%-c', ch[2].message)
+    local failed, msg, code = sched:failed()
+    assert.is_true(failed)
+    assert.equal(ch[2].message, msg)
+    assert.equal('ELINKFAILED', code)
+    local res = sched:attach { start_time_unix_s = sched._core:start_unix_s(), intervals = {} }
+    assert.is_false(res.impairment_changes[2].ok)
+    assert.equal(1, res.impairment_lag_ms.n)
+  end)
+
+  it('closing the testbed stops a schedule mid-way; a bad step raises before anything runs', function()
+    local defer = cleanups()
+    local tb = assert(qoslab.testbed { backend = 'link' })
+    defer(function() tb:close() end)
+    local ok, err = pcall(tb.schedule, tb, { { at_s = 0, delay_ms = 5 }, { at_s = 1, loss_pct = 150 } })
+    assert.is_false(ok)
+    assert.matches('qoslab.Testbed:schedule: steps[2].loss_pct: expected a finite number in [0, 100], got 150',
+      err, 1, true)
+    local sched = assert(tb:schedule { { at_s = 0, delay_ms = 5 }, { at_s = 30, delay_ms = 50 } })
+    defer(function() sched:close() end)
+    H.sleep(0.1)
+    local t0 = H.now()
+    tb:close()
+    assert(H.now() - t0 < 5, 'close waited for the schedule')
+    assert.is_true(sched:wait(0))
+    assert.equal(1, #sched:changes())
+  end)
+end)

@@ -1,0 +1,86 @@
+-- Impairment schedules on kernel netem (runs inside the VM guest): a delay
+-- step from 5 to 50 ms at 1.5 s of a 3 s TCP test through a testbed shows
+-- in the TCP RTT and in the change log (planned on the grid, actual within a
+-- bound an emulated CPU meets), and the kernel holds the last step's spec
+-- afterwards; qoslab.netem.schedule on a device without a netem creates it
+-- first (so cleanup knows it), sizes a step's limit_packets = "auto", and
+-- raises on a bad step naming it before anything changes.
+local netem = require 'qoslab.netem'
+local testbed = require 'qoslab.testbed'
+local traffic = require 'qoslab.traffic'
+
+-- an emulated CPU (TCG) schedules threads late; the steps are 1.5 s apart
+local LAG_MAX_MS = 500
+
+local function cleanups()
+  local list = {}
+  finally(function()
+    for i = #list, 1, -1 do pcall(list[i]) end
+  end)
+  return function(f) list[#list + 1] = f end
+end
+
+local function sender_rtt_ms(iv)
+  for _, e in ipairs(iv.streams or {}) do
+    if e.role ~= 'receiver' and e.rtt_us then return e.rtt_us / 1000 end
+  end
+end
+
+describe('schedules on kernel netem', function()
+  it('a delay step shows in the RTT of a TCP test, in the log, and in the kernel afterwards', function()
+    local defer = cleanups()
+    local tb = assert(testbed { backend = 'netem', impair = { delay_ms = 5 } })
+    defer(function() tb:close() end)
+    local srv = assert(traffic.server { netns = tb.server_netns, port = 0 })
+    defer(function() srv:close() end)
+    local sched = assert(tb:schedule { { at_s = 0, delay_ms = 5 }, { at_s = 1.5, delay_ms = 50 } })
+    defer(function() sched:close() end)
+    local res = assert(traffic.run { host = tb.server_addr, port = srv:port(), netns = tb.client_netns,
+      duration_s = 3, interval_s = 0.5 })
+    assert.is_true(sched:wait(5))
+    sched:attach(res)
+    local ch = res.impairment_changes
+    assert.equal(2, #ch)
+    for i, c in ipairs(ch) do
+      assert.is_true(c.ok, tostring(c.message))
+      assert.equal((i - 1) * 1.5, c.planned_s)
+      assert(c.lag_ms >= 0 and c.lag_ms < LAG_MAX_MS, 'lag ' .. c.lag_ms .. ' ms')
+    end
+    local step = ch[2].test_s
+    local before_min, after = math.huge, 0
+    for _, iv in ipairs(res.intervals) do
+      local rtt = assert(sender_rtt_ms(iv), 'no TCP RTT in an interval')
+      if iv.end_s < step then before_min = math.min(before_min, rtt) end
+      if iv.start_s > step + 0.3 then
+        after = after + 1
+        assert(rtt >= 48, string.format('RTT %.1f ms at %.2f s after the step to 50 ms', rtt, iv.start_s))
+      end
+    end
+    assert(before_min < 30, string.format('RTT %.1f ms before the step (5 ms delay)', before_min))
+    assert(after >= 1, 'no interval after the step')
+    assert.equal(50, netem.get(tb.client_ifname, { netns = tb.client_netns }).delay_ms)
+  end)
+
+  it('netem.schedule creates the netem first, resolves "auto", and names a bad step', function()
+    local defer = cleanups()
+    local tb = assert(testbed { backend = 'netem' })
+    defer(function() tb:close() end)
+    local o = { netns = tb.client_netns }
+    assert.is_nil(netem.get(tb.client_ifname, o))
+    local ok, err = pcall(netem.schedule, tb.client_ifname, { { at_s = 0 }, { at_s = 0.2, jitter_ms = -1 } }, o)
+    assert.is_false(ok)
+    assert.matches('qoslab.netem.schedule: steps[2].jitter_ms: expected', err, 1, true)
+    assert.is_nil(netem.get(tb.client_ifname, o))   -- nothing changed
+    local sched = assert(netem.schedule(tb.client_ifname,
+      { { at_s = 0, delay_ms = 2 }, { at_s = 0.3, delay_ms = 20, limit_packets = 'auto' } },
+      { netns = o.netns, quiet = true }))
+    defer(function() sched:close() end)
+    assert.is_true(sched:wait(5))
+    assert.is_false((sched:failed()))
+    local got = netem.get(tb.client_ifname, o)
+    assert.equal(20, got.delay_ms)
+    local need = netem.needed_limit(tb.client_ifname, { delay_ms = 20 }, o)
+    assert(need > 1000, 'a veth at 20 ms needs more than the default limit')
+    assert.equal(need, got.limit_packets)
+  end)
+end)

@@ -1,0 +1,196 @@
+-- qoslab.schedule without touching the kernel: steps are checked as netem's
+-- specs (the step named in place of `spec`), times in order; CSV and
+-- mahimahi traces become exact steps; a result's impairment changes draw as
+-- step panels from their own data file.
+local schedule = require 'qoslab.schedule'
+local plot = require 'qoslab.plot'
+
+local function tmpdir()
+  local p = assert(io.popen('mktemp -d /tmp/qoslab-schedule-spec.XXXXXX'))
+  local d = p:read('l')
+  p:close()
+  return d
+end
+
+local function write(path, text)
+  local f = assert(io.open(path, 'w'))
+  f:write(text)
+  f:close()
+end
+
+local function slurp(path)
+  local f = assert(io.open(path, 'rb'))
+  local s = f:read('a')
+  f:close()
+  return s
+end
+
+local function err_of(f, ...)
+  local ok, e = pcall(f, ...)
+  assert.is_false(ok, 'expected an error')
+  return (tostring(e):gsub('^[^:]*%.lua:%d+: ', ''))
+end
+
+describe('qoslab.schedule.check', function()
+  it('returns the canonical steps', function()
+    local c = schedule.check { { at_s = 0, delay_ms = 20 }, { at_s = 5, delay_ms = 200, loss_pct = 1 },
+      { at_s = 5, delay_ms = 0 } }
+    assert.same({
+      { at_s = 0, spec = { delay_ms = 20, limit_packets = 1000 } },
+      { at_s = 5, spec = { delay_ms = 200, loss_pct = 1, limit_packets = 1000 } },
+      { at_s = 5, spec = { limit_packets = 1000 } },
+    }, c)
+  end)
+
+  it("names the step in netem's own wording", function()
+    assert.equal('qoslab.schedule.check: steps[3].delay_ms: expected a finite number in [0, 1000000000], got -3',
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 1 }, { at_s = 2, delay_ms = -3 } }))
+    local netem_msg = err_of(require('qoslab.netem').check, { reorder_pct = 5 }, 'X')
+    local step_msg = err_of(schedule.check, { { at_s = 0, reorder_pct = 5 } }, 'X')
+    assert.equal('X: steps[1].reorder_pct: reordering needs steps[1].delay_ms > 0 '
+      .. '(packets are reordered by sending them without the delay)', step_msg)
+    assert.equal(netem_msg:gsub('spec', 'steps[1]'), step_msg)
+    assert.matches('^X: steps%[1%]%.bogus: unknown key', err_of(schedule.check, { { at_s = 0, bogus = 1 } }, 'X'))
+  end)
+
+  it('checks the times', function()
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got nil',
+      err_of(schedule.check, { { delay_ms = 1 } }, 'S'))
+    assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got -1',
+      err_of(schedule.check, { { at_s = 0 }, { at_s = -1 } }, 'S'))
+    assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got nan',
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 0 / 0 } }, 'S'):gsub('%-nan', 'nan'))
+    assert.equal('S: steps[3].at_s: expected >= steps[2].at_s = 2 (steps in time order), got 1.5',
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 2 }, { at_s = 1.5 } }, 'S'))
+    assert.equal('S: steps: expected a non-empty list of steps, got a table that is not a list',
+      err_of(schedule.check, {}, 'S'))
+    assert.equal('S: steps[1]: expected a table {at_s =, <spec keys>}, got number',
+      err_of(schedule.check, { 5 }, 'S'))
+  end)
+
+  it('refuses limit_packets = "auto" on the link', function()
+    assert.matches('S: steps%[2%]%.limit_packets: "auto" is kernel netem',
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 1, limit_packets = 'auto' } }, 'S', 'link'))
+    assert.equal('auto', schedule.check({ { at_s = 1, limit_packets = 'auto' } })[1].spec.limit_packets)
+  end)
+end)
+
+describe('qoslab.schedule traces', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('reads a CSV trace into exact steps', function()
+    write(dir .. '/t.csv', 'time_s,delay_ms,loss_pct,rate_bps,distribution\n# comment\n'
+      .. '0,20,,10000000,\n\n2.5, 200 ,1,,normal\r\n4,0,0,,\n')
+    write(dir .. '/t.csv', 'time_s,delay_ms,jitter_ms,loss_pct,rate_bps,distribution\n# comment\n'
+      .. '0,20,,,10000000,\n\n2.5, 200 ,5,1,,normal\r\n4,0,,0,,\n')
+    local steps = assert(schedule.read_csv(dir .. '/t.csv'))
+    assert.same({
+      { at_s = 0, delay_ms = 20, rate_bps = 10000000 },
+      { at_s = 2.5, delay_ms = 200, jitter_ms = 5, loss_pct = 1, distribution = 'normal' },
+      { at_s = 4, delay_ms = 0, loss_pct = 0 },
+    }, steps)
+    local c = schedule.check(steps)
+    assert.same({ delay_ms = 200, jitter_ms = 5, loss_pct = 1, distribution = 'normal', limit_packets = 1000 },
+      c[2].spec)
+  end)
+
+  it('says what is wrong with a CSV trace', function()
+    local function fails(text)
+      write(dir .. '/b.csv', text)
+      local v, msg, code = schedule.read_csv(dir .. '/b.csv')
+      assert.is_nil(v)
+      assert.equal('EINVAL', code)
+      return (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR'))
+    end
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:1: expected a header starting with time_s, got "t,delay_ms"',
+      fails('t,delay_ms\n0,1\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:2: expected 2 columns as the header, got 3',
+      fails('time_s,delay_ms\n0,1,2\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:3: time_s: expected a number, got "x"',
+      fails('time_s,delay_ms\n0,1\nx,2\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:1: column 2: expected a spec key, got "delay ms"',
+      fails('time_s,delay ms\n0,1\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv: no steps', fails('time_s,delay_ms\n'))
+    local v, _, code = schedule.read_csv(dir .. '/none.csv')
+    assert.is_nil(v)
+    assert.equal('ENOENT', code)
+  end)
+
+  it('turns a mahimahi trace into rate steps over windows, looping it', function()
+    -- period 20 ms: 3 opportunities in ms 1..10 (one at 10 counts in the
+    -- first window [0, 10)), 1 in ms 11..20
+    write(dir .. '/m.trace', '1\n1\n10\n20\n')
+    local steps = assert(schedule.read_mahimahi(dir .. '/m.trace',
+      { duration_s = 0.045, window_ms = 10, spec = { delay_ms = 5 } }))
+    local b = 1500 * 8 * 100   -- one opportunity per 10 ms, in bits/s
+    assert.same({
+      { at_s = 0, rate_bps = 3 * b, delay_ms = 5 },
+      { at_s = 0.01, rate_bps = 1 * b, delay_ms = 5 },
+      { at_s = 0.02, rate_bps = 3 * b, delay_ms = 5 },
+      { at_s = 0.03, rate_bps = 1 * b, delay_ms = 5 },
+      -- the last window is 5 ms, ms 0..4 of the period: the two at 1 ms
+      { at_s = 0.04, rate_bps = 2 * 1500 * 8 * 200, delay_ms = 5 },
+    }, steps)
+    -- mm-link's fixed-rate example: "1" is one packet per ms, 12 Mbit/s
+    write(dir .. '/fixed.trace', '1\n')
+    assert.same({ { at_s = 0, rate_bps = 12000000 }, { at_s = 0.1, rate_bps = 12000000 } },
+      schedule.read_mahimahi(dir .. '/fixed.trace', { duration_s = 0.2 }))
+    -- a window without an opportunity: the smallest rate netem takes
+    write(dir .. '/gap.trace', '30\n')
+    local g = assert(schedule.read_mahimahi(dir .. '/gap.trace', { duration_s = 0.03, window_ms = 10 }))
+    assert.same({ { at_s = 0, rate_bps = 8 }, { at_s = 0.01, rate_bps = 8 },
+      { at_s = 0.02, rate_bps = 1500 * 8 * 100 } }, g)
+    assert.equal(3, #schedule.check(g))
+  end)
+
+  it('says what is wrong with a mahimahi trace or its opts', function()
+    write(dir .. '/d.trace', '5\n3\n')
+    local v, msg, code = schedule.read_mahimahi(dir .. '/d.trace', { duration_s = 1 })
+    assert.is_nil(v)
+    assert.equal('EINVAL', code)
+    assert.equal('qoslab.schedule.read_mahimahi: DIR/d.trace:2: times must not decrease (3 after 5)',
+      (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR')))
+    write(dir .. '/z.trace', '0\n0\n')
+    assert.matches('a last one > 0 ms', select(2, schedule.read_mahimahi(dir .. '/z.trace', { duration_s = 1 })))
+    write(dir .. '/x.trace', '1.5\n')
+    assert.matches('x.trace:1: expected an integer of ms, got "1.5"',
+      select(2, schedule.read_mahimahi(dir .. '/x.trace', { duration_s = 1 })), 1, true)
+    assert.matches('opts.duration_s: expected a number of seconds in %(0, 1e6%], got nil',
+      err_of(schedule.read_mahimahi, dir .. '/x.trace', {}))
+    assert.matches('opts.window_ms: expected an integer in %[1, 60000%], got 2.5',
+      err_of(schedule.read_mahimahi, dir .. '/x.trace', { duration_s = 1, window_ms = 2.5 }))
+    assert.matches('opts.bogus: unknown key', err_of(schedule.read_mahimahi, dir .. '/x.trace', { bogus = 1 }))
+  end)
+end)
+
+describe('qoslab.plot.timeseries with impairment changes', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('draws the spec in force as step panels on the test clock', function()
+    local ivs = {}
+    for i = 1, 4 do
+      ivs[i] = { start_s = i - 1, end_s = i, seconds = 1, streams = {
+        { id = 1, direction = 'forward', role = 'sender', side = 'client', bits_per_second = 1e8, rtt_us = 20000 } } }
+    end
+    local res = { proto = 'tcp', host = '10.0.0.2', duration_s = 4, intervals = ivs, impairment_changes = {
+      { ok = true, test_s = -0.05, spec = { delay_ms = 10, limit_packets = 1000 } },
+      { ok = false, test_s = 1, spec = { delay_ms = 50 }, message = 'no', code = 'EPERM' },
+      { ok = true, test_s = 2.001, spec = { delay_ms = 100, loss_pct = 1, limit_packets = 1000 } },
+    } }
+    local f = assert(plot.timeseries(res, { out = dir .. '/i.png' }))
+    assert.same({ 'throughput', 'rtt', 'impairment delay', 'impairment loss' }, f.panels)
+    assert.equal(dir .. '/i.impairment.dat', f.impairment_dat)
+    assert.equal('# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on)\n'
+      .. '0 10 0 0\n2.001 100 1 0\n4 100 1 0\n', slurp(f.impairment_dat))
+    local gp = slurp(f.gp)
+    -- the applied change inside the test is a dotted line; the failed one is not drawn
+    assert.matches('set arrow from 2.001, graph 0 to 2.001, graph 1 nohead dt 3', gp, 1, true)
+    assert.is_nil(gp:find('set arrow from 1,', 1, true))
+    assert.matches("using 1:2 with steps", gp, 1, true)
+    assert.matches("using 1:3 with steps", gp, 1, true)
+  end)
+end)
