@@ -45,7 +45,7 @@ describe('examples with kernel netem (quick form)', function()
   it('demo --quick', function()
     local rc, out = run('bin/qoslab demo --host --quick --out ' .. q(dir))
     assert.equal(0, rc, out)
-    assert.matches('backend host', out, 1, true)
+    assert.matches('on this host, backend netem', out, 1, true)
     -- the quick matrix (2 x 2) is drawn as a heat map alone: too small for a surface
     assert.is_nil(io.open(dir .. '/matrix-surface.png', 'rb'))
     for _, f in ipairs { 'delay.csv', 'delay.png', 'matrix-heatmap.png', 'window.png' } do
