@@ -164,7 +164,9 @@ end
 -- @treturn boolean
 -- @usage if testbed.kernel_has_netem() then ... end
 function M.kernel_has_netem()
-  if kernel_netem == nil then kernel_netem = require('qoslab.vm').host_has_netem() and true or false end
+  if kernel_netem == nil then
+    kernel_netem = require('qoslab.vm').host_has_netem() and true or false
+  end
   return kernel_netem
 end
 
@@ -220,7 +222,8 @@ end
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
---   `bottleneck`, `backend` (the one used: "netem" or "link"); with a router also `router_netns`, `router_client_ifname`,
+--   `bottleneck`, `backend` (the one used: "netem" or "link"); with a router also
+--   `router_netns`, `router_client_ifname`,
 --   `router_server_ifname` (its ends towards client and server),
 --   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
 --   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;

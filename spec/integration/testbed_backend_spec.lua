@@ -8,7 +8,6 @@
 -- traffic through the link, `qoslab cleanup` leaves no namespace, device,
 -- state file or thread of it.
 local testbed = require 'qoslab.testbed'
-local traffic = require 'qoslab.traffic'
 local cjson = require 'cjson'
 local H = require 'integration.traffic_helper'
 
