@@ -43,17 +43,16 @@ function M.config(quick)
            matrix_delay_ms = { 50, 200, 1000 },
            windows_bytes = { 262144, 4194304, 16777216 },
            -- 300 ms RTT: slow start alone needs about 10 RTTs (3 s) to reach 16 MiB.
-           duration_s = 5, long_factor = 10, window_duration_s = 6 }
+           duration_s = 5, long_factor = 12, window_duration_s = 6 }
 end
 
 --- Run length for a one-way delay: long enough for slow start to finish at
--- large RTTs (about 10 RTTs: cwnd doubles per RTT from 10 segments, 10 x 2^9
--- segments pass the default window).
+-- large RTTs (about 12 RTTs: cwnd doubles per RTT from 10 segments).
 -- @tparam table cfg from `config`
 -- @tparam number delay_ms one-way delay, ms
 -- @treturn number seconds: at least `cfg.duration_s`, else
 --   `cfg.long_factor` × delay in s, rounded
--- @usage demo.duration_s(demo.config(false), 1000) --> 10
+-- @usage demo.duration_s(demo.config(false), 1000) --> 12
 function M.duration_s(cfg, delay_ms)
   return math.max(cfg.duration_s, math.floor(cfg.long_factor * delay_ms / 1000 + 0.5))
 end
