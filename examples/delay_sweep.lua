@@ -12,7 +12,7 @@
 -- 1 Gbit/s Ethernet with netem on the sender, iperf as traffic).
 --
 -- Run:   bin/qoslab run examples/delay_sweep.lua [--out DIR] [--resume] [--quick]
--- Needs: root (namespaces) and kernel netem (else qoslab runs it in the qemu guest).
+-- Needs: root (namespaces); kernel netem, or qoslab's native link where the kernel lacks it.
 -- Files: DIR/results.jsonl, delay_sweep.csv/.json, delay_sweep.png/.svg
 local qoslab = require 'qoslab'
 local demo = require 'qoslab.demo'
@@ -52,7 +52,7 @@ io.write(report.series(summary, {
   title = 'TCP throughput vs one-way delay (1 Gbit/s, loss 0, one stream, default window)',
   extra = extra,
 }))
-if run.backend == 'guest' then print(demo.GUEST_NOTE) end
+if run.where == 'guest' then print(demo.GUEST_NOTE) end
 report.write_csv(out .. '/delay_sweep.csv', summary)
 report.write_json(out .. '/delay_sweep.json', summary)
 local ref = {}

@@ -24,12 +24,13 @@ local tb <close> = assert(qoslab.testbed { rate_bps = 1e9, impair = { delay_ms =
 local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 
 -- Drops counted by the netem qdisc on the client's egress (it sits under the
--- rate limiter, so read it from the testbed's qdisc list).
+-- rate limiter, so read it from the testbed's qdisc list), or by the native
+-- link where the testbed has no netem (its entry has kind "link").
 local function netem_drops()
   local st = assert(tb:stats())
   local drops = 0
   for _, q in ipairs(st.client) do
-    if q.kind == 'netem' then drops = drops + q.drops end
+    if q.kind == 'netem' or q.kind == 'link' then drops = drops + q.drops end
   end
   return drops
 end

@@ -407,7 +407,7 @@ static int l_netns_check_prefix(lua_State *L)
  * link.set); impair and reverse_impair are only required to be tables here
  * (qoslab.netem checks what is in them). Returns {rate_bps =, shape =
  * "tbf", burst_bytes =, offloads = false, mtu_bytes =, ipv6 = false, prefix
- * = "qoslab", bottleneck = "host"}.
+ * = "qoslab", bottleneck = "host", backend = "auto"}.
  */
 static int l_testbed_check(lua_State *L)
 {
@@ -416,7 +416,8 @@ static int l_testbed_check(lua_State *L)
 					    "burst_bytes", "bottleneck", "backend", NULL };
 	static const char *const kinds[] = { "tbf", "htb", NULL };
 	static const char *const bottlenecks[] = { "host", "router", NULL };
-	static const char *const backends[] = { "netem", "link", NULL };
+	/* "auto" is resolved by qoslab.testbed (kernel netem if the kernel has it) */
+	static const char *const backends[] = { "auto", "netem", "link", NULL };
 	const char *ctx = "qoslab.testbed";
 	lua_settop(L, 1);
 	if (lua_isnil(L, 1)) {
@@ -452,10 +453,10 @@ static int l_testbed_check(lua_State *L)
 	}
 	if (has_burst && !has_rate)
 		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
-	if (backend == 1 && bottleneck == 1)
-		return luaL_error(L, "%s: opts.bottleneck: \"router\" is not available with opts.backend = \"link\" (the link joins the client and server namespaces directly)", ctx);
-	if (backend == 1 && ipv6)
-		return luaL_error(L, "%s: opts.ipv6: not available with opts.backend = \"link\" (the link has no IPv6 addresses yet)", ctx);
+	if (backend == 2 && bottleneck == 1)
+		return luaL_error(L, "%s: opts.bottleneck: \"router\" is not available with opts.backend = \"link\" (the link joins the client and server namespaces directly): leave bottleneck out, or use opts.backend = \"netem\" on a kernel with sch_netem", ctx);
+	if (backend == 2 && ipv6)
+		return luaL_error(L, "%s: opts.ipv6: not available with opts.backend = \"link\" (the link has no IPv6 addresses yet): leave ipv6 out, or use opts.backend = \"netem\" on a kernel with sch_netem", ctx);
 	if (ipv6 && has_mtu && mtu < IPV6_MTU_MIN)
 		return luaL_error(L, "%s: opts.mtu_bytes: expected at least %d with opts.ipv6 "
 				  "(IPv6 needs a link MTU of 1280, RFC 8200), got %d", ctx,

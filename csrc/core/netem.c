@@ -562,8 +562,9 @@ static int kernel_advice(int rc, const ql_qdisc_target *t, ql_err *e)
 {
 	if (rc == -ENOENT && strstr(e->msg, "kind is unknown"))
 		return ql_err_set(e, EOPNOTSUPP, "ENOTSUP",
-				  "kernel has no sch_netem: load it with modprobe sch_netem, or run the script with "
-				  "`qoslab run FILE --guest` (a qemu guest with real netem)");
+				  "kernel has no sch_netem: load it with modprobe sch_netem, impair a qoslab.testbed "
+				  "instead (its backend \"auto\" takes qoslab's native link on such a kernel), or run "
+				  "the script with `qoslab run FILE --guest` (a qemu guest with real netem)");
 	if (rc == -ENOENT && t->parent != TC_H_ROOT)
 		return ql_err_set(e, ENOENT, "ENOENT",
 				  "no class %x:%x on %s%s%s: opts.parent must name an existing class "

@@ -1,5 +1,6 @@
 --- The demo: a reduced reference experiment on a 1 Gbit/s two-namespace
--- testbed with netem on the client's egress.
+-- testbed impaired on the client's egress (kernel netem, or qoslab's native
+-- link where the kernel has no sch_netem: the testbed's backend "auto").
 --
 -- The reference experiment is a published one: two hosts on 1 Gbit/s
 -- Ethernet, netem on the sender's egress, iperf as traffic. One TCP stream
@@ -40,9 +41,9 @@ function M.config(quick)
   end
   return { delays_ms = { 1, 50, 100, 300, 1000 }, matrix_loss_pct = { 1, 5 },
            matrix_delay_ms = { 50, 200, 1000 },
-           windows_bytes = { 262144, 1048576, 4194304, 16777216 },
-           -- 300 ms RTT: slow start alone needs about 10 RTTs to reach 16 MiB.
-           duration_s = 5, long_factor = 12, window_duration_s = 10 }
+           windows_bytes = { 262144, 4194304, 16777216 },
+           -- 300 ms RTT: slow start alone needs about 10 RTTs (3 s) to reach 16 MiB.
+           duration_s = 5, long_factor = 12, window_duration_s = 6 }
 end
 
 --- Run length for a one-way delay: long enough for slow start to finish at
@@ -119,7 +120,8 @@ M.window_over_rtt_mbps = window_over_rtt_mbps
 
 --- netem's drop counter on the testbed's client egress (queue-limit drops
 -- and configured loss alike: reported next to the result, so a queue
--- overflow is never mistaken for configured loss).
+-- overflow is never mistaken for configured loss); on the link backend the
+-- link's forward drops, which count the same.
 -- @tparam table tb a `qoslab.testbed`
 -- @treturn integer|nil drops, nil when the counters cannot be read
 function M.netem_drops(tb)
@@ -127,7 +129,7 @@ function M.netem_drops(tb)
   if not st then return nil end
   local n
   for _, q in ipairs(st.client or {}) do
-    if q.kind == 'netem' then n = (n or 0) + (q.drops or 0) end
+    if q.kind == 'netem' or q.kind == 'link' then n = (n or 0) + (q.drops or 0) end
   end
   return n
 end
@@ -260,10 +262,11 @@ function M.main(o)
   if quick == nil then quick = run.quick or os.getenv('QOSLAB_QUICK') == '1' end
   local cfg = M.config(quick)
   must(require('qoslab.fs').mkdir_p(out))
-  print(string.format('demo: backend %s, kernel netem on a 1 Gbit/s veth link, results in %s%s',
-    run.backend or plan.get_defaults().backend or 'host', out, quick and ' (quick form)' or ''))
-
   local tb <close> = must(qoslab.testbed { rate_bps = 1e9, impair = { delay_ms = 1, limit_packets = 'auto' } })
+  print(string.format('demo: %s, backend %s (%s, 1 Gbit/s), results in %s%s',
+    run.where or plan.get_defaults().where or 'host', tb.backend or 'netem',
+    tb.backend == 'link' and 'qoslab\'s native impairment link' or 'kernel netem', out,
+    quick and ' (quick form)' or ''))
   local srv <close> = must(qoslab.server { netns = tb.server_netns })
 
   local function tcp(p, extra)
@@ -320,13 +323,13 @@ function M.main(o)
   for _, e in ipairs(delay.points) do
     for _, r in ipairs(e.results or {}) do if r.cpu_limited then limited = limited + 1 break end end
   end
-  if (run.backend or plan.get_defaults().backend) == 'guest' then
+  if (run.where or plan.get_defaults().where) == 'guest' then
     print(M.GUEST_NOTE)
   end
   if limited > 0 then
     print(string.format('note: %d of %d points were CPU-limited (a thread at >= 90 %% of a core): '
       .. 'the sender, not the link or the window, set their rate%s', limited, #delay.points,
-      (run.backend or plan.get_defaults().backend) == 'guest' and ' (the guest emulates its CPU)' or ''))
+      (run.where or plan.get_defaults().where) == 'guest' and ' (the guest emulates its CPU)' or ''))
   end
   plotted(plot.sweep_lines(delay, { out = out .. '/delay', x = 'delay_ms',
     title = 'TCP throughput vs one-way delay (1 Gbit/s link, loss 0)',

@@ -148,9 +148,10 @@ end
 --     caller's. Sysctls are read inside it (needs root to enter it).
 --   * `ifnames` ({string,...}, default {}): interfaces in that namespace whose
 --     qdiscs, offloads and link state are recorded.
---   * `backend` (string, e.g. "host"|"guest"): stored as given.
+--   * `where` (string, "host"|"guest": where the run ran) and `backend`
+--   (string, "netem"|"link": what impaired its path): stored as given.
 -- @treturn table `{qoslab_version =, kernel = {release =, version =, machine =},
---   hostname =, cpu = {model =, count =}, netns = NS|nil, backend =,
+--   hostname =, cpu = {model =, count =}, netns = NS|nil, where =, backend =,
 --   sysctls = {["net.ipv4.tcp_congestion_control"] = "cubic", ...},
 --   interfaces = {{ifname =, kind =, mtu_bytes =, operstate =, speed_mbps =,
 --   offloads = {tso =, gso =, gro =}, qdiscs = {{kind =, handle =, parent =,
@@ -167,8 +168,9 @@ function M.collect(opts)
   local ctx = 'qoslab.meta.collect'
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { netns = true, ifnames = true, backend = true })
+  check.keys(ctx, 'opts', opts, { netns = true, ifnames = true, where = true, backend = true })
   if opts.netns ~= nil then check.cstring(ctx, 'opts.netns', opts.netns) end
+  check.string(ctx, 'opts.where', opts.where)
   check.string(ctx, 'opts.backend', opts.backend)
   local ifnames = opts.ifnames or {}
   check.table(ctx, 'opts.ifnames', ifnames)
@@ -185,7 +187,7 @@ function M.collect(opts)
                machine = u.machine },
     hostname = u.nodename or trim(read_small('/proc/sys/kernel/hostname')) or 'unknown',
     cpu = { model = model, count = count },
-    netns = opts.netns, backend = opts.backend,
+    netns = opts.netns, where = opts.where, backend = opts.backend,
   }
   local here
   if opts.netns then
@@ -224,19 +226,21 @@ end
 --- The metadata of a run: `collect` for the caller's namespace (with its
 -- loopback, the path of tests to 127.0.0.1) and for each place of each
 -- testbed given.
--- @tparam[opt] table opts `{backend = string, testbeds = {tb, ...} (default:
+-- @tparam[opt] table opts `{where = "host"|"guest", backend = "netem"|"link"
+--   (default the first testbed's backend), testbeds = {tb, ...} (default:
 --   the testbeds open now, `qoslab.testbed.open_testbeds()`), time = string
 --   (default now, UTC, ISO 8601)}`
 -- @treturn table the caller's `collect` record plus `time =` and `paths =
---   {{role =, testbed = i, netns =, sysctls =, interfaces =}, ...}` (each
---   place's own part of its `collect` record)
+--   {{role =, testbed = i, backend = (the testbed's), netns =, sysctls =,
+--   interfaces =}, ...}` (each place's own part of its `collect` record)
 -- @raise on an unknown key or a wrong type
--- @usage local m = meta.run_meta{backend = 'host'}
+-- @usage local m = meta.run_meta{where = 'host'}
 function M.run_meta(opts)
   local ctx = 'qoslab.meta.run_meta'
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { backend = true, testbeds = true, time = true })
+  check.keys(ctx, 'opts', opts, { where = true, backend = true, testbeds = true, time = true })
+  check.string(ctx, 'opts.where', opts.where)
   check.string(ctx, 'opts.backend', opts.backend)
   check.string(ctx, 'opts.time', opts.time)
   local tbs = opts.testbeds
@@ -246,13 +250,15 @@ function M.run_meta(opts)
   end
   check.table(ctx, 'opts.testbeds', tbs)
   local has_lo = fs.kind('/sys/class/net/lo') ~= nil
-  local m = M.collect { backend = opts.backend, ifnames = has_lo and { 'lo' } or {} }
+  local backend = opts.backend
+  if backend == nil and type(tbs[1]) == 'table' then backend = tbs[1].backend end
+  local m = M.collect { where = opts.where, backend = backend, ifnames = has_lo and { 'lo' } or {} }
   m.time = opts.time or os.date('!%Y-%m-%dT%H:%M:%SZ')
   m.paths = {}
   for i, tb in ipairs(tbs) do
     for _, p in ipairs(M.testbed_places(tb)) do
       local r = M.collect { netns = p.netns, ifnames = p.ifnames }
-      m.paths[#m.paths + 1] = { role = p.role, testbed = i, netns = p.netns,
+      m.paths[#m.paths + 1] = { role = p.role, testbed = i, backend = tb.backend, netns = p.netns,
                                 sysctls = r.sysctls, interfaces = r.interfaces }
     end
   end
@@ -267,7 +273,7 @@ M.FILE = 'meta.json'
 -- @tparam string dir the results folder (must exist)
 -- @tparam table m the metadata (`run_meta`)
 -- @return true, or nil, message, CODE as `qoslab.fs.write_file`
--- @usage assert(meta.write(dir, meta.run_meta{backend = 'host'}))
+-- @usage assert(meta.write(dir, meta.run_meta{where = 'host'}))
 function M.write(dir, m)
   local ctx = 'qoslab.meta.write'
   if dir == nil then check.fail(ctx, 'dir', 'a string', nil) end

@@ -415,10 +415,12 @@ end
 
 local defaults = {}
 
---- Defaults that `sweep` uses when a plan leaves `out`, `resume` or `backend`
--- unset; `qoslab run` sets them from `--out`, `--resume` and the backend it used.
--- @tparam table d `{out = DIR, resume = bool, quick = bool, backend =
---   "host"|"guest", progress = bool|function, on_record = function(record,
+--- Defaults that `sweep` uses when a plan leaves `out`, `resume`, `where` or
+-- `backend` unset; `qoslab run` sets them from `--out`, `--resume`, where it ran
+-- and the backend its testbeds take.
+-- @tparam table d `{out = DIR, resume = bool, quick = bool, where =
+--   "host"|"guest", backend = "netem"|"link", progress = bool|function,
+--   on_record = function(record,
 --   dir)}`; it replaces the defaults set before. `on_record` is called after
 --   each record is appended to `dir/results.jsonl` (`qoslab run` writes the
 --   folder's meta.json there, while the plan's testbed is up); an error it
@@ -429,12 +431,14 @@ function M.set_defaults(d)
   local ctx = 'qoslab.plan.set_defaults'
   check.table(ctx, 'd', d)
   check.keys(ctx, 'd', d,
-    { out = true, resume = true, backend = true, progress = true, quick = true, on_record = true })
+    { out = true, resume = true, where = true, backend = true, progress = true, quick = true,
+      on_record = true })
   check.func(ctx, 'd.on_record', d.on_record)
   check.cstring(ctx, 'd.out', d.out)
   check.boolean(ctx, 'd.resume', d.resume)
   check.boolean(ctx, 'd.quick', d.quick)
-  check.enum(ctx, 'd.backend', d.backend, { 'host', 'guest' })
+  check.enum(ctx, 'd.where', d.where, { 'host', 'guest' })
+  check.enum(ctx, 'd.backend', d.backend, { 'netem', 'link' })
   if d.progress ~= nil and type(d.progress) ~= 'boolean' and type(d.progress) ~= 'function' then
     check.fail(ctx, 'd.progress', 'a boolean or a function', d.progress)
   end
@@ -561,11 +565,21 @@ local function now_s()
   return os.time()
 end
 
+-- The backend a record names: the sweep's, else the first open testbed's
+-- (qoslab.testbed, if the plan loaded it), else the default.
+local function record_backend(o)
+  if o.backend then return o.backend end
+  local tbm = package.loaded['qoslab.testbed']
+  local open = type(tbm) == 'table' and tbm.open_testbeds and tbm.open_testbeds() or {}
+  if open[1] then return open[1].backend end
+  return defaults.backend
+end
+
 local ALLOWED = {
   name = true, params = true, order = true, points = true, repeat_count = true,
   run = true, metric = true, metric_name = true, stop_row = true,
   setup = true, teardown = true, setup_point = true, teardown_point = true,
-  out = true, resume = true, progress = true, meta = true, backend = true,
+  out = true, resume = true, progress = true, meta = true, where = true, backend = true,
   on_error = true, keep_results = true, fsync = true, format = true,
 }
 
@@ -593,7 +607,8 @@ local function validate(o)
   check.boolean(CTX, 'opts.keep_results', o.keep_results, true, 3)
   check.boolean(CTX, 'opts.fsync', o.fsync, true, 3)
   check.enum(CTX, 'opts.on_error', o.on_error, { 'raise', 'record' }, 'raise', 3)
-  if o.backend ~= nil then check.enum(CTX, 'opts.backend', o.backend, { 'host', 'guest' }, nil, 3) end
+  if o.where ~= nil then check.enum(CTX, 'opts.where', o.where, { 'host', 'guest' }, nil, 3) end
+  if o.backend ~= nil then check.enum(CTX, 'opts.backend', o.backend, { 'netem', 'link' }, nil, 3) end
   if o.meta ~= nil then check.table(CTX, 'opts.meta', o.meta, 3) end
   local p = o.progress
   if p ~= nil and type(p) ~= 'boolean' and type(p) ~= 'function' then
@@ -688,13 +703,16 @@ end
 --   * `resume` (bool, default false): skip points already recorded for this name.
 --   * `progress` (true|false|function(info)): a line per point on stderr with
 --     points done/total, elapsed, ETA and the last result (default true).
---   * `meta` (table): stored in every record. `backend` ("host"|"guest", default
---     from set_defaults or "host"). `on_error` ("raise" default | "record": a
+--   * `meta` (table): stored in every record. `where` ("host"|"guest", default
+--     from set_defaults or "host": where the sweep ran). `backend`
+--     ("netem"|"link": what impaired the path; default the backend of the
+--     first open `qoslab.testbed` when a record is written, else from
+--     set_defaults, else absent). `on_error` ("raise" default | "record": a
 --     failed point is recorded with `error` and the sweep continues).
 --     `keep_results` (default true: raw results in records and summary).
 --     `fsync` (default true).
--- @treturn table summary `{name, order, out, results_file, elapsed_s, backend
---   (as in the records), points =
+-- @treturn table summary `{name, order, out, results_file, elapsed_s, where,
+--   backend (as in the last record), points =
 --   {{params, label, index, n, mean, stdev, ci95, ci_low, ci_high, min, max,
 --     values, results, skipped, skip_reason, error, resumed, elapsed_s}, ...}}`
 -- @raise on bad options, and the first error of a run/hook (after teardown)
@@ -711,7 +729,7 @@ function M.sweep(opts)
   local out = opts.out or defaults.out
   local resume = opts.resume
   if resume == nil then resume = defaults.resume or false end
-  local backend = opts.backend or defaults.backend or 'host'
+  local where = opts.where or defaults.where or 'host'
   local keep = opts.keep_results ~= false
   local on_error = opts.on_error or 'raise'
   local progress = opts.progress
@@ -762,15 +780,15 @@ function M.sweep(opts)
   end
 
   local meta_common = {
-    qoslab_version = qoslab_version(), kernel = kernel_release(), backend = backend,
+    qoslab_version = qoslab_version(), kernel = kernel_release(), where = where,
     hostname = (read_file('/proc/sys/kernel/hostname') or ''):gsub('%s+$', ''),
   }
   local run_id = string.format('%d-%d', os.time(), math.random(0, 0x7fffffff))
 
   local summary = { name = name, order = order, out = out, results_file = results_file,
                     metric = opts.metric_name or 'received.bits_per_second',
-                    points = {}, run_id = run_id, backend = backend }
-  local ctx = { sweep = name, total = #points, out = out, data = {}, backend = backend,
+                    points = {}, run_id = run_id, where = where, backend = opts.backend }
+  local ctx = { sweep = name, total = #points, out = out, data = {}, where = where,
                 quick = defaults.quick }
   local t0 = now_s()
   local measured_time, measured_points = 0, 0
@@ -791,6 +809,8 @@ function M.sweep(opts)
       meta = opts.meta,
     }
     for k, v in pairs(meta_common) do rec[k] = v end
+    rec.backend = record_backend(opts)
+    summary.backend = rec.backend
     append_line(results_file, M.encode(rec), opts.fsync ~= false)
     if defaults.on_record then defaults.on_record(rec, out) end
   end

@@ -616,10 +616,11 @@ local function first_result(summary)
 end
 
 --- What a sweep measured, where and with which backend, for a plot's title:
--- "received TCP throughput · client netns qlc-1 → 10.9.0.2 · backend host"
--- (backend "host": this kernel; "guest": the qemu guest with netem).
--- From the summary (`metric`, `backend`) or records (`backend`), and the
--- first kept traffic result (`proto`, `host`, `options.netns`).
+-- "received TCP throughput · client netns qlc-1 → 10.9.0.2 · host, link"
+-- (where: "host" this machine's kernel, "guest" the qemu guest; backend:
+-- "netem" kernel netem, "link" qoslab's native impairment link).
+-- From the summary (`metric`, `where`, `backend`) or records (the same), and
+-- the first kept traffic result (`proto`, `host`, `options.netns`).
 -- @tparam table summary from plan.sweep, or records from plan.load
 -- @treturn string|nil nil when nothing is known
 -- @usage plot.sweep_lines(s, {..., subtitle = plot.measured_where(s)})
@@ -627,6 +628,7 @@ function M.measured_where(summary)
   local pts = points_of(summary)
   local first = pts[1] or {}
   local metric = summary.metric or first.metric
+  local where = summary.where or first.where
   local backend = summary.backend or first.backend
   local r = first_result(summary)
   local parts = {}
@@ -641,8 +643,9 @@ function M.measured_where(summary)
     local to = r.host and (' → ' .. tostring(r.host)) or ''
     parts[#parts + 1] = (netns and ('client netns ' .. tostring(netns)) or 'client on the host') .. to
   end
-  if backend then
-    parts[#parts + 1] = 'backend ' .. tostring(backend)
+  if where or backend then
+    parts[#parts + 1] = (where and tostring(where) or '')
+      .. ((where and backend) and ', ' or '') .. (backend and tostring(backend) or '')
   end
   if #parts == 0 then return nil end
   return table.concat(parts, ' · ')

@@ -87,10 +87,29 @@ local function side(tb, direction)
   return tb.server_ifname, tb.server_netns, tb._server_parent
 end
 
+-- The rate the link carries without a shaper, for limit_packets = "auto":
+-- about what its threads forward at 1500 bytes (bench/RESULTS.md).
+local LINK_AUTO_BPS = 1e9
+
+-- A spec for the link with limit_packets = "auto" resolved by netem's own
+-- limit rule (qoslab.netem.needed_limit), at the rate packets reach the
+-- link: the spec's rate, else the testbed's shaper, else LINK_AUTO_BPS.
+local function link_spec(tb, spec)
+  if is_empty(spec) or spec.limit_packets ~= 'auto' then return spec end
+  local s = {}
+  for k, v in pairs(spec) do s[k] = v end
+  local need = netem().needed_limit(tb.client_ifname, { delay_ms = spec.delay_ms,
+    jitter_ms = spec.jitter_ms, rate_bps = spec.rate_bps or tb.rate_bps or LINK_AUTO_BPS },
+    { netns = tb.client_netns, parent = 'root' })
+  s.limit_packets = math.max(1000, need)
+  return s
+end
+
 local function set_impair(tb, spec, direction)
   local key = direction == 'forward' and '_impair_fwd' or '_impair_rev'
   if tb._link then
     -- the link's own model: a spec change is atomic, {} is no impairment
+    spec = link_spec(tb, spec)
     tb._link:set(direction, spec or {})
     tb[key] = not is_empty(spec) and core.netem_normalize(spec) or nil
     return true
@@ -115,15 +134,58 @@ end
 
 -- Check an impairment spec before anything is built, naming the testbed's
 -- field (opts.impair.delay_ms), positioned at the caller of the caller.
-local function check_impair(ctx, field, spec, backend)
+local function check_impair(ctx, field, spec)
   local ok, err = pcall(netem().check, spec, ctx)
   if not ok then
     error((tostring(err):gsub('^' .. ctx:gsub('%p', '%%%0') .. ': spec', ctx .. ': ' .. field, 1)), 3)
   end
-  if backend == 'link' and spec.limit_packets == 'auto' then
-    error(string.format('%s: %s.limit_packets: "auto" is kernel netem\'s (sized from the device); '
-      .. 'with backend = "link" give a number of packets', ctx, field), 3)
+end
+
+-- The backend "auto" takes when no opts.backend is given: set by
+-- `qoslab run/demo --backend` (set_default_backend).
+local default_backend = 'auto'
+-- Whether this kernel has sch_netem: asked once (qoslab.vm.host_has_netem
+-- tries a netem on lo of a scratch namespace).
+local kernel_netem
+
+--- Set the backend that testbeds made with `backend = "auto"` (the default)
+-- take in this process; `qoslab run/demo --backend` calls it.
+-- @tparam string b "auto" (kernel netem when the kernel has it, else the
+--   link), "netem" or "link"
+-- @raise when b is not one of those
+-- @usage testbed.set_default_backend('link')
+function M.set_default_backend(b)
+  default_backend = check.enum('qoslab.testbed.set_default_backend', 'b', b,
+    { 'auto', 'netem', 'link' })
+end
+
+--- Whether this kernel has sch_netem (what `backend = "auto"` decides by),
+-- asked once per process.
+-- @treturn boolean
+-- @usage if testbed.kernel_has_netem() then ... end
+function M.kernel_has_netem()
+  if kernel_netem == nil then
+    kernel_netem = require('qoslab.vm').host_has_netem() and true or false
   end
+  return kernel_netem
+end
+
+-- The backend a testbed uses: opts.backend, else the process default, else
+-- kernel netem when the kernel has it and otherwise the link. "auto" keeps
+-- netem (veth) for what the link cannot join (a router, IPv6): such a
+-- testbed without impairments works on any kernel.
+local function resolve_backend(tbo)
+  local b = tbo.backend
+  if b == 'auto' then b = default_backend end
+  local routed = tbo.bottleneck == 'router'
+  if b == 'link' and tbo.backend == 'auto' and (routed or tbo.ipv6) then
+    error(string.format('qoslab.testbed: opts.%s: not available with the link backend '
+      .. '(the process default, qoslab run --backend link): leave it out, or give '
+      .. 'opts.backend = "netem" on a kernel with sch_netem', routed and 'bottleneck' or 'ipv6'), 3)
+  end
+  if b ~= 'auto' then return b end
+  if routed or tbo.ipv6 or M.kernel_has_netem() then return 'netem' end
+  return 'link'
 end
 
 --- Build a testbed.
@@ -145,17 +207,23 @@ end
 --   netem sit on its egress towards the server (rate_bps, impair) and towards the
 --   client (rate_bps, reverse_impair), so a TCP sender's queue limits (TCP Small
 --   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture),
---   backend = "netem"|"link" (default "netem": impairments are kernel netem qdiscs
---   on the veth ends; "link": no veth, the client and server namespaces are joined
+--   backend = "auto"|"netem"|"link" (default "auto": the process default that
+--   qoslab run/demo --backend sets (set_default_backend), else "netem" when
+--   the kernel has sch_netem and "link" when it has not; with bottleneck =
+--   "router" or ipv6, which the link cannot join, "auto" takes "netem" (veth;
+--   impairing it then needs sch_netem). "netem": impairments are kernel netem
+--   qdiscs on the veth ends; "link": no veth, the client and server namespaces are joined
 --   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
 --   addresses client_addr and server_addr), which impairs both directions natively
 --   where the kernel has no sch_netem; the shaper sits on the TUN devices, before
 --   the link's delay; offloads = true lets GSO super-packets through it (its gso);
---   not with bottleneck = "router", ipv6 or limit_packets = "auto")}`
+--   limit_packets = "auto" follows netem's limit rule at the shaper's rate (else
+--   1 Gbit/s); not with bottleneck = "router" or ipv6)}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
---   `bottleneck`, `backend`; with a router also `router_netns`, `router_client_ifname`,
+--   `bottleneck`, `backend` (the one used: "netem" or "link"); with a router also
+--   `router_netns`, `router_client_ifname`,
 --   `router_server_ifname` (its ends towards client and server),
 --   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
 --   and methods `:impair(spec[, "forward"|"reverse"])`, `:get()`, `:stats()`, `:close()`;
@@ -180,11 +248,12 @@ function M.testbed(opts)
   local rate, kind, burst = tbo.rate_bps, tbo.shape, tbo.burst_bytes
   local offloads, mtu, ipv6, prefix = tbo.offloads, tbo.mtu_bytes, tbo.ipv6, tbo.prefix
   local routed = tbo.bottleneck == 'router'
-  local use_link = tbo.backend == 'link'
-  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair, tbo.backend) end
+  if not is_empty(opts.impair) then check_impair(CTX, 'opts.impair', opts.impair) end
   if not is_empty(opts.reverse_impair) then
-    check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair, tbo.backend)
+    check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair)
   end
+  local backend = resolve_backend(tbo)
+  local use_link = backend == 'link'
   local base = netns.unique_name(prefix)
   counter = counter + 1
   local pid = netns._pid()
@@ -201,7 +270,7 @@ function M.testbed(opts)
     client_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:1::1' or 'fd00:%x:%x::1', x, y) or nil,
     server_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:2::1' or 'fd00:%x:%x::2', x, y) or nil,
     rate_bps = rate, shape = rate and kind or nil, bottleneck = tbo.bottleneck,
-    backend = tbo.backend,
+    backend = backend,
     _made = {}, _closed = false,
   }, TB)
   local plen = 24
@@ -229,8 +298,8 @@ function M.testbed(opts)
       tb._link = must(link.impair_link { a_netns = tb.client_netns, b_netns = tb.server_netns,
         a_ifname = tb.client_ifname, b_ifname = tb.server_ifname,
         a_addr = tb.client_addr, b_addr = tb.server_addr, mtu_bytes = mtu, gso = offloads,
-        forward = not is_empty(opts.impair) and opts.impair or nil,
-        reverse = not is_empty(opts.reverse_impair) and opts.reverse_impair or nil })
+        forward = not is_empty(opts.impair) and link_spec(tb, opts.impair) or nil,
+        reverse = not is_empty(opts.reverse_impair) and link_spec(tb, opts.reverse_impair) or nil })
       ends = {}
     elseif routed then
       must(netns.add(tb.router_netns))
@@ -290,8 +359,9 @@ function M.testbed(opts)
     end
     if use_link then
       -- the link was made with them: record them for :get()
-      tb._impair_fwd = not is_empty(opts.impair) and core.netem_normalize(opts.impair) or nil
-      tb._impair_rev = not is_empty(opts.reverse_impair) and core.netem_normalize(opts.reverse_impair) or nil
+      tb._impair_fwd = not is_empty(opts.impair) and core.netem_normalize(link_spec(tb, opts.impair)) or nil
+      tb._impair_rev = not is_empty(opts.reverse_impair)
+        and core.netem_normalize(link_spec(tb, opts.reverse_impair)) or nil
     else
       if not is_empty(opts.impair) then set_impair(tb, opts.impair, 'forward') end
       if not is_empty(opts.reverse_impair) then set_impair(tb, opts.reverse_impair, 'reverse') end
@@ -335,7 +405,7 @@ function TB:impair(spec, direction)
     { 'forward', 'reverse' }, 'forward')
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
   if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
-  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec, self.backend) end
+  if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec) end
   local ok, err = pcall(set_impair, self, spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end

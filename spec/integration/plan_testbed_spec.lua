@@ -128,7 +128,8 @@ describe('plan on the real testbed', function()
       end
       local recs = assert(qoslab.plan.load(dir .. '/results.jsonl', 'int'))
       assert.equal(2, #recs)
-      assert.equal('host', recs[1].backend)
+      assert.equal('host', recs[1].where)
+      assert.equal(tb.backend, recs[1].backend)
     end
     collectgarbage()
     assert_gone(names)

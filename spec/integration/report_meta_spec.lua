@@ -35,7 +35,7 @@ end
 -- congestion control set to the plan's argument first.
 local PLAN = [[
 local cc = ...
-local tb <close> = assert(qoslab.testbed { rate_bps = 100e6 })
+local tb <close> = assert(qoslab.testbed { backend = 'netem', rate_bps = 100e6 })
 local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 assert(qoslab.netns.run(tb.client_netns, function()
   local f = assert(io.open('/proc/sys/net/ipv4/tcp_congestion_control', 'w'))
@@ -84,7 +84,9 @@ describe('qoslab run metadata on the real testbed', function()
       assert.matches('qoslab run: report ' .. dir .. '/' .. cc .. '/index.html', out, 1, true)
     end
     local m = assert(meta.read(dir .. '/reno'))
-    assert.equal('host', m.backend)
+    assert.equal('host', m.where)
+    assert.equal('netem', m.backend)
+    assert.equal('netem', m.paths[1].backend)
     assert.equal(2, #m.paths)
     local client, server = m.paths[1], m.paths[2]
     assert.equal('client', client.role)

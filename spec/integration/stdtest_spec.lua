@@ -71,7 +71,8 @@ describe('standard tests on a 100 Mbit/s testbed #root', function()
   local tb, srv, dirs
 
   setup(function()
-    tb = assert(qoslab.testbed { rate_bps = RATE_BPS, burst_bytes = BURST_BYTES })
+    -- the veth backend: the rate bounds below count Ethernet frames
+    tb = assert(qoslab.testbed { backend = 'netem', rate_bps = RATE_BPS, burst_bytes = BURST_BYTES })
     -- default limits: rrul is one test (and the probe's session)
     srv = assert(qoslab.server { netns = tb.server_netns })
     assert.equal(2, srv:limits().max_tests_per_address)

@@ -1,6 +1,7 @@
 -- Every example and the demo, in their quick form, with real netem (this suite
 -- runs inside the qemu guest: make check-netem). Each must exit 0 and leave
--- its results, CSV and PNG behind; none may leave a namespace behind.
+-- its results, CSV and PNG behind, its records naming the backend netem;
+-- none may leave a namespace behind.
 local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
 local function run(cmd)
@@ -36,6 +37,13 @@ describe('examples with kernel netem (quick form)', function()
       local files = p:read('a')
       p:close()
       assert.matches('results.jsonl', files, 1, true)
+      -- auto takes kernel netem here, and every record says so
+      local f = assert(io.open(dir .. '/results.jsonl'))
+      for line in f:lines() do
+        assert.matches('"backend":"netem"', line, 1, true)
+        assert.matches('"where":"host"', line, 1, true)
+      end
+      f:close()
       assert.matches('%.csv', files)
       assert.matches('%.png', files)
       assert.equal(before, netns_count())
@@ -45,7 +53,7 @@ describe('examples with kernel netem (quick form)', function()
   it('demo --quick', function()
     local rc, out = run('bin/qoslab demo --host --quick --out ' .. q(dir))
     assert.equal(0, rc, out)
-    assert.matches('backend host', out, 1, true)
+    assert.matches('on this host, backend netem', out, 1, true)
     -- the quick matrix (2 x 2) is drawn as a heat map alone: too small for a surface
     assert.is_nil(io.open(dir .. '/matrix-surface.png', 'rb'))
     for _, f in ipairs { 'delay.csv', 'delay.png', 'matrix-heatmap.png', 'window.png' } do

@@ -120,6 +120,16 @@ for _, kind in ipairs { 'tbf', 'htb' } do
   end)
 end
 
+describe('qoslab.testbed backend "auto" on a kernel with sch_netem #netem', function()
+  it('takes kernel netem, and limit_packets = "auto" as netem sizes it', function()
+    local tb = assert(testbed { rate_bps = RATE, impair = { delay_ms = 10, limit_packets = 'auto' } })
+    finally(function() tb:close() end)
+    assert.is_true(testbed.kernel_has_netem())
+    assert.equal('netem', tb.backend)
+    assert.equal('netem', tb:get().client.impair and child(tb.client_netns, tb.client_ifname, '1:1').kind)
+  end)
+end)
+
 describe('qoslab.testbed built with reverse_impair, no shaper #netem', function()
   it('delays both directions at the root and removes everything', function()
     local before = snapshot()

@@ -50,7 +50,7 @@ describe('qoslab CLI (plan commands)', function()
       write(dir .. '/p.lua', [[
 local s = qoslab.plan.sweep { name = 'p', params = { x = { 1, 2 } }, run = function(p) return p.x end }
 print('args', ...)
-print('run', QOSLAB_RUN.out, QOSLAB_RUN.resume, QOSLAB_RUN.quick, QOSLAB_RUN.backend, #s.points)
+print('run', QOSLAB_RUN.out, QOSLAB_RUN.resume, QOSLAB_RUN.quick, QOSLAB_RUN.where, #s.points)
 ]])
       local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/o') .. ' --quick -- a b')
       assert.equal(0, rc, err)
@@ -339,7 +339,7 @@ mark('finished')
         'LUA_INIT_5_4=' .. q(FAKE_INIT))
       assert.equal(0, rc, err)
       assert.matches('qoslab demo: results folder ' .. o, out, 1, true)
-      assert.matches('qoslab demo: backend host', out, 1, true)
+      assert.matches('qoslab demo: on this host, backend ', out, 1, true)
       assert.matches('loss % \\ delay ms', out, 1, true)
       assert.matches('TCP throughput vs one-way delay', out, 1, true)
       -- What explains each delay point: the cwnd bound (not a configured

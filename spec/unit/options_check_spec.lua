@@ -138,25 +138,26 @@ describe('testbed options: one check in C, raised at the caller', function()
 
   it('core.testbed_check fills the defaults', function()
     assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab', bottleneck = 'host',
-                  backend = 'netem' },
+                  backend = 'auto' },
       core.testbed_check(nil))
     -- (a burst of at least the MTU: shape.apply would refuse a smaller one)
     assert.same({ rate_bps = 1000000, shape = 'htb', burst_bytes = 9000, offloads = true, mtu_bytes = 9000,
-                  ipv6 = true, prefix = 'x', bottleneck = 'router', backend = 'netem' },
+                  ipv6 = true, prefix = 'x', bottleneck = 'router', backend = 'auto' },
       core.testbed_check { rate_bps = 1e6, shape = 'htb', burst_bytes = 9000, offloads = true,
                            mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {}, bottleneck = 'router' })
   end)
 
   it('core.testbed_check: backend "link" and what it cannot do yet', function()
     assert.equal('link', core.testbed_check { backend = 'link', offloads = true }.backend)
-    expect('qoslab.testbed: opts.backend: expected one of "netem", "link"', testbed.testbed,
+    assert.equal('netem', core.testbed_check { backend = 'netem', bottleneck = 'router', ipv6 = true }.backend)
+    expect('qoslab.testbed: opts.backend: expected one of "auto", "netem", "link"', testbed.testbed,
       { backend = 'tun' })
     expect('qoslab.testbed: opts.bottleneck: "router" is not available with opts.backend = "link"',
       testbed.testbed, { backend = 'link', bottleneck = 'router' })
     expect('qoslab.testbed: opts.ipv6: not available with opts.backend = "link"', testbed.testbed,
       { backend = 'link', ipv6 = true })
-    expect('qoslab.testbed: opts.impair.limit_packets: "auto" is kernel netem\'s', testbed.testbed,
-      { backend = 'link', impair = { delay_ms = 10, limit_packets = 'auto' } })
+    expect('qoslab.testbed: opts.impair.limit_packets: expected', testbed.testbed,
+      { backend = 'link', impair = { delay_ms = 10, limit_packets = 'many' } })
   end)
 
   it('netns.unique_name takes the same prefix rule', function()

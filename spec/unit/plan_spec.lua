@@ -202,7 +202,7 @@ describe('qoslab.plan', function()
       local f = assert(io.open('/proc/sys/kernel/osrelease'))
       assert.equal(f:read('l'), r.kernel)
       f:close()
-      assert.equal('host', r.backend)
+      assert.equal('host', r.where)
       assert.equal(2, r.repetitions)
       assert.equal(3, r.summary.mean)
       assert.same({ 3, 3 }, r.summary.values)
@@ -465,8 +465,10 @@ describe('qoslab.plan argument errors', function()
       plan.set_defaults, { out = 'a\0' })
     raises('qoslab.plan.set_defaults: d.resume: expected a boolean, got string "yes"',
       plan.set_defaults, { resume = 'yes' })
-    raises('qoslab.plan.set_defaults: d.backend: expected one of "host", "guest", got string "vm"',
-      plan.set_defaults, { backend = 'vm' })
+    raises('qoslab.plan.set_defaults: d.where: expected one of "host", "guest", got string "vm"',
+      plan.set_defaults, { where = 'vm' })
+    raises('qoslab.plan.set_defaults: d.backend: expected one of "netem", "link", got string "host"',
+      plan.set_defaults, { backend = 'host' })
     raises('qoslab.plan.set_defaults: d.progress: expected a boolean or a function, got 1',
       plan.set_defaults, { progress = 1 })
     assert.same(saved, plan.get_defaults())

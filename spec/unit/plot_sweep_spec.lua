@@ -32,9 +32,9 @@ local function result(bps)
   return { proto = 'tcp', host = '10.9.0.2', options = { netns = 'qlc-spec' }, received = { bits_per_second = bps } }
 end
 
-local function delay_sweep(reps, backend)
+local function delay_sweep(reps, where, backend)
   local k = 0
-  return plan.sweep { name = 'delay', progress = false, repeat_count = reps, backend = backend,
+  return plan.sweep { name = 'delay', progress = false, repeat_count = reps, where = where, backend = backend,
     params = { delay_ms = { 1, 10, 100 } },
     run = function(p)
       k = k + 1
@@ -140,12 +140,14 @@ describe('qoslab.plot sweeps', function()
   end)
 
   it('titles say what was measured, where and with which backend', function()
-    local f = assert(plot.sweep_lines(delay_sweep(1, 'guest'), { out = dir .. '/t', x = 'delay_ms',
+    local f = assert(plot.sweep_lines(delay_sweep(1, 'guest', 'netem'), { out = dir .. '/t', x = 'delay_ms',
       title = 'TCP vs delay', formats = { 'png' } }))
     local gp = assert(slurp(f.gp))
-    local want = 'TCP vs delay\nreceived TCP throughput · client netns qlc-spec → 10.9.0.2 · backend guest'
-    assert.equal(want, plot.measured_where(delay_sweep(1, 'guest')) and ('TCP vs delay\n'
-      .. plot.measured_where(delay_sweep(1, 'guest'))))
+    local want = 'TCP vs delay\nreceived TCP throughput · client netns qlc-spec → 10.9.0.2 · guest, netem'
+    assert.equal(want, plot.measured_where(delay_sweep(1, 'guest', 'netem')) and ('TCP vs delay\n'
+      .. plot.measured_where(delay_sweep(1, 'guest', 'netem'))))
+    assert.equal('received TCP throughput · client netns qlc-spec → 10.9.0.2 · host, link',
+      plot.measured_where(delay_sweep(1, 'host', 'link')))
     -- written as gnuplot's escaped string: every byte but letters and ./_- in octal
     local esc = '"' .. want:gsub('[^%a%./_%-]', function(c) return string.format('\\%03o', c:byte()) end) .. '"'
     assert.matches('set title ' .. esc, gp, 1, true)

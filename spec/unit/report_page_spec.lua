@@ -507,7 +507,7 @@ describe('qoslab report (CLI) and the page in headless Chromium', function()
     assert.equal(0, rc, err)
     assert.matches('qoslab run: report ' .. o .. '/index.html', err, 1, true)
     local m = assert(meta.read(o))
-    assert.equal('host', m.backend)
+    assert.equal('host', m.where)
     assert.is_string(m.sysctls['net.ipv4.tcp_congestion_control'])
     -- Records keep their own fields.
     local recs = assert(plan.load(o .. '/results.jsonl'))

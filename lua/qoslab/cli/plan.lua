@@ -1,18 +1,26 @@
 --- Subcommands `run`, `demo` and `cleanup` of bin/qoslab (`netem` is in qoslab.cli.netem).
 --
--- `qoslab run PLAN.lua [--out DIR] [--resume] [--guest|--host] [--quick] [-- ARGS...]`
--- runs a plan file. The file is a Lua chunk; it sees:
+-- `qoslab run PLAN.lua [--out DIR] [--resume] [--backend auto|netem|link]
+-- [--guest|--host] [--quick] [-- ARGS...]` runs a plan file. The file is a Lua
+-- chunk; it sees:
 --
 -- * the global `qoslab` (the module, as `require 'qoslab'`),
--- * the global `QOSLAB_RUN = {file, out, resume, quick, backend = "host"|"guest", args}`,
+-- * the global `QOSLAB_RUN = {file, out, resume, quick, where = "host"|"guest",
+--   backend = "netem"|"link", args}` (where it runs; what its testbeds impair with),
 -- * `...` = the script arguments after `--`,
 -- * `qoslab.plan` defaults set from the flags, so `plan.sweep{...}` writes to
---   `--out` and honours `--resume` without the plan naming them.
+--   `--out` and honours `--resume` without the plan naming them, and records
+--   where it ran and the backend.
 --
--- Where the host kernel lacks sch_netem and the plan uses netem (its text
--- mentions `impair` or `netem`), or with `--guest`, the plan runs inside the
--- qemu guest (qoslab.vm) with DIR mounted read-write at the same path, so
--- results land in the host's DIR point by point. SIGINT/SIGTERM end the run
+-- The backend (`--backend`, default "auto"): "auto" is kernel netem where
+-- the kernel has sch_netem and otherwise qoslab's native impairment link
+-- (qoslab.testbed's `backend = "link"`), on this host either way; "netem" on a
+-- kernel without sch_netem carries a plan that uses netem (its text mentions
+-- `impair` or `netem`) into the qemu guest (qoslab.vm) with DIR mounted
+-- read-write at the same path, so results land in the host's DIR point by
+-- point; "link" runs on this host (the guest has no TUN device for it). With
+-- "auto" a plan that calls qoslab.netem itself (not through a testbed) goes
+-- to the guest too. `--guest` and `--host` choose the place outright. SIGINT/SIGTERM end the run
 -- through a Lua error, so to-be-closed testbeds and netem scopes are removed;
 -- the exit status is then 130/143.
 -- @module qoslab.cli.plan
@@ -206,6 +214,16 @@ function M.needs_netem(source)
   return source:find('impair', 1, true) ~= nil or source:find('netem', 1, true) ~= nil
 end
 
+--- Whether a plan's text calls kernel netem itself, not through a testbed
+-- (`qoslab.netem.apply(...)`, `require 'qoslab.netem'`, `netem.scope(...)`):
+-- such a plan needs sch_netem whatever the testbeds' backend.
+function M.calls_netem(source)
+  return source:find('qoslab%.netem[%.%]\'"]') ~= nil or source:find('netem%.[%a_]+%s*[%({]') ~= nil
+end
+
+--- The backends `--backend` takes.
+M.BACKENDS = { auto = true, netem = true, link = true }
+
 local function read_all(path)
   local f, err = io.open(path, 'r')
   if not f then return nil, err end
@@ -216,7 +234,10 @@ end
 
 local function host_has_netem()
   local vm = try_require('qoslab.vm')
-  if vm and vm.host_has_netem then return vm.host_has_netem() end
+  if vm and vm.host_has_netem then
+    local ok, yes = pcall(vm.host_has_netem)
+    if ok then return yes and true or false end
+  end
   -- Without the VM module: the module file is the best hint there is.
   if ('\n' .. (read_all('/proc/modules') or '')):find('\nsch_netem ') then return true end
   local rel = (read_all('/proc/sys/kernel/osrelease') or ''):gsub('%s+$', '')
@@ -248,9 +269,16 @@ end
 --- Write DIR/meta.json (`qoslab.meta.write_run`: the host, and the
 -- testbeds open now) unless the folder has one; a failure is a warning.
 -- @tparam string dir results folder
--- @tparam string|nil backend "host" or "guest"
-function M.write_meta(dir, backend)
-  local ok, r, err, code = pcall(function() return require('qoslab.meta').write_run(dir, { backend = backend }) end)
+-- @tparam string|nil where "host" or "guest"
+-- @tparam string|nil backend "netem" or "link" when no testbed is open (an
+--   open testbed's own backend is recorded)
+function M.write_meta(dir, where, backend)
+  local ok, r, err, code = pcall(function()
+    local tbm = package.loaded['qoslab.testbed']
+    local open = type(tbm) == 'table' and tbm.open_testbeds and tbm.open_testbeds() or {}
+    if open[1] then backend = nil end
+    return require('qoslab.meta').write_run(dir, { where = where, backend = backend })
+  end)
   if not ok or r == nil then
     eprint('qoslab run: warning: no ', dir, '/meta.json: ', tostring(ok and err or r),
       ok and code and (' (' .. tostring(code) .. ')') or '')
@@ -287,6 +315,10 @@ function M.run_in_guest(o)
   -- The guest mounts rw_dir at the same absolute path; pass that path.
   local out = fs.realpath(o.out) or o.out
   local args = { '--in-guest', '--out', out }
+  if o.backend_flag and o.backend_flag ~= 'auto' then
+    args[#args + 1] = '--backend'
+    args[#args + 1] = o.backend_flag
+  end
   if o.resume then args[#args + 1] = '--resume' end
   if o.quick then args[#args + 1] = '--quick' end
   if o.args and #o.args > 0 then
@@ -317,7 +349,8 @@ function M.run_in_guest(o)
 end
 
 --- Run a plan file in this process.
--- @tparam table o `{file, out, resume, quick, backend, args}`
+-- @tparam table o `{file, out, resume, quick, where, backend ("netem"|"link"),
+--   backend_flag ("auto"|"netem"|"link": the default of the plan's testbeds), args}`
 -- @treturn integer exit status (0; 1 plan raised; 2 cannot load; 130/143 signal)
 function M.run_here(o)
   local chunk, err = o.chunk, nil
@@ -329,13 +362,19 @@ function M.run_here(o)
   local qoslab = try_require('qoslab')
   _G.qoslab = qoslab
   _G.QOSLAB_RUN = { file = o.file, out = o.out, resume = o.resume and true or false,
-                    quick = o.quick and true or false, backend = o.backend, args = o.args or {} }
+                    quick = o.quick and true or false, where = o.where, backend = o.backend,
+                    args = o.args or {} }
+  -- Testbeds the plan makes with the default backend take the one chosen.
+  local tbm = try_require('qoslab.testbed')
+  if type(tbm) == 'table' and tbm.set_default_backend then
+    tbm.set_default_backend(o.backend_flag or 'auto')
+  end
   _G.arg = { [0] = o.file, table.unpack(o.args or {}) }
   -- In the guest, stdout and stderr reach the host as two streams copied
   -- separately, so their lines interleave out of order: progress then goes
   -- to stdout, in order with the tables the plan prints.
   local progress
-  if o.backend == 'guest' then
+  if o.where == 'guest' then
     progress = function(info)
       io.stdout:write(plan.progress_line(info), '\n')
       io.stdout:flush()
@@ -347,10 +386,11 @@ function M.run_here(o)
   local function on_record(_, dir)
     if dir and not meta_done[dir] then
       meta_done[dir] = true
-      M.write_meta(dir, o.backend)
+      M.write_meta(dir, o.where, o.backend)
     end
   end
-  plan.set_defaults { out = o.out, resume = o.resume and true or false, backend = o.backend,
+  plan.set_defaults { out = o.out, resume = o.resume and true or false, where = o.where,
+                      backend = o.backend,
                       quick = o.quick and true or false, progress = progress, on_record = on_record }
   install_signals()
   local ok, res = xpcall(chunk, cli.error_handler(o.file), table.unpack(o.args or {}))
@@ -361,7 +401,7 @@ function M.run_here(o)
   -- A plan without a sweep that wrote something still gets the host's.
   if o.out and not meta_done[o.out] then
     for _, n in ipairs(fs.list(o.out) or {}) do
-      if n ~= MARK then M.write_meta(o.out, o.backend) break end
+      if n ~= MARK then M.write_meta(o.out, o.where, o.backend) break end
     end
   end
   if not ok then
@@ -381,13 +421,17 @@ end
 local function describe_run(cmd)
   cmd:summary('Run an experiment plan (a Lua script with qoslab loaded).')
   cmd:description('The plan sees the global `qoslab`, the global QOSLAB_RUN = {file, out, '
-    .. 'resume, quick, backend, args} and the script arguments (after --) as `...`; '
+    .. 'resume, quick, where, backend, args} and the script arguments (after --) as `...`; '
     .. 'plan.sweep writes to --out and honours --resume by default. Without sch_netem '
-    .. 'on this kernel a plan that uses netem runs inside the qemu guest.')
+    .. 'on this kernel testbeds impair through qoslab\'s native link on this host '
+    .. '(--backend auto); --backend netem runs a plan that uses netem inside the qemu guest.')
   cmd:argument('file', 'Plan file (Lua).')
   cmd:argument('args', 'Arguments for the plan (after --).'):args('*')
   cmd:option('--out', 'Results folder (default results/<plan>-<UTC time>).')
   cmd:flag('--resume', 'Skip points already in DIR/results.jsonl.')
+  cmd:option('--backend', 'What impairs the testbeds: auto (kernel netem if this kernel has '
+    .. 'sch_netem, else the native link), netem (in the qemu guest when this kernel lacks it) '
+    .. 'or link (on this host).', 'auto')
   cmd:flag('--guest', 'Run inside the qemu guest (real netem) even if the host has netem.')
   cmd:flag('--host', 'Run on this host even if its kernel lacks sch_netem.')
   cmd:flag('--quick', 'Shortened form (fewer points, short runs); also QOSLAB_QUICK=1.')
@@ -399,9 +443,36 @@ local function quick_flag(a)
   return a.quick or os.getenv('QOSLAB_QUICK') == '1'
 end
 
+-- The --backend value, or nil after saying why it is refused. `guest`:
+-- whether the run goes into the guest.
+local function backend_flag(name, a)
+  local b = a.backend or 'auto'
+  if not M.BACKENDS[b] then
+    eprint('qoslab ', name, ': --backend: expected one of auto, netem, link, got ', string.format('%q', b))
+    return nil
+  end
+  return b
+end
+
+local GUEST_NO_LINK = ': --backend link: the link needs a TUN device, which the qemu guest has not; '
+  .. 'run on this host (leave out --guest) or take --backend netem in the guest'
+
+-- Where a run goes and what its testbeds impair with: "netem"|"link".
+local function resolve_backend(b, to_guest)
+  if to_guest then return 'netem' end
+  if b ~= 'auto' then return b end
+  return host_has_netem() and 'netem' or 'link'
+end
+
 local function run_cmd(a)
   if a.guest and a.host then
     eprint('qoslab run: --guest and --host exclude each other')
+    return 2
+  end
+  local bflag = backend_flag('run', a)
+  if not bflag then return 2 end
+  if bflag == 'link' and (a.guest or a.in_guest) then
+    eprint('qoslab run', GUEST_NO_LINK)
     return 2
   end
   if a.resume and not a.out then
@@ -414,12 +485,20 @@ local function run_cmd(a)
     return 2
   end
   local o = { file = a.file, out = a.out, resume = a.resume, quick = quick_flag(a),
-              args = a.args, timeout_s = a.timeout, backend = 'host', chunk = chunk }
+              args = a.args, timeout_s = a.timeout, where = 'host', backend_flag = bflag, chunk = chunk }
   if a.in_guest then
-    o.backend = 'guest'
+    o.where, o.backend = 'guest', resolve_backend(bflag, true)
     return M.run_here(o)
   end
-  local to_guest = a.guest or (not a.host and M.needs_netem(source) and not host_has_netem())
+  -- Into the guest: asked for; or a plan that needs kernel netem on a kernel
+  -- without it (--backend netem: any use of netem; auto: netem called
+  -- outside a testbed, which the link cannot stand in for).
+  local to_guest = a.guest
+  if not to_guest and not a.host then
+    if bflag == 'netem' then to_guest = M.needs_netem(source) and not host_has_netem()
+    elseif bflag == 'auto' then to_guest = M.calls_netem(source) and not host_has_netem() end
+  end
+  o.backend = resolve_backend(bflag, to_guest)
   if to_guest then
     -- The guest reads the plan by its path: /dev/stdin there is the guest's.
     local real = fs.realpath(a.file)
@@ -436,10 +515,12 @@ local function run_cmd(a)
   local status
   if to_guest then
     eprint('qoslab run: ', a.guest and '--guest given' or 'this kernel has no sch_netem',
-      ': running the plan inside the qemu guest')
+      ': running the plan inside the qemu guest (backend netem)')
     install_signals()
     status = M.run_in_guest(o)
   else
+    eprint('qoslab run: on this host, backend ', o.backend,
+      o.backend == 'link' and ' (qoslab\'s native impairment link)' or ' (kernel netem)')
     status = M.run_here(o)
   end
   report_end('run', status, made, o)
@@ -458,6 +539,12 @@ end
 local function demo_cmd(a)
   if a.guest and a.host then
     eprint('qoslab demo: --guest and --host exclude each other')
+    return 2
+  end
+  local bflag = backend_flag('demo', a)
+  if not bflag then return 2 end
+  if bflag == 'link' and a.guest then
+    eprint('qoslab demo', GUEST_NO_LINK)
     return 2
   end
   local file = M.demo_file()
@@ -479,23 +566,25 @@ local function demo_cmd(a)
     return status
   end
   o = { file = file, out = out, resume = a.resume, quick = quick_flag(a), args = {},
-              timeout_s = a.timeout, backend = 'host' }
+              timeout_s = a.timeout, where = 'host', backend_flag = bflag }
   print('qoslab demo: results folder ' .. out)
-  local use_guest = a.guest or (not a.host and not host_has_netem())
+  local use_guest = a.guest or (not a.host and bflag == 'netem' and not host_has_netem())
+  o.backend = resolve_backend(bflag, use_guest)
   if use_guest then
     print('qoslab demo: ' .. (a.guest and '--guest given' or 'this kernel has no sch_netem')
       .. ': running the experiment inside the qemu guest (real netem; code runs 10-35x slower there)')
     install_signals()
     local t0 = now_s()
     local status = M.run_in_guest(o)
-    print(string.format('qoslab demo: backend guest (qemu, kernel netem inside), took %s, exit %d',
+    print(string.format('qoslab demo: in the guest, backend netem (qemu, kernel netem inside), took %s, exit %d',
       plan.format_duration(now_s() - t0), status))
     return finish(status)
   end
-  print('qoslab demo: backend host (this kernel\'s netem)')
+  print('qoslab demo: on this host, backend ' .. o.backend .. (o.backend == 'link'
+    and ' (qoslab\'s native impairment link)' or ' (this kernel\'s netem)'))
   local t0 = now_s()
   local status = M.run_here(o)
-  print(string.format('qoslab demo: backend host, took %s, exit %d',
+  print(string.format('qoslab demo: on this host, backend %s, took %s, exit %d', o.backend,
     plan.format_duration(now_s() - t0), status))
   return finish(status)
 end
@@ -505,8 +594,11 @@ local function describe_demo(cmd)
   cmd:option('--out', 'Results folder (default results/demo-<UTC time>).')
   cmd:flag('--resume', 'Continue an interrupted demo in --out.')
   cmd:flag('--quick', 'Shortest form (CI).')
+  cmd:option('--backend', 'What impairs the testbed: auto (kernel netem if this kernel has '
+    .. 'sch_netem, else the native link), netem (in the qemu guest when this kernel lacks it) '
+    .. 'or link (on this host).', 'auto')
   cmd:flag('--guest', 'Run inside the qemu guest even if the host has netem.')
-  cmd:flag('--host', 'Run on this host even without sch_netem (fails where netem is needed).')
+  cmd:flag('--host', 'Run on this host even without sch_netem.')
   cmd:option('--timeout', 'Guest run time limit in seconds.', '1800'):convert(tonumber)
 end
 

@@ -75,6 +75,7 @@ function M.flatten(m)
   local cpu = type(m.cpu) == 'table' and m.cpu or {}
   put('cpu.model', 'cpu', 'CPU', cpu.model)
   put('cpu.count', 'cpu', 'CPUs', cpu.count)
+  put('where', 'backend', 'where', m.where)
   put('backend', 'backend', 'backend', m.backend)
   local function place(prefix, sysctls, ifs)
     local p = prefix == '' and '' or (prefix .. ' ')
@@ -356,7 +357,7 @@ function M.write(dirs, opts)
     if not m and recs[#recs] then
       local r = recs[#recs]
       m = { qoslab_version = r.qoslab_version, kernel = { release = r.kernel }, hostname = r.hostname,
-            backend = r.backend }
+            where = r.where, backend = r.backend }
     end
     metas[i] = m
     names[i] = d:gsub('/+$', ''):match('([^/]+)$') or d

@@ -363,11 +363,11 @@ local function meta_from_records(records)
   local r = records[#records]
   if not r then return nil end
   return { qoslab_version = r.qoslab_version, kernel = { release = r.kernel }, hostname = r.hostname,
-           backend = r.backend, time = r.time }
+           where = r.where, backend = r.backend, time = r.time }
 end
 
 --- The metadata of a page: a summary (version, kernel, host, CPU,
--- backend, congestion control) or the details (interfaces with their
+-- where it ran, backend, congestion control) or the details (interfaces with their
 -- qdiscs and offloads, sysctls of each namespace).
 -- @tparam table|nil m metadata, or nil
 -- @tparam boolean from_records whether m came from the records (no meta.json)
@@ -387,7 +387,7 @@ function M.meta_section(m, from_records, part)
   local out = { html.pairs_table {
     { 'qoslab version', m.qoslab_version }, { 'kernel', kernel_text(m) }, { 'host', m.hostname },
     { 'CPU', cpu.model and (tostring(cpu.model) .. (cpu.count and (' × ' .. cell(cpu.count)) or '')) },
-    { 'backend', m.backend }, { 'TCP congestion control (host)', cc }, { 'recorded', m.time },
+    { 'where', m.where }, { 'backend', m.backend }, { 'TCP congestion control (host)', cc }, { 'recorded', m.time },
   } }
   if from_records then
     out[#out + 1] = '<p class="note">This folder has no meta.json (written by <code>qoslab run</code> '

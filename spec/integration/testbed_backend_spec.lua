@@ -1,0 +1,173 @@
+-- The testbed's backend (root): "auto" takes kernel netem where the kernel
+-- has sch_netem and the native link where it has not, and works at once in
+-- a REPL's way (`tb:impair{delay_ms = 100}` right after `testbed{}`);
+-- limit_packets = "auto" is sized on the link as netem's limit rule sizes it;
+-- `qoslab run` runs a plan on this host through the link and records the
+-- backend in every record and in meta.json; `--backend` refuses what it
+-- cannot do, naming the flag; and after a `qoslab run` killed by SIGKILL with
+-- traffic through the link, `qoslab cleanup` leaves no namespace, device,
+-- state file or thread of it.
+local testbed = require 'qoslab.testbed'
+local cjson = require 'cjson'
+local H = require 'integration.traffic_helper'
+
+local here_backend = testbed.kernel_has_netem() and 'netem' or 'link'
+local sanitized = (os.getenv('QOSLAB_BUILD') or ''):match('^build%-%a*san$')
+
+local function rtt_min_ms(tb)
+  local out = H.must('ip netns exec ' .. tb.client_netns .. ' ping -n -q -c 3 -i 0.2 -W 3 ' .. tb.server_addr)
+  return tonumber(out:match('rtt [^=]+= ([%d.]+)/'))
+end
+
+local function netns_list()
+  local set = {}
+  for name in H.must('ip netns list'):gmatch('(%S+)[^\n]*\n?') do set[name] = true end
+  return set
+end
+
+-- bin/qoslab as a user runs it (the plain build: see the specs' README).
+local function qoslab_cmd(args, env)
+  return string.format('cd %s && %s exec env -u QOSLAB_BUILD lua5.4 bin/qoslab %s', H.q(H.must('pwd'):gsub('\n$', '')),
+    env or '', args)
+end
+
+describe('qoslab.testbed backend "auto" (root)', function()
+  it('takes ' .. here_backend .. ' on this kernel; tb:impair works at once', function()
+    local tb = assert(testbed { rate_bps = 1e9 })
+    finally(function() tb:close() end)
+    assert.equal(here_backend, tb.backend)
+    assert.is_true(tb:impair { delay_ms = 100, limit_packets = 'auto' })
+    -- one-way 100 ms on the client's egress: a ping's round trip >= 100 ms
+    local rtt = rtt_min_ms(tb)
+    assert.is_true(rtt >= 100 and rtt < 150, 'rtt ' .. tostring(rtt))
+    -- netem's limit rule: ceil(1e9/8 B/s x 0.1 s / 1514 B x 1.5) packets
+    assert.equal(12385, tb:get().client.impair.limit_packets)
+    assert.is_true(tb:impair {})
+    assert.is_true(rtt_min_ms(tb) < 50)
+  end)
+
+  it('keeps netem (veth) for a router, which the link cannot join', function()
+    local tb = assert(testbed { bottleneck = 'router' })
+    finally(function() tb:close() end)
+    assert.equal('netem', tb.backend)
+    assert.is_true(rtt_min_ms(tb) < 50)
+  end)
+
+  it('names the field when the link is asked for what it cannot do', function()
+    assert.error_matches(function() testbed { backend = 'link', ipv6 = true } end,
+      'opts.ipv6: not available with opts.backend = "link"', 1, true)
+    testbed.set_default_backend('link')
+    finally(function() testbed.set_default_backend('auto') end)
+    assert.error_matches(function() testbed { bottleneck = 'router' } end,
+      'opts.bottleneck: not available with the link backend', 1, true)
+  end)
+end)
+
+describe('qoslab run and the backend (root)', function()
+  after_each(H.cleanup_tmp)
+
+  it('runs a plan here through the ' .. here_backend .. ' and records it', function()
+    if sanitized then return pending('a plain lua5.4 child cannot load a sanitized build') end
+    local dir = H.tmp('run')
+    local plan = H.tmp('plan.lua')
+    local f = assert(io.open(plan, 'w'))
+    f:write([[
+local tb <close> = assert(qoslab.testbed { rate_bps = 100e6, impair = { delay_ms = 5 } })
+local srv <close> = assert(qoslab.server { netns = tb.server_netns })
+print('run', QOSLAB_RUN.where, QOSLAB_RUN.backend, tb.backend)
+qoslab.plan.sweep { name = 'one', params = { delay_ms = { 5 } }, progress = false,
+  run = function(p)
+    assert(tb:impair { delay_ms = p.delay_ms })
+    return qoslab.traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'udp',
+      bitrate_bps = 1e6, duration_s = 0.5 }
+  end }
+]])
+    f:close()
+    local out = H.tmp('out')
+    -- (stdout and stderr both into out)
+    local ok, log = H.sh(qoslab_cmd('run ' .. H.q(plan) .. ' --out ' .. H.q(dir) .. ' >' .. H.q(out)))
+    log = log .. (H.read(out) or '')
+    assert(ok, log)
+    assert.matches('run\thost\t' .. here_backend .. '\t' .. here_backend, log, 1, true)
+    assert.matches('on this host, backend ' .. here_backend, log, 1, true)
+    local rec = cjson.decode((H.read(dir .. '/results.jsonl'):match('^[^\n]+')))
+    assert.equal('host', rec.where)
+    assert.equal(here_backend, rec.backend)
+    local m = cjson.decode(H.read(dir .. '/meta.json'))
+    assert.equal('host', m.where)
+    assert.equal(here_backend, m.backend)
+    assert.equal(here_backend, m.paths[1].backend)
+  end)
+
+  it('--backend: a value it does not know, link in the guest', function()
+    if sanitized then return pending('a plain lua5.4 child cannot load a sanitized build') end
+    local ok, log, status = H.sh(qoslab_cmd('run /dev/null --backend tun'))
+    assert.is_false(ok)
+    assert.equal(2, status)
+    assert.matches('qoslab run: --backend: expected one of auto, netem, link, got "tun"', log, 1, true)
+    ok, log, status = H.sh(qoslab_cmd('run /dev/null --backend link --guest'))
+    assert.is_false(ok)
+    assert.equal(2, status)
+    assert.matches('qoslab run: --backend link: the link needs a TUN device, which the qemu guest has not',
+      log, 1, true)
+    ok, log, status = H.sh(qoslab_cmd('demo --backend link --guest --out ' .. H.q(H.tmp('d'))))
+    assert.is_false(ok)
+    assert.equal(2, status)
+    assert.matches('qoslab demo: --backend link: the link needs a TUN device', log, 1, true)
+  end)
+
+  it('after SIGKILL mid-run, qoslab cleanup leaves nothing of the link behind', function()
+    if sanitized then return pending('a plain lua5.4 child cannot load a sanitized build') end
+    local state = H.tmp('state')
+    H.must('mkdir -p ' .. H.q(state))
+    local plan = H.tmp('kill.lua')
+    local f = assert(io.open(plan, 'w'))
+    f:write([[
+local tb <close> = assert(qoslab.testbed { backend = 'link', rate_bps = 100e6, impair = { delay_ms = 20 } })
+local srv <close> = assert(qoslab.server { netns = tb.server_netns })
+local h = assert(qoslab.traffic.client { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
+  duration_s = 30 }:start())
+qoslab.timer.sleep(0.5)
+io.stdout:write(tb.client_netns, ' ', tb.server_netns, '\n')
+io.stdout:flush()
+h:wait()
+]])
+    f:close()
+    local out = H.tmp('kill.out')
+    local env = 'QOSLAB_STATE_DIR=' .. H.q(state)
+    local pid = H.spawn(qoslab_cmd('run ' .. H.q(plan) .. ' --out ' .. H.q(H.tmp('kdir')), env), out)
+    local names
+    finally(function()
+      H.kill(pid)
+      for _, ns in ipairs(names or {}) do os.execute('ip netns delete ' .. ns .. ' 2>/dev/null') end
+    end)
+    local t_end = H.now() + 20
+    while H.now() < t_end do
+      local line = (H.read(out) or ''):match('(qoslab%-%d+%-%d+%-c qoslab%-%d+%-%d+%-s)\n')
+      if line then names = { line:match('^(%S+) (%S+)$') } break end
+      H.sleep(0.05)
+    end
+    assert(names, 'the plan did not start: ' .. (H.read(out) or ''))
+    local c, s = names[1], names[2]
+    assert.matches('qltun%-c', H.must('ip -n ' .. c .. ' -o link show'))
+    local threads = tonumber(H.must('ls /proc/' .. pid .. '/task | wc -l'))
+    assert.is_true(threads > 1, 'the link and the engine run threads')
+    os.execute('kill -KILL ' .. pid)
+    assert(H.wait_exit(pid, 5), 'the run did not end')
+    -- killed: its namespaces outlive it (the TUN devices went with its fds)
+    assert.is_true(netns_list()[c])
+    assert.is_true(netns_list()[s])
+    local ok, log = H.sh(qoslab_cmd('cleanup', env))
+    assert(ok, log)
+    assert.matches('removed netns ' .. c, log, 1, true)
+    assert.matches('removed netns ' .. s, log, 1, true)
+    local after = netns_list()
+    assert.is_nil(after[c])
+    assert.is_nil(after[s])
+    assert.equal('', (H.must('ls -A ' .. H.q(state))))
+    assert.is_false(H.alive(pid))
+    assert.is_nil(H.read('/proc/' .. pid .. '/stat'))
+    -- no TUN device of the link anywhere: not in this namespace either
+    assert.is_nil(H.must('ip -o link show'):find('qltun', 1, true))
+  end)
+end)
