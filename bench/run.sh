@@ -9,9 +9,9 @@ for b in bench/*.lua; do
     [ -f "$b" ] || continue
     echo "===== $b"
     # the native impairment link runs on this host (no netem needed; the
-    # guest has no TUN device)
+    # guest has no TUN device); link_vs_netem.lua starts its own guest
     where=
-    [ "$b" = bench/impair_link.lua ] && where=--host
+    case $b in bench/impair_link.lua | bench/link_vs_netem.lua) where=--host ;; esac
     "${LUA:-lua5.4}" bin/qoslab run $where "$b" || rc=1
 done
 exit $rc
