@@ -95,7 +95,7 @@ static int l_impair_link(lua_State *L)
 	if (qlb_opt_integer(L, 1, CTX, "opts", "seed", 0, INT64_MAX, &iv))
 		o.seed = (uint64_t)iv;
 	qlb_opt_boolean(L, 1, CTX, "opts", "gso", &o.gso);
-	o.realtime = 1;
+	o.realtime = 0;
 	qlb_opt_boolean(L, 1, CTX, "opts", "realtime", &o.realtime);
 	ql_netem_spec fwd, rev;
 	read_dir_spec(L, 1, "forward", &fwd);

@@ -50,7 +50,8 @@ typedef struct ql_tunlink_opts {
 	 * on; 0: every packet at most mtu_bytes, as with offloads off. */
 	int gso;
 	/* 1: run both senders SCHED_FIFO (lowest real-time priority) where
-	 * the process may; 0: ordinary threads. */
+	 * the process may (a tighter delay, at about half the zero-delay
+	 * throughput on two cores); 0: ordinary threads. */
 	int realtime;
 } ql_tunlink_opts;
 
