@@ -94,8 +94,10 @@ end
 -- UDP from a to b for duration_s at rate_bps in 1200-byte datagrams; spec
 -- applies from 300 datagrams on (the test's UDP handshake and setup are
 -- long done) until 0.7 s before the end (the results exchange comes after).
--- Returns the result and the forward direction's counters over the
--- window (`at_set`, `at_clear`: stats() just before set and after clear).
+-- Returns the result and the forward direction's counters at both ends of
+-- a window wholly under spec (`at_set`: stats() just after set, `at_clear`:
+-- just before the clear), so a stall of this thread between a call and the
+-- next adds no packet the spec did not decide.
 local function udp_window(p, l, srv, spec, o)
   o = o or {}
   local dur = o.duration_s or 3
@@ -106,11 +108,12 @@ local function udp_window(p, l, srv, spec, o)
   local ok, err = pcall(function()
     assert(wait_for(function() return l:stats().forward.by_protocol.udp.arrived_packets > 300 end, 2.5),
       'the datagrams did not start')
-    local before = l:stats().forward
     l:set('forward', spec)
+    local first = l:stats().forward
     H.sleep(math.max(0.5, dur - 0.7 - (H.now() - t0)))
+    local last = l:stats().forward
     l:set('forward', {})
-    return { at_set = before, at_clear = l:stats().forward }
+    return { at_set = first, at_clear = last }
   end)
   local res, msg, code = t:wait()
   assert(ok, err)
