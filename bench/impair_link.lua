@@ -1,17 +1,27 @@
 -- The native impairment link (qoslab.link.impair_link) against a plain veth
--- pair: TCP goodput at zero delay (MTU 1500; the link without and with GSO
--- super-packets, the veth with offloads off and on), then the link's sender
--- lateness under a 50 ms delay at a moderate UDP load.
+-- pair: TCP goodput at zero delay (MTU 1500 and 9000; the link without and
+-- with GSO super-packets, the veth with offloads off and on, each link
+-- figure with its ratio to the veth pair of the same offloads), then the
+-- link's delay accuracy under a 50 ms forward delay at a moderate UDP load,
+-- with its senders at an ordinary and at a real-time priority: the sender's
+-- lateness (its own measure) and a UDP round-trip probe beside the load,
+-- reported as the added delay's distribution (RTT minus 50 ms minus the
+-- path's idle RTT without delay).
 --
---   bin/qoslab run --host bench/impair_link.lua [-- duration_s]     (default 5)
+--   bin/qoslab run --host bench/impair_link.lua [-- duration_s [part]]
+--
+-- duration_s defaults to 5; part is "tcp", "delay" or "queue" (default all).
 --
 -- Needs root. Namespaces are made and removed here.
 local link = require 'qoslab.link'
 local netns = require 'qoslab.netns'
 local traffic = require 'qoslab.traffic'
+local latency = require 'qoslab.latency'
 
-local dur = math.tointeger(tonumber((...) or '5'))
-assert(dur and dur >= 1, 'usage: impair_link.lua [duration_s >= 1]')
+local arg1, part = ...
+local dur = math.tointeger(tonumber(arg1 or '5'))
+assert(dur and dur >= 1, 'usage: impair_link.lua [duration_s >= 1 [tcp|delay|queue]]')
+local function want(name) return part == nil or part == name end
 
 local A_ADDR, B_ADDR = '10.251.0.1', '10.251.0.2'
 
@@ -33,46 +43,107 @@ local function run(a, b, o)
   return assert(traffic.run(o))
 end
 
-print(string.format('%-24s %16s %16s', 'path (TCP, MTU 1500)', 'received_Mbit/s', 'tcp_retransmits'))
-for _, c in ipairs {
-  { 'link', false }, { 'link', true }, { 'veth', false }, { 'veth', true },
-} do
-  local a, b, _ <close> = pair()
-  local l, label
-  if c[1] == 'link' then
-    l = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR, b_addr = B_ADDR,
-      gso = c[2] })
-    label = 'link gso=' .. tostring(c[2])
-  else
-    assert(link.add_veth { name = 'qlbva', peer = 'qlbvb', netns = a, peer_netns = b })
-    for _, e in ipairs { { 'qlbva', a, A_ADDR }, { 'qlbvb', b, B_ADDR } } do
-      local o = { netns = e[2] }
-      assert(link.offloads(e[1], { tso = c[2], gso = c[2], gro = c[2] }, o))
-      assert(link.set(e[1], { up = true, netns = e[2] }))
-      assert(link.addr_add(e[1], e[3] .. '/24', o))
+if want('tcp') then
+print(string.format('%-30s %16s %16s %10s', 'path (TCP, zero delay)', 'received_Mbit/s',
+  'tcp_retransmits', 'of_veth'))
+for _, mtu in ipairs { 1500, 9000 } do
+  local veth = {}
+  local rows = {}
+  for _, c in ipairs { { 'veth', false }, { 'veth', true }, { 'link', false }, { 'link', true } } do
+    local a, b, _ <close> = pair()
+    local l, label
+    if c[1] == 'link' then
+      l = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR, b_addr = B_ADDR,
+        gso = c[2], mtu_bytes = mtu })
+      label = string.format('link gso=%s mtu=%d', c[2], mtu)
+    else
+      assert(link.add_veth { name = 'qlbva', peer = 'qlbvb', netns = a, peer_netns = b })
+      for _, e in ipairs { { 'qlbva', a, A_ADDR }, { 'qlbvb', b, B_ADDR } } do
+        local o = { netns = e[2] }
+        assert(link.offloads(e[1], { tso = c[2], gso = c[2], gro = c[2] }, o))
+        assert(link.set(e[1], { up = true, mtu_bytes = mtu, netns = e[2] }))
+        assert(link.addr_add(e[1], e[3] .. '/24', o))
+      end
+      label = string.format('veth offloads=%s mtu=%d', c[2], mtu)
     end
-    label = 'veth offloads=' .. tostring(c[2])
+    local res = run(a, b, {})
+    local mbps = res.received.bits_per_second / 1e6
+    if not l then veth[c[2]] = mbps end
+    rows[#rows + 1] = string.format('%-30s %16.1f %16d %10s', label, mbps,
+      res.sent.retransmits or 0, l and string.format('%.2f', mbps / veth[c[2]]) or '')
+    if l then
+      local st = l:stats()
+      assert(not st.failed, st.failed)
+      l:close()
+    end
   end
-  local res = run(a, b, {})
-  print(string.format('%-24s %16.1f %16d', label, res.received.bits_per_second / 1e6,
-    res.sent.retransmits or 0))
-  if l then
-    local st = l:stats()
-    assert(not st.failed, st.failed)
-    l:close()
+  for _, r in ipairs(rows) do print(r) end
+end
+end
+
+if want('delay') then
+print()
+print(string.format('%-34s %8s %9s %9s %8s %8s %8s %6s', 'link, 50 ms forward delay',
+  'samples', 'late_p99', 'late_max', 'add_p50', 'add_p99', 'add_max', 'drops'))
+print(string.format('%-34s %8s %9s %9s %8s %8s %8s', '', '', 'ms', 'ms', 'ms', 'ms', 'ms'))
+for _, rt in ipairs { false, true } do
+  for _, rate in ipairs { 10e6, 50e6 } do
+    local a, b, _ <close> = pair()
+    local l <close> = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR,
+      b_addr = B_ADDR, realtime = rt })
+    local srv <close> = assert(traffic.server { port = 0, netns = b })
+    -- the path's own RTT without delay, idle
+    local idle = assert(latency.probe { host = B_ADDR, port = srv:port(), netns = a,
+      interval_ms = 5, duration_s = 1 })
+    l:set('forward', { delay_ms = 50 })
+    local res = assert(traffic.run { host = B_ADDR, port = srv:port(), netns = a, proto = 'udp',
+      bitrate_bps = rate, length_bytes = 1200, duration_s = dur, interval_s = 1,
+      probe = { proto = 'udp', interval_ms = 5 } })
+    local f = l:stats().forward
+    local lat = res.latency
+    local base = idle.rtt_ms.p50
+    print(string.format('%-34s %8d %9.3f %9.3f %8.3f %8.3f %8.3f %6d',
+      string.format('UDP %.0f Mbit/s %s', rate / 1e6, rt and 'realtime' or 'ordinary'),
+      f.lateness_samples, f.lateness_p99_ms, f.lateness_max_ms,
+      lat.rtt_ms.p50 - 50 - base, lat.rtt_ms.p99 - 50 - base, lat.rtt_ms.max - 50 - base, f.drops))
+    print(string.format('%-34s probe samples %d, idle RTT p50 %.3f ms, realtime senders: %s',
+      '', lat.samples, base, tostring(f.sender_realtime)))
+  end
+end
+end
+
+-- A 5 s queue filled at up to 1 Gbit/s: the backlog the link held at the
+-- end of the load and this process's resident memory then (VmRSS, the
+-- engine's own buffers included), against the default budget.
+local function rss_bytes()
+  for line in io.lines('/proc/self/status') do
+    local kb = line:match('^VmRSS:%s+(%d+) kB')
+    if kb then return tonumber(kb) * 1024 end
   end
 end
 
+if want('queue') then
 print()
-print(string.format('%-30s %10s %12s %12s %12s %10s', 'link, 50 ms forward delay', 'samples',
-  'late_p99_ms', 'late_max_ms', 'qdelay_ms', 'drops'))
-for _, rate in ipairs { 10e6, 50e6 } do
+print(string.format('%-34s %14s %14s %12s %12s %10s', 'link, 5000 ms delay, 1 Gbit/s UDP',
+  'backlog_pkts', 'backlog_MB', 'rss_MB', 'rss0_MB', 'mem_drops'))
+do
+  local timer = require 'qoslab.timer'
   local a, b, _ <close> = pair()
   local l <close> = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR,
-    b_addr = B_ADDR, forward = { delay_ms = 50 } })
-  run(a, b, { proto = 'udp', bitrate_bps = rate, length_bytes = 1200 })
+    b_addr = B_ADDR, forward = { limit_packets = 416667 } })
+  local srv <close> = assert(traffic.server { port = 0, netns = b })
+  local rss0 = rss_bytes()
+  local t = assert(traffic.start { host = B_ADDR, port = srv:port(), netns = a, proto = 'udp',
+    bitrate_bps = 1e9, length_bytes = 1472, window_bytes = 8388608, duration_s = 4, interval_s = 1 })
+  -- the delay once the datagrams flow (the test's setup would take 5 s a
+  -- round trip); then 4 s of them queue
+  while not (t:setup() and t:setup().start_time_unix_s) do timer.sleep(0.01) end
+  l:set('forward', { delay_ms = 5000, limit_packets = 416667 })
+  timer.sleep(4)
   local f = l:stats().forward
-  print(string.format('%-30s %10d %12.3f %12.3f %12.3f %10d',
-    string.format('UDP %.0f Mbit/s, 1200 B', rate / 1e6), f.lateness_samples, f.lateness_p99_ms,
-    f.lateness_max_ms, f.queue_delay_mean_ms, f.drops))
+  local rss = rss_bytes()
+  print(string.format('%-34s %14d %14.1f %12.1f %12.1f %10d', 'UDP 1472 B, 4 s offered',
+    f.backlog_packets, f.backlog_bytes / 1e6, rss / 1e6, rss0 / 1e6, f.drops_by_reason.memory))
+  t:wait()
+end
 end

@@ -21,9 +21,9 @@ for b in "$@"; do
     echo "===== $b"
     # the native impairment link and the ceiling benchmark run on this host
     # (no netem needed; the guest has no TUN device, and the ceiling is the
-    # host's own)
+    # host's own); link_vs_netem.lua starts its own guest
     where=
-    case "$b" in bench/impair_link.lua|bench/ceiling.lua) where=--host ;; esac
+    case "$b" in bench/impair_link.lua|bench/ceiling.lua|bench/link_vs_netem.lua) where=--host ;; esac
     "${LUA:-lua5.4}" bin/qoslab run $where "$b" || rc=1
 done
 exit $rc

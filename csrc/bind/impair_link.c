@@ -30,7 +30,7 @@ typedef struct llink {
 
 static const char *const opt_keys[] = {
 	"a_netns", "b_netns", "a_addr", "b_addr", "a_ifname", "b_ifname", "mtu_bytes",
-	"forward", "reverse", "memory_bytes", "seed", "gso", NULL,
+	"forward", "reverse", "memory_bytes", "seed", "gso", "realtime", NULL,
 };
 static const char *const directions[] = { "forward", "reverse", NULL };
 
@@ -97,6 +97,8 @@ static int l_impair_link(lua_State *L)
 	if (qlb_opt_integer(L, 1, CTX, "opts", "seed", 0, INT64_MAX, &iv))
 		o.seed = (uint64_t)iv;
 	qlb_opt_boolean(L, 1, CTX, "opts", "gso", &o.gso);
+	o.realtime = 0;
+	qlb_opt_boolean(L, 1, CTX, "opts", "realtime", &o.realtime);
 	ql_netem_spec fwd, rev;
 	read_dir_spec(L, 1, "forward", &fwd);
 	read_dir_spec(L, 1, "reverse", &rev);
@@ -146,9 +148,38 @@ static void set_ms(lua_State *L, const char *key, int64_t ns)
 	qlb_set_number(L, key, (double)ns / 1e6);
 }
 
+static const char *const proto_names[QL_IPPKT_NPROTOS] = { "tcp", "udp", "icmp", "other" };
+
+static void push_drops_by_reason(lua_State *L, const uint64_t *drops)
+{
+	lua_createtable(L, 0, 3);
+	qlb_set_integer(L, "loss", (lua_Integer)drops[QL_IMPAIR_DROP_LOSS]);
+	qlb_set_integer(L, "limit", (lua_Integer)drops[QL_IMPAIR_DROP_LIMIT]);
+	qlb_set_integer(L, "memory", (lua_Integer)drops[QL_IMPAIR_DROP_MEMORY]);
+	lua_setfield(L, -2, "drops_by_reason");
+}
+
+static void push_by_protocol(lua_State *L, const ql_tunlink_stats *st)
+{
+	lua_createtable(L, 0, QL_IPPKT_NPROTOS);
+	for (int i = 0; i < QL_IPPKT_NPROTOS; i++) {
+		const ql_tunlink_proto_stats *ps = &st->proto[i];
+		lua_createtable(L, 0, 4);
+		qlb_set_integer(L, "arrived_packets", (lua_Integer)ps->arrived_packets);
+		uint64_t drops = 0;
+		for (int r = 1; r < QL_IMPAIR_DROP_NREASONS; r++)
+			drops += ps->drops[r];
+		qlb_set_integer(L, "drops", (lua_Integer)drops);
+		push_drops_by_reason(L, ps->drops);
+		qlb_set_integer(L, "loss_bursts", (lua_Integer)ps->loss_bursts);
+		lua_setfield(L, -2, proto_names[i]);
+	}
+	lua_setfield(L, -2, "by_protocol");
+}
+
 static void push_dir_stats(lua_State *L, const ql_tunlink_stats *st)
 {
-	lua_createtable(L, 0, 20);
+	lua_createtable(L, 0, 24);
 	qlb_set_integer(L, "packets", (lua_Integer)st->forwarded_packets);
 	qlb_set_integer(L, "bytes", (lua_Integer)st->forwarded_bytes);
 	qlb_set_integer(L, "arrived_packets", (lua_Integer)st->arrived_packets);
@@ -157,11 +188,9 @@ static void push_dir_stats(lua_State *L, const ql_tunlink_stats *st)
 	for (int i = 1; i < QL_IMPAIR_DROP_NREASONS; i++)
 		drops += st->drops[i];
 	qlb_set_integer(L, "drops", (lua_Integer)drops);
-	lua_createtable(L, 0, 3);
-	qlb_set_integer(L, "loss", (lua_Integer)st->drops[QL_IMPAIR_DROP_LOSS]);
-	qlb_set_integer(L, "limit", (lua_Integer)st->drops[QL_IMPAIR_DROP_LIMIT]);
-	qlb_set_integer(L, "memory", (lua_Integer)st->drops[QL_IMPAIR_DROP_MEMORY]);
-	lua_setfield(L, -2, "drops_by_reason");
+	push_drops_by_reason(L, st->drops);
+	push_by_protocol(L, st);
+	qlb_set_integer(L, "loss_bursts", (lua_Integer)st->loss_bursts);
 	qlb_set_integer(L, "duplicated_packets", (lua_Integer)st->duplicated);
 	qlb_set_integer(L, "reordered_packets", (lua_Integer)st->reordered);
 	qlb_set_integer(L, "corrupted_packets", (lua_Integer)st->corrupted);
@@ -174,6 +203,13 @@ static void push_dir_stats(lua_State *L, const ql_tunlink_stats *st)
 	set_ms(L, "lateness_p99_ms", st->lateness_p99_ns);
 	set_ms(L, "lateness_max_ms", st->lateness_max_ns);
 	qlb_set_integer(L, "lateness_samples", (lua_Integer)st->lateness_samples);
+	qlb_set_boolean(L, "sender_realtime", st->sender_realtime);
+	if (st->over_budget) {
+		qlb_set_string(L, "over_budget", st->over_budget_err.msg);
+		qlb_set_string(L, "over_budget_code", st->over_budget_err.code);
+	} else {
+		qlb_set_boolean(L, "over_budget", 0);
+	}
 }
 
 static int l_stats(lua_State *L)

@@ -128,7 +128,8 @@ M.info = core.link_info
 --
 -- Memory is bounded: a direction queues at most `memory_bytes` (packet data
 -- plus a record of 40 bytes each); beyond that packets drop with reason
--- `memory`. A thread that fails (a read or write error other than EAGAIN/EINTR,
+-- `memory` (never forwarded early) and `stats()` says so in `over_budget`
+-- (code `ENOBUFS`). A thread that fails (a read or write error other than EAGAIN/EINTR,
 -- e.g. a device deleted under the link) stops the whole link: it forwards
 -- nothing any more, and `stats().failed` and `:failed()` say why (code
 -- `ELINKFAILED`). A packet the kernel refuses back (a corrupted header that no
@@ -139,7 +140,7 @@ M.info = core.link_info
 -- @tparam table opts
 --   `{a_netns = NS, b_netns = NS, a_addr = ADDR, b_addr = ADDR, a_ifname =,
 --   b_ifname =, mtu_bytes =, memory_bytes =, forward = spec, reverse = spec,
---   seed =, gso =}`:
+--   seed =, gso =, realtime =}`:
 --
 -- * `a_netns`, `b_netns` (strings, required, different): the namespaces, which
 --   must exist;
@@ -147,8 +148,9 @@ M.info = core.link_info
 --   different (no IPv6 on the link yet);
 -- * `a_ifname`, `b_ifname` (default `"qltun-a"`, `"qltun-b"`): the devices' names;
 -- * `mtu_bytes` (integer 68..65535, default 1500): both devices' MTU;
--- * `memory_bytes` (integer >= 1, default 625000000, 1 Gbit/s for 5 s): each
---   direction's queue budget;
+-- * `memory_bytes` (integer >= 1, default 641667180: 1 Gbit/s for 5 s in
+--   1500-byte packets with their 40-byte records): each direction's queue
+--   budget, a cap (memory is taken as packets queue, given back as they go);
 -- * `forward` (a -> b) and `reverse` (b -> a): qoslab.netem specs (default `{}`:
 --   no impairment but netem's default `limit_packets` of 1000);
 -- * `seed` (integer >= 0): the models' random seed unless a spec has `seed`
@@ -157,7 +159,16 @@ M.info = core.link_info
 --   to 64 KiB, IFF_VNET_HDR) cross whole. Each is one packet to the model
 --   (one loss, one `limit_packets` slot), as kernel netem sees them on a
 --   device with offloads on; several times the throughput. Off, every packet
---   is at most `mtu_bytes`, as netem with offloads off.
+--   is at most `mtu_bytes`, as netem with offloads off;
+-- * `realtime` (boolean, default false): run both senders SCHED_FIFO at the
+--   lowest real-time priority where the process may (root, CAP_SYS_NICE or
+--   RLIMIT_RTPRIO; silently ordinary otherwise, `stats().forward.sender_realtime`
+--   says which), so a due packet is not kept waiting behind the host's other
+--   threads: on a loaded host it keeps the senders' lateness p99 near 0.13 ms
+--   where ordinary threads reach milliseconds, but it costs about half the
+--   zero-delay TCP throughput on two cores (bench/RESULTS.md). Either way each
+--   sender sleeps until 60 µs before a packet's time and waits out the rest
+--   on the CPU.
 -- @treturn qoslab.ImpairLink a to-be-closed handle (`local l <close> = ...`)
 -- @return or nil, message, code: "ENOENT" (no such namespace), "EBUSY" (a
 --   device name taken in its namespace), "EPERM" (needs root), "ENOMEM"
@@ -194,7 +205,13 @@ end
 --   queue_delay_mean_ms =, queue_delay_max_ms = (time from arrival to the
 --   write, forwarded packets), lateness_p99_ms =, lateness_max_ms = (how late
 --   the sender woke for a packet it slept for, the timer's error; 1 µs
---   resolution to 2 ms), lateness_samples = (those wake-ups)}`
+--   resolution to 2 ms), lateness_samples = (those wake-ups), loss_bursts =
+--   (runs of consecutive arrivals the loss model took), by_protocol = {tcp =
+--   P, udp = P, icmp = P, other = P}, sender_realtime = bool, over_budget =
+--   false|message, over_budget_code = "ENOBUFS"|nil}`, and P a transport's
+--   share: `{arrived_packets =, drops =, drops_by_reason = {loss =, limit =,
+--   memory =}, loss_bursts =}` (so a test counts its own protocol's drops
+--   apart from a control connection's; manual/results.md, "Link counters")
 -- @raise when the link is closed
 -- @usage print(l:stats().forward.drops_by_reason.loss)
 

@@ -169,6 +169,29 @@ TEST(ippkt_ecn_ipv6_and_other)
 	CHECK_EQ_INT(junk[0], 0x51);
 }
 
+TEST(ippkt_proto_classes)
+{
+	unsigned char h[40];
+	ipv4(h, 0);  /* protocol 17 */
+	CHECK_EQ_INT(ql_ippkt_proto(h, 20), QL_IPPKT_UDP);
+	h[9] = 6;
+	CHECK_EQ_INT(ql_ippkt_proto(h, 20), QL_IPPKT_TCP);
+	h[9] = 1;
+	CHECK_EQ_INT(ql_ippkt_proto(h, 20), QL_IPPKT_ICMP);
+	h[9] = 47;
+	CHECK_EQ_INT(ql_ippkt_proto(h, 20), QL_IPPKT_OTHER);
+	CHECK_EQ_INT(ql_ippkt_proto(h, 19), QL_IPPKT_OTHER);
+	memset(h, 0, sizeof h);
+	h[0] = 0x60;
+	h[6] = 17;
+	CHECK_EQ_INT(ql_ippkt_proto(h, 40), QL_IPPKT_UDP);
+	h[6] = 58;
+	CHECK_EQ_INT(ql_ippkt_proto(h, 40), QL_IPPKT_ICMP);
+	h[6] = 0;  /* hop-by-hop options: not looked behind */
+	CHECK_EQ_INT(ql_ippkt_proto(h, 40), QL_IPPKT_OTHER);
+	CHECK_EQ_INT(ql_ippkt_proto(h, 39), QL_IPPKT_OTHER);
+}
+
 int main(void)
 {
 	RUN(pktq_time_order_and_ties);
@@ -176,5 +199,6 @@ int main(void)
 	RUN(pktq_many_random);
 	RUN(ippkt_ecn_ipv4);
 	RUN(ippkt_ecn_ipv6_and_other);
+	RUN(ippkt_proto_classes);
 	return ctest_done();
 }

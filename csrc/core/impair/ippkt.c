@@ -18,6 +18,28 @@ int ql_ippkt_ecn_capable(const unsigned char *p, size_t len)
 	return ecn == 1 || ecn == 2;
 }
 
+int ql_ippkt_proto(const unsigned char *p, size_t len)
+{
+	int proto;
+	if (len >= 20 && (p[0] >> 4) == 4)
+		proto = p[9];
+	else if (len >= 40 && (p[0] >> 4) == 6)
+		proto = p[6];
+	else
+		return QL_IPPKT_OTHER;
+	switch (proto) {
+	case 6:
+		return QL_IPPKT_TCP;
+	case 17:
+		return QL_IPPKT_UDP;
+	case 1:
+	case 58:
+		return QL_IPPKT_ICMP;
+	default:
+		return QL_IPPKT_OTHER;
+	}
+}
+
 int ql_ippkt_set_ce(unsigned char *p, size_t len)
 {
 	int ecn = ql_ippkt_ecn(p, len);

@@ -23,7 +23,8 @@ typedef struct ql_pkt {
 } ql_pkt;
 
 /* What a queued packet costs against the budget (data and record). */
-#define QL_PKT_COST(len) ((uint64_t)(len) + sizeof(ql_pkt))
+#define QL_PKT_RECORD_BYTES sizeof(ql_pkt)
+#define QL_PKT_COST(len) ((uint64_t)(len) + QL_PKT_RECORD_BYTES)
 
 typedef struct ql_pktq {
 	ql_pkt **heap;

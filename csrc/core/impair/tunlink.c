@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -25,6 +26,10 @@
 #define LATE_BUCKETS 2048
 /* A read buffer takes the largest IP packet a TUN can hand over. */
 #define READ_BUF_BYTES 65536
+/* The sender sleeps until this long before a packet's time, then waits
+ * out the rest on the CPU: a wake-up's own latency (the timer and the
+ * scheduler, tens of µs even when idle) falls inside the margin. */
+#define SPIN_MARGIN_NS 60000
 
 typedef struct dir {
 	struct ql_tunlink *link;
@@ -43,6 +48,11 @@ typedef struct dir {
 	/* the link's own counters (the model keeps the rest) */
 	uint64_t forwarded_packets, forwarded_bytes;
 	uint64_t memory_drops, rejected_packets;
+	ql_err over_budget;               /* set at the first memory drop */
+	ql_tunlink_proto_stats proto[QL_IPPKT_NPROTOS];
+	int in_burst[QL_IPPKT_NPROTOS];   /* the class's last arrival was lost */
+	uint64_t loss_bursts;
+	int dir_in_burst;                 /* the last arrival was lost */
 	int64_t delay_sum_ns, delay_max_ns;
 	int64_t late_max_ns;
 	uint64_t late_n;
@@ -57,6 +67,8 @@ struct ql_tunlink {
 	int a_fd, b_fd;
 	int stop_fd;                       /* eventfd: readers leave poll */
 	atomic_int stop;
+	int realtime;                      /* asked for SCHED_FIFO senders */
+	atomic_int senders_realtime;       /* senders that got it */
 	pthread_mutex_t fail_mu;
 	int failed;
 	ql_err failure;
@@ -110,17 +122,30 @@ static void thread_setup(void)
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
-/* Queue one copy of the packet; d->mu held. */
-static void queue_copy(dir *d, const unsigned char *buf, size_t len, const ql_impair_verdict *v,
-		       int64_t now, int *wake)
+/* A packet the budget (or malloc) refused: dropped, never forwarded early,
+ * and said once per direction (ql_tunlink_stats.over_budget). */
+static void memory_drop(dir *d, int cls)
+{
+	if (!d->memory_drops)
+		ql_err_set(&d->over_budget, ENOBUFS, "ENOBUFS",
+			   "impairment link %s -> %s: its queue reached memory_bytes (%llu bytes for %zu packets): "
+			   "packets over it are dropped (reason memory): raise memory_bytes or lower limit_packets",
+			   d->in_name, d->out_name, (unsigned long long)d->budget_bytes, ql_pktq_len(&d->q));
+	d->memory_drops++;
+	d->proto[cls].drops[QL_IMPAIR_DROP_MEMORY]++;
+}
+
+/* Queue one copy of the packet of class cls; d->mu held. */
+static void queue_copy(dir *d, const unsigned char *buf, size_t len, int cls,
+		       const ql_impair_verdict *v, int64_t now, int *wake)
 {
 	if (d->q.cost_bytes + QL_PKT_COST(len) > d->budget_bytes) {
-		d->memory_drops++;
+		memory_drop(d, cls);
 		return;
 	}
 	ql_pkt *p = ql_pkt_new(buf, len);
 	if (!p) {
-		d->memory_drops++;
+		memory_drop(d, cls);
 		return;
 	}
 	p->enq_ns = now;
@@ -129,7 +154,7 @@ static void queue_copy(dir *d, const unsigned char *buf, size_t len, const ql_im
 	int first = 0;
 	if (ql_pktq_push(&d->q, p, &first) < 0) {
 		free(p);
-		d->memory_drops++;
+		memory_drop(d, cls);
 		return;
 	}
 	if (!v->to_head)
@@ -177,11 +202,27 @@ static void *reader_main(void *arg)
 		unsigned char *ip = buf + d->hdr;
 		int64_t now = mono_ns();
 		int ecn_capable = ql_ippkt_ecn_capable(ip, ip_len);
+		int cls = ql_ippkt_proto(ip, ip_len);
 		ql_impair_verdict v;
 		int wake = 0;
 		pthread_mutex_lock(&d->mu);
+		const ql_impair_counters *mc = ql_impair_counters_get(d->model);
+		uint64_t lost0 = mc->drops[QL_IMPAIR_DROP_LOSS];
 		ql_impair_enqueue(d->model, ip_len, ecn_capable, now, (uint32_t)ql_pktq_len(&d->q),
 				  ql_pktq_len(&d->q) ? d->last_tts_ns : 0, &v);
+		ql_tunlink_proto_stats *ps = &d->proto[cls];
+		ps->arrived_packets++;
+		/* a duplicated packet may lose one copy: the model's count */
+		ps->drops[QL_IMPAIR_DROP_LOSS] += mc->drops[QL_IMPAIR_DROP_LOSS] - lost0;
+		if (v.drop == QL_IMPAIR_DROP_LIMIT)
+			ps->drops[QL_IMPAIR_DROP_LIMIT]++;
+		int lost = v.copies == 0 && v.drop == QL_IMPAIR_DROP_LOSS;
+		if (lost && !d->in_burst[cls])
+			ps->loss_bursts++;
+		d->in_burst[cls] = lost;
+		if (lost && !d->dir_in_burst)
+			d->loss_bursts++;
+		d->dir_in_burst = lost;
 		if (v.copies > 0) {
 			if (v.ce_mark)
 				ql_ippkt_set_ce(ip, ip_len);
@@ -189,9 +230,9 @@ static void *reader_main(void *arg)
 				memcpy(copy, buf, len);
 			if (v.corrupt)
 				ql_ippkt_flip(ip, ip_len, v.corrupt_byte, v.corrupt_bit);
-			queue_copy(d, buf, len, &v, now, &wake);
+			queue_copy(d, buf, len, cls, &v, now, &wake);
 			for (int i = 1; i < v.copies; i++)
-				queue_copy(d, copy, len, &v, now, &wake);
+				queue_copy(d, copy, len, cls, &v, now, &wake);
 		}
 		if (wake)
 			pthread_cond_signal(&d->cv);
@@ -213,11 +254,34 @@ static void note_lateness(dir *d, int64_t late_ns)
 		d->late_max_ns = late_ns;
 }
 
+/* SCHED_FIFO at the lowest real-time priority: a sender whose packet is
+ * due preempts the host's ordinary threads at once instead of waiting its
+ * turn (milliseconds on a loaded host). Kept only where the process may
+ * (CAP_SYS_NICE or RLIMIT_RTPRIO); the kernel's real-time throttling
+ * (sched_rt_runtime_us) leaves the others their share if it ever spins. */
+static void sender_priority(ql_tunlink *l)
+{
+	if (!l->realtime)
+		return;
+	struct sched_param sp = { .sched_priority = sched_get_priority_min(SCHED_FIFO) };
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+		atomic_fetch_add(&l->senders_realtime, 1);
+}
+
+/* Wait on the CPU until at (CLOCK_MONOTONIC ns), for the last
+ * SPIN_MARGIN_NS at most; d->mu not held. */
+static void spin_until(int64_t at)
+{
+	while (mono_ns() < at)
+		;
+}
+
 static void *sender_main(void *arg)
 {
 	dir *d = arg;
 	ql_tunlink *l = d->link;
 	thread_setup();
+	sender_priority(l);
 	/* the packet the sender slept for: only its wake-up measures the
 	 * timer (a packet already due when seen waited behind others, which
 	 * its queue delay shows) */
@@ -231,21 +295,35 @@ static void *sender_main(void *arg)
 		}
 		int64_t now = mono_ns();
 		int64_t at = p->at_head ? now : ql_impair_dequeue_at(d->model, p->len - d->hdr, p->tts_ns, now);
-		if (now < at) {
-			struct timespec ts = { .tv_sec = at / 1000000000, .tv_nsec = at % 1000000000 };
+		if (now < at - SPIN_MARGIN_NS) {
+			int64_t wake = at - SPIN_MARGIN_NS;
+			struct timespec ts = { .tv_sec = wake / 1000000000, .tv_nsec = wake % 1000000000 };
 			slept_for = p;
 			/* woken early by a packet that became first, or by stop */
 			pthread_cond_timedwait(&d->cv, &d->mu, &ts);
 			continue;
 		}
+		if (now < at) {
+			/* inside the margin: the rest on the CPU, the lock free for
+			 * the reader; a packet that became first meanwhile (sooner
+			 * than this one) is looked at again */
+			pthread_mutex_unlock(&d->mu);
+			spin_until(at);
+			pthread_mutex_lock(&d->mu);
+			if (ql_pktq_peek(&d->q) != p)
+				continue;
+			if (!slept_for)
+				slept_for = p;
+		}
 		ql_pktq_pop(&d->q);
-		if (p == slept_for)
-			note_lateness(d, now - at);
+		int timed = p == slept_for;
 		slept_for = NULL;
 		if (!ql_pktq_len(&d->q))
 			d->last_tts_ns = 0;
 		pthread_mutex_unlock(&d->mu);
 
+		/* lateness as the packet goes: the lock and the pop included */
+		int64_t late = mono_ns() - at;
 		ssize_t w;
 		do
 			w = write(d->out_fd, p->data, p->len);
@@ -254,6 +332,8 @@ static void *sender_main(void *arg)
 		int64_t sent = mono_ns();
 
 		pthread_mutex_lock(&d->mu);
+		if (timed)
+			note_lateness(d, late);
 		if (w >= 0) {
 			d->forwarded_packets++;
 			d->forwarded_bytes += p->len - d->hdr;
@@ -354,6 +434,7 @@ int ql_tunlink_open(const ql_tunlink_opts *o, ql_tunlink **out, ql_err *e)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory for the link");
 	l->a_fd = l->b_fd = -1;
 	pthread_mutex_init(&l->fail_mu, NULL);
+	l->realtime = o->realtime;
 	snprintf(l->a_ifname, sizeof l->a_ifname, "%s", o->a_ifname);
 	snprintf(l->b_ifname, sizeof l->b_ifname, "%s", o->b_ifname);
 	for (int i = 0; i < 2; i++) {
@@ -429,6 +510,11 @@ void ql_tunlink_stats_get(ql_tunlink *l, int dir_idx, ql_tunlink_stats *st)
 	for (int i = 0; i < QL_IMPAIR_DROP_NREASONS; i++)
 		st->drops[i] = c->drops[i];
 	st->drops[QL_IMPAIR_DROP_MEMORY] += d->memory_drops;
+	memcpy(st->proto, d->proto, sizeof st->proto);
+	st->loss_bursts = d->loss_bursts;
+	st->over_budget = d->memory_drops > 0;
+	if (st->over_budget)
+		st->over_budget_err = d->over_budget;
 	st->duplicated = c->duplicated;
 	st->reordered = c->reordered;
 	st->corrupted = c->corrupted;
@@ -455,6 +541,7 @@ void ql_tunlink_stats_get(ql_tunlink *l, int dir_idx, ql_tunlink_stats *st)
 			}
 		}
 	}
+	st->sender_realtime = atomic_load(&l->senders_realtime) >= 2;
 	pthread_mutex_unlock(&d->mu);
 }
 

@@ -3,9 +3,11 @@
  * device in each and four threads in this process. Per direction a reader
  * takes packets from one TUN, asks the impairment model (impair.h) what
  * sch_netem would do with each, and queues them by time to send (pktq.h);
- * a sender waits for the first one's time and writes it into the other TUN.
+ * a sender waits for the first one's time and writes it into the other TUN
+ * (it sleeps until shortly before and waits out the rest on the CPU, at a
+ * real-time priority where the process may have one).
  * Forward = a -> b (read from a's device, written to b's), reverse = b -> a.
- * Stands on impair.h, pktq.h and tun.h; Lua-free.
+ * Stands on impair.h, ippkt.h, pktq.h and tun.h; Lua-free.
  *
  * Faults are loud: a read or write that fails (other than EAGAIN/EINTR, or a
  * packet the kernel refuses to take back) stops every thread of the link
@@ -22,11 +24,14 @@
 #include "../err.h"
 #include "../netem.h"
 #include "impair.h"
+#include "ippkt.h"
+#include "pktq.h"
 
 enum { QL_TUNLINK_FORWARD = 0, QL_TUNLINK_REVERSE = 1 };
 
-/* 1 Gbit/s for 5 s. */
-#define QL_TUNLINK_MEMORY_DEFAULT (625ull * 1000 * 1000)
+/* 1 Gbit/s for 5 s in 1500-byte packets, their records included:
+ * 416,667 packets of QL_PKT_COST(1500) = 1540 bytes, 641.7 MB. */
+#define QL_TUNLINK_MEMORY_DEFAULT (416667ull * (1500 + QL_PKT_RECORD_BYTES))
 #define QL_TUNLINK_MTU_DEFAULT 1500u
 /* The devices' default names (QL_TUN_PREFIX, tun.h, in front). */
 #define QL_TUNLINK_A_IFNAME "qltun-a"
@@ -44,7 +49,22 @@ typedef struct ql_tunlink_opts {
 	 * to the model, as kernel netem sees them on a device with offloads
 	 * on; 0: every packet at most mtu_bytes, as with offloads off. */
 	int gso;
+	/* 1: run both senders SCHED_FIFO (lowest real-time priority) where
+	 * the process may (a tighter delay, at about half the zero-delay
+	 * throughput on two cores); 0: ordinary threads. */
+	int realtime;
 } ql_tunlink_opts;
+
+/* One transport class's share of a direction's arrivals and drops
+ * (enum ql_ippkt_proto): so a test compares its own protocol's losses,
+ * not those of a control connection crossing beside it. */
+typedef struct ql_tunlink_proto_stats {
+	uint64_t arrived_packets;
+	uint64_t drops[QL_IMPAIR_DROP_NREASONS];
+	/* runs of consecutive arrivals of the class that the loss model
+	 * took whole (mean burst length = loss drops / loss_bursts) */
+	uint64_t loss_bursts;
+} ql_tunlink_proto_stats;
 
 /* One direction's counters. */
 typedef struct ql_tunlink_stats {
@@ -59,6 +79,13 @@ typedef struct ql_tunlink_stats {
 	 * error; packets already due when seen are not samples) */
 	int64_t lateness_p99_ns, lateness_max_ns;
 	uint64_t lateness_samples;
+	ql_tunlink_proto_stats proto[QL_IPPKT_NPROTOS];
+	uint64_t loss_bursts;        /* as the classes', over all arrivals */
+	/* 1 once a packet was dropped for the memory budget, the reason in
+	 * over_budget_err (code ENOBUFS) */
+	int over_budget;
+	ql_err over_budget_err;
+	int sender_realtime;         /* both senders got SCHED_FIFO */
 } ql_tunlink_stats;
 
 typedef struct ql_tunlink ql_tunlink;
