@@ -465,8 +465,11 @@ end
 -- "link"}`, the qdisc fields (`qlen_packets` = the link's backlog,
 -- `overlimits`, `requeues` 0) and `drops_by_reason = {loss =, limit =, memory =}`,
 -- `duplicated_packets`, `reordered_packets`, `corrupted_packets`,
--- `ce_marked_packets`, `queue_delay_mean_ms`, `queue_delay_max_ms`, `failed`
--- (false, or why the link stopped: see `qoslab.link.impair_link`).
+-- `ce_marked_packets`, `queue_delay_mean_ms`, `queue_delay_max_ms`,
+-- `loss_bursts`, `by_protocol` (each transport's arrivals and drops),
+-- `over_budget` (false, or the memory budget's message, with
+-- `over_budget_code`), `failed` (false, or why the link stopped, with
+-- `failed_code`: see `qoslab.link.impair_link` and the results manual).
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
 -- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
 --   namespace of the testbed was deleted behind its back, "ENODEV" when a
@@ -493,7 +496,10 @@ function TB:stats()
         drops_by_reason = d.drops_by_reason, duplicated_packets = d.duplicated_packets,
         reordered_packets = d.reordered_packets, corrupted_packets = d.corrupted_packets,
         ce_marked_packets = d.ce_marked_packets, queue_delay_mean_ms = d.queue_delay_mean_ms,
-        queue_delay_max_ms = d.queue_delay_max_ms, failed = st.failed }
+        queue_delay_max_ms = d.queue_delay_max_ms, loss_bursts = d.loss_bursts,
+        by_protocol = d.by_protocol, over_budget = d.over_budget,
+        over_budget_code = d.over_budget_code, failed = st.failed,
+        failed_code = st.failed_code }
     end
   end
   return { client = c, server = s }

@@ -10,6 +10,7 @@
 local testbed = require 'qoslab.testbed'
 local cjson = require 'cjson'
 local H = require 'integration.traffic_helper'
+local traffic = require 'qoslab.traffic'
 
 local here_backend = testbed.kernel_has_netem() and 'netem' or 'link'
 local sanitized = (os.getenv('QOSLAB_BUILD') or ''):match('^build%-%a*san$')
@@ -44,6 +45,25 @@ describe('qoslab.testbed backend "auto" (root)', function()
     assert.equal(12385, tb:get().client.impair.limit_packets)
     assert.is_true(tb:impair {})
     assert.is_true(rtt_min_ms(tb) < 50)
+  end)
+
+  it('tb:stats() carries the link\'s per-transport counts: UDP loss equals the engine\'s', function()
+    if here_backend ~= 'link' then return pending('the kernel has netem: auto takes it') end
+    local tb = assert(testbed { rate_bps = 1e9 })
+    finally(function() tb:close() end)
+    local srv = assert(traffic.server { netns = tb.server_netns })
+    finally(function() srv:close() end)
+    assert.is_true(tb:impair { loss_pct = 10 })
+    local res = assert(traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'udp',
+      bitrate_bps = 10e6, length_bytes = 1000, duration_s = 1, omit_s = 0 })
+    local link
+    for _, q in ipairs(assert(tb:stats()).client) do if q.kind == 'link' then link = q end end
+    assert.is_table(link)
+    assert.is_false(link.over_budget)
+    local udp = link.by_protocol.udp
+    assert.is_true(udp.arrived_packets >= res.received.packets)
+    assert.is_true(udp.drops_by_reason.loss > 0)
+    assert.equal(res.received.lost_packets, udp.drops_by_reason.loss)
   end)
 
   it('keeps netem (veth) for a router, which the link cannot join', function()
