@@ -61,13 +61,16 @@ void tcp_send_loop(ql_stream *s)
 	 * write the path blocks (a slow link held one for seconds): it polls
 	 * no longer than until then. */
 	int64_t stop_at = planned_end_ns(t);
-	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req) &&
-	       ql_now_ns() < stop_at) {
+	/* One clock read per write: the one after it returns stamps the
+	 * write's end and serves the next checks (nothing runs between). */
+	int64_t now = ql_now_ns();
+	while (!atomic_load(&t->send_stop) && !atomic_load(&t->stop_req) && now < stop_at) {
 		if (rate && credit == 0) {
-			int64_t now = ql_now_ns(), due;
+			int64_t due;
 			credit = ql_pacer_due(&pacer, now, &due);
 			if (credit == 0) {
 				ql_sleep_until_ns(due < now + 50 * MS ? due : now + 50 * MS, NULL, NULL);
+				now = ql_now_ns();
 				continue;
 			}
 		}
@@ -85,20 +88,22 @@ void tcp_send_loop(ql_stream *s)
 			 * sends the whole reservation (unless the test failed). */
 			if ((!t->limited && atomic_load(&t->send_stop)) || atomic_load(&t->abort_io))
 				break;
-			int64_t left_ns = stop_at - ql_now_ns();
+			int64_t left_ns = stop_at - now;
 			if (left_ns <= 0)
 				break;
 			/* Try first, poll only when the socket is full: one
 			 * syscall per block while the path keeps up. */
 			ssize_t r = send(s->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+			now = ql_now_ns();
 			if (r > 0) {
 				off += (size_t)r;
-				atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
-				atomic_fetch_add_explicit(&s->writes, 1, memory_order_relaxed);
-				s->last_tx_ns = ql_now_ns();
+				ctr_add(&s->bytes, (uint64_t)r);
+				ctr_add(&s->writes, 1);
+				s->last_tx_ns = now;
 			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
 				int64_t w = left_ns < 50 * MS ? left_ns : 50 * MS;
 				wait_io(s->fd, POLLOUT, (int)((w + MS - 1) / MS));
+				now = ql_now_ns();
 			} else if (r < 0) {
 				s->err = errno;
 				goto out;
@@ -141,8 +146,8 @@ void tcp_recv_loop(ql_stream *s)
 	while (!atomic_load(&t->recv_stop) && !atomic_load(&t->stop_req)) {
 		ssize_t r = recv(s->fd, buf, len, MSG_DONTWAIT);
 		if (r > 0) {
-			atomic_fetch_add_explicit(&s->bytes, (uint64_t)r, memory_order_relaxed);
-			atomic_store(&s->last_rx_ns, ql_now_ns());
+			ctr_add(&s->bytes, (uint64_t)r);
+			atomic_store_explicit(&s->last_rx_ns, ql_now_ns(), memory_order_release);
 		} else if (r == 0) {
 			break;
 		} else if (errno == EAGAIN || errno == EINTR) {

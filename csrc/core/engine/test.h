@@ -174,4 +174,13 @@ void default_drain(ql_test *t);
 void live_hold(ql_test *t);
 int fail_io(ql_test *t, int rc, const char *what);
 
+/* Add to a counter whose only writer is the calling stream thread: a
+ * relaxed load and store, no locked read-modify-write on the hot path;
+ * readers still see whole values (the reporter's atomic loads). */
+static inline void ctr_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
+
 #endif
