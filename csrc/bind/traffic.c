@@ -457,6 +457,8 @@ static void push_client_opts(lua_State *L, const ql_client_opts *o)
 		qlb_set_integer(L, "mss_bytes", o->mss_bytes);
 	if (o->tos >= 0)
 		qlb_set_integer(L, "tos", o->tos);
+	if (o->skip_rx_copy > 0)
+		qlb_set_boolean(L, "skip_rx_copy", 1);
 	if (o->tos_per_stream.n) {
 		lua_createtable(L, o->tos_per_stream.n, 0);
 		for (int i = 0; i < o->tos_per_stream.n; i++) {

@@ -120,7 +120,9 @@ M.Result = require('qoslab.traffic.result').Result
 --   `parallel` entries, not with `tos`: stream i of each direction carries
 --   entry i, also the streams a qoslab server sends; a stock iperf3 server
 --   sends its streams unmarked and the result warns),
---   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
+--   `nodelay` (TCP_NODELAY), `skip_rx_copy` (TCP receivers read with MSG_TRUNC: the kernel
+--   counts and drops the data, nothing is copied out; at both ends when the peer is a
+--   qoslab server, else only this end's receivers and the result warns), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the

@@ -80,10 +80,10 @@ describe('qoslab client flags', function()
 
   it('TCP flags, --bidir, -n, --sndbuf/--rcvbuf', function()
     local o = assert(ct.parse_client { 'h', '--bidir', '-n', '1M', '--sndbuf', '1M',
-      '--rcvbuf', '2M', '-C', 'cubic', '-M', '1400', '-N' })
+      '--rcvbuf', '2M', '-C', 'cubic', '-M', '1400', '-N', '--skip-rx-copy' })
     assert.same({ host = 'h', port = 5201, proto = 'tcp', bidir = true, bytes = 1048576,
       sndbuf_bytes = 1048576, rcvbuf_bytes = 2097152, congestion = 'cubic',
-      mss_bytes = 1400, nodelay = true, interval_s = 1 }, o)
+      mss_bytes = 1400, nodelay = true, skip_rx_copy = true, interval_s = 1 }, o)
   end)
 
   it('-k is a UDP datagram count; -i 0 turns reports off', function()

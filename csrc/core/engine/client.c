@@ -39,6 +39,7 @@ void ql_client_opts_init(ql_client_opts *o)
 	o->tos = -1;
 	o->nodelay = -1;
 	o->udp_gso = -1;
+	o->skip_rx_copy = -1;
 	o->udp_drain_s = -1;
 }
 
@@ -487,6 +488,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 		t->udp_batch = o->udp_batch;
 	t->udp_gso = o->udp_gso > 0;
 	t->prm.udp_gso = o->udp_gso > 0;
+	t->prm.skip_rx_copy = o->skip_rx_copy > 0;
 	if (o->connect_timeout_s > 0)
 		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
 	ql_params *p = &t->prm;

@@ -113,6 +113,9 @@ typedef struct ql_client_opts {
 	double connect_timeout_s;    /* 0 = QL_CONNECT_TIMEOUT_DEFAULT_S */
 	int udp_batch;               /* 1..1024, 0 = QL_UDP_BATCH_DEFAULT (32) */
 	int udp_gso;                 /* -1 = not given (off) */
+	/* TCP receivers read with MSG_TRUNC: the kernel counts and drops
+	 * the data, nothing is copied to the engine (both qoslab ends) */
+	int skip_rx_copy;            /* -1 = not given (off) */
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;
 } ql_client_opts;

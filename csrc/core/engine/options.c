@@ -59,6 +59,7 @@ const ql_opt_desc ql_client_opt_desc[] = {
 	{ "tos_per_stream", QL_OPT_TOS_LIST, 0, offsetof(CO, tos_per_stream), 0, 255, 0, 0,
 	  NULL },
 	BOOL_OPT("nodelay", CO, nodelay),
+	BOOL_OPT("skip_rx_copy", CO, skip_rx_copy),
 	U64_OPT("fq_rate_bps", CO, fq_rate_bps, 1, BPS_MAX, 0),
 	STR_OPT("bind_address", CO, bind_address, 0, NULL),
 	STR_OPT("bind_device", CO, bind_device, 0, NULL),
@@ -274,10 +275,10 @@ static int client_rules(const ql_client_opts *o, ql_err *e)
 	if (o->window_bytes && (o->sndbuf_bytes || o->rcvbuf_bytes))
 		return ql_err_usage(e, "opts.window_bytes: sets both buffers; use it or "
 				    "opts.sndbuf_bytes/opts.rcvbuf_bytes, not both");
-	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0))
+	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0 || o->skip_rx_copy >= 0))
 		return ql_err_usage(e, "opts.%s: a TCP option, not valid with proto = \"udp\"",
 				    o->mss_bytes ? "mss_bytes" : o->congestion ? "congestion"
-				    : "nodelay");
+				    : o->nodelay >= 0 ? "nodelay" : "skip_rx_copy");
 	if (!udp && (o->udp_batch || o->udp_gso >= 0 || o->udp_drain_s >= 0))
 		return ql_err_usage(e, "opts.%s: a UDP option, only valid with proto = \"udp\"",
 				    o->udp_batch ? "udp_batch" : o->udp_gso >= 0 ? "udp_gso"

@@ -203,6 +203,8 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 			cJSON_AddNumberToObject(o, "qoslab_udp_gso", 1);
 		if (p->udp_tag)
 			cJSON_AddNumberToObject(o, "qoslab_udp_tag", 1);
+		if (p->skip_rx_copy)
+			cJSON_AddNumberToObject(o, "qoslab_skip_rx_copy", 1);
 		if (p->udp_limit_bytes)
 			cJSON_AddNumberToObject(o, "qoslab_udp_bytes", (double)p->udp_limit_bytes);
 		if (p->nstream_tos > 0) {
@@ -330,6 +332,7 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	NUM("qoslab_interval", 0.1, 3600, p->interval_s = v);
 	NUM("qoslab_udp_gso", 0, 1, p->udp_gso = v != 0);
 	NUM("qoslab_udp_tag", 0, 1, p->udp_tag = v != 0);
+	NUM("qoslab_skip_rx_copy", 0, 1, p->skip_rx_copy = v != 0);
 	NUM("qoslab_udp_bytes", 0, 9.0e18, p->udp_limit_bytes = (uint64_t)v);
 #undef NUM
 	if ((rc = str_key(o, "congestion", p->congestion, sizeof p->congestion, e)) < 0)

@@ -153,6 +153,7 @@ typedef struct ql_params {
 	int64_t rcvbuf_bytes;
 	double udp_drain_s;       /* < 0 = default rule */
 	int udp_gso;              /* GSO on senders, GRO on receivers */
+	int skip_rx_copy;         /* TCP receivers read with MSG_TRUNC */
 	uint64_t udp_limit_bytes; /* UDP byte limit (blockcount is rounded
 	                             up; the last datagram is shortened) */
 	int udp_tag;              /* datagrams carry the test tag (both

@@ -222,6 +222,8 @@ function M.describe_client(cmd)
   cmd:option('-S --tos', 'IP type of service (decimal, 0x hex, 0 octal).')
     :convert(conv('-S', M.parse_tos))
   cmd:flag('-N --no-delay', 'Set TCP_NODELAY.')
+  cmd:flag('--skip-rx-copy',
+    'TCP receivers read with MSG_TRUNC: counted, not copied (receivers at both qoslab ends).')
   cmd:option('-B --bind', 'Local address to bind.')
   cmd:option('--bind-dev', 'Local device to bind (SO_BINDTODEVICE).')
   cmd:option('-T --title', 'Prefix for every output line.')
@@ -263,7 +265,7 @@ function M.client_opts(a)
     mss_bytes = a.set_mss, tos = a.tos, nodelay = a.no_delay or nil,
     fq_rate_bps = a.fq_rate, bind_address = a.bind, bind_device = a.bind_dev,
     netns = a.netns, title = a.title, udp_batch = a.udp_batch, udp_gso = a.udp_gso or nil,
-    udp_drain_s = a.udp_drain,
+    udp_drain_s = a.udp_drain, skip_rx_copy = a.skip_rx_copy or nil,
   }
   if a.connect_timeout then o.connect_timeout_s = a.connect_timeout / 1000 end
   if udp and a.bytes then
@@ -339,7 +341,8 @@ local FLAG_OF = {
   packets = '-k', reverse = '-R', bidir = '--bidir', omit_s = '-O', interval_s = '-i',
   window_bytes = '-w', sndbuf_bytes = '--sndbuf', rcvbuf_bytes = '--rcvbuf',
   bitrate_bps = '-b', length_bytes = '-l', congestion = '-C', mss_bytes = '-M', tos = '-S',
-  nodelay = '-N', fq_rate_bps = '--fq-rate', bind_address = '-B', bind_device = '--bind-dev',
+  nodelay = '-N', skip_rx_copy = '--skip-rx-copy', fq_rate_bps = '--fq-rate', bind_address = '-B',
+  bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
   ['probe.interval_ms'] = '--probe', ['probe.proto'] = '--probe-proto', probe = '--probe',
