@@ -122,7 +122,12 @@ M.Result = require('qoslab.traffic.result').Result
 --   sends its streams unmarked and the result warns),
 --   `nodelay` (TCP_NODELAY), `skip_rx_copy` (TCP receivers read with MSG_TRUNC: the kernel
 --   counts and drops the data, nothing is copied out; at both ends when the peer is a
---   qoslab server, else only this end's receivers and the result warns), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
+--   qoslab server, else only this end's receivers and the result warns), `cpu_affinity` (a CPU
+--   number 0–1023 or a list of 1–128: stream thread k of this end runs on entry k % n; a CPU
+--   this process may not use fails with "EINVAL"), `server_cpu_affinity` (the same for the
+--   server's stream threads; one CPU travels as iperf3's `server_affinity`, which a stock
+--   iperf3 server applies to its whole process; a list only to a qoslab server, else the
+--   result warns), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the

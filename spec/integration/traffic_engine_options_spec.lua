@@ -2,7 +2,9 @@
 -- is checked to take effect where the kernel can be watched doing it, not
 -- only to be accepted. skip_rx_copy: the receiving end's recvfrom calls
 -- carry MSG_TRUNC (seen with strace), at the server (forward) and at the
--- client (reverse), and the byte counts stay exact.
+-- client (reverse), and the byte counts stay exact. cpu_affinity and
+-- server_cpu_affinity (-A n,m): the stream threads of each end (named
+-- "qoslab-stream") run with exactly the CPU asked, stream k on entry k % n.
 local core = require 'qoslab.core'
 local cjson = require 'cjson'
 local H = require 'integration.traffic_helper'
@@ -17,6 +19,48 @@ if not core.traffic_client then
 end
 
 local QOSLAB = 'env -u QOSLAB_BUILD lua5.4 bin/qoslab'
+local traffic = require 'qoslab.traffic'
+
+-- The CPUs this process may run on, from /proc (Cpus_allowed_list).
+local function allowed_cpus()
+  local s = H.read('/proc/self/status') or ''
+  local list, cpus = s:match('Cpus_allowed_list:%s*([%d,%-]+)'), {}
+  for part in (list or ''):gmatch('[^,]+') do
+    local a, b = part:match('^(%d+)%-(%d+)$')
+    if a then for c = tonumber(a), tonumber(b) do cpus[#cpus + 1] = c end
+    else cpus[#cpus + 1] = tonumber(part) end
+  end
+  return cpus
+end
+
+-- The Cpus_allowed_list of every stream thread of process pid, in thread
+-- id order.
+local function stream_cpus(pid)
+  local out = {}
+  local ok, ls = H.sh('ls /proc/' .. pid .. '/task')
+  if not ok then return out end
+  local tids = {}
+  for tid in ls:gmatch('%d+') do tids[#tids + 1] = tonumber(tid) end
+  table.sort(tids)
+  for _, tid in ipairs(tids) do
+    local dir = '/proc/' .. pid .. '/task/' .. tid
+    if (H.read(dir .. '/comm') or ''):match('^qoslab%-stream') then
+      out[#out + 1] = (H.read(dir .. '/status') or ''):match('Cpus_allowed_list:%s*(%S+)')
+    end
+  end
+  return out
+end
+
+-- Poll until pid has n stream threads (up to 10 s).
+local function wait_streams(pid, n)
+  local t_end = H.now() + 10
+  local got = stream_cpus(pid)
+  while #got < n and H.now() < t_end do
+    H.sleep(0.05)
+    got = stream_cpus(pid)
+  end
+  return got
+end
 
 describe('traffic engine options', function()
   local pids = {}
@@ -87,4 +131,37 @@ describe('traffic engine options', function()
       end
     end
   end)
+
+  it('-A n,m: the client\'s stream threads run on n, the server\'s on m', function()
+    local cpus = allowed_cpus()
+    local c, sv = cpus[#cpus], cpus[1]
+    local port, spid = server()
+    local out = H.tmp('client-affinity')
+    local cpid = H.spawn(string.format('exec %s client 127.0.0.1 -p %d -t 3 -P 2 -b 100M -A %d,%d',
+      QOSLAB, port, c, sv), out)
+    pids[#pids + 1] = cpid
+    assert.same({ tostring(c), tostring(c) }, wait_streams(cpid, 2))
+    assert.same({ tostring(sv), tostring(sv) }, wait_streams(spid, 2))
+    assert(H.wait_exit(cpid, 15), 'client did not end')
+    assert.matches('qoslab Done.', H.read(out), 1, true)
+  end)
+
+  it('cpu_affinity as a list: stream k on entry k % n; a CPU not allowed fails with EINVAL',
+    function()
+      local cpus = allowed_cpus()
+      local a, b = cpus[1], cpus[#cpus]
+      local port = server()
+      local h <close> = assert(traffic.client { host = '127.0.0.1', port = port, parallel = 3,
+        duration_s = 2, bitrate_bps = 50e6, cpu_affinity = { a, b } }:start())
+      local me = io.open('/proc/self/stat'):read('l'):match('^(%d+)')
+      assert.same({ tostring(a), tostring(b), tostring(a) }, wait_streams(me, 3))
+      assert(h:wait())
+      local res, err, code = traffic.run { host = '127.0.0.1', port = port, duration_s = 1,
+        cpu_affinity = 1023 }
+      assert.is_nil(res)
+      assert.equal('EINVAL', code)
+      assert.matches('opts.cpu_affinity: CPU 1023 is not one this process may run on', err, 1,
+        true)
+    end)
 end)
+

@@ -84,6 +84,15 @@ typedef struct ql_tos_list {
 	unsigned char tos[QL_PARALLEL_MAX];
 } ql_tos_list;
 
+/* CPUs for the stream threads of one end (opts.cpu_affinity,
+ * opts.server_cpu_affinity): stream thread k is pinned to cpu[k % n];
+ * n = 0 is not given (the scheduler's choice). */
+#define QL_CPU_ID_MAX 1023           /* CPU_SETSIZE - 1 */
+typedef struct ql_cpu_list {
+	int n;
+	unsigned short cpu[QL_PARALLEL_MAX];
+} ql_cpu_list;
+
 typedef struct ql_client_opts {
 	const char *host;            /* required: name or address */
 	int port;                    /* 1..65535 (init: QL_DEFAULT_PORT) */
@@ -116,6 +125,9 @@ typedef struct ql_client_opts {
 	/* TCP receivers read with MSG_TRUNC: the kernel counts and drops
 	 * the data, nothing is copied to the engine (both qoslab ends) */
 	int skip_rx_copy;            /* -1 = not given (off) */
+	/* this end's stream threads, and the server's (sent as iperf3's
+	 * "server_affinity" when it is one CPU, else as a qoslab list) */
+	ql_cpu_list cpu_affinity, server_cpu_affinity;
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;
 } ql_client_opts;

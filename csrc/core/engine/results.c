@@ -541,6 +541,9 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 	    !t->prm.reverse)
 		add_warning(t, "skip_rx_copy: the peer is not a qoslab server, so its "
 			    "receivers copied what they read (MSG_TRUNC applies to this end's only)");
+	if (t->side == QL_SIDE_CLIENT && t->prm.nserver_cpu > 1 && t->peer != QL_PEER_QOSLAB)
+		add_warning(t, "server_cpu_affinity: the peer is not a qoslab server, which takes "
+			    "one CPU only (iperf3's server_affinity): its streams were not pinned");
 	merge_remote_intervals(t, r);
 	complete_peer_intervals(t, r);
 	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;

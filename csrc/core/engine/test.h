@@ -65,6 +65,7 @@ struct ql_test {
 	int port;
 	char netns[128], bind_address[128], bind_device[32];
 	int udp_batch, udp_gso;
+	ql_cpu_list affinity;             /* this end's stream threads */
 	int64_t connect_timeout_ns;
 	int64_t drain_ns;
 	uint64_t limit_bytes, limit_packets;   /* per direction budgets */
