@@ -39,11 +39,11 @@
  *
  * Pacing: one pacer (pace.h ql_pacer), an absolute schedule, for both
  * protocols. A UDP sender that fell behind by up to one report interval (at
- * most 100 ms of datagrams, at least 8) catches up, at most 4 % above the
- * target rate (the pacer's ceiling: no burst, so every 10 ms window stays
- * within +10 % of the target), so each slot still goes out, late; after a
- * longer stall the schedule is re-based at "now" and the missed slots are
- * dropped, so a long stall never becomes a burst. TCP bitrate_bps pacing is the same schedule over the stream's
+ * most 100 ms of datagrams, at least 8) catches up, at most 25 % above the
+ * target rate (the pacer's ceiling), so each slot still goes out, late;
+ * after a longer stall the schedule is re-based at "now" and the missed
+ * slots are dropped, with no burst: the windows after it carry the target
+ * (within +10 % over 10 ms). TCP bitrate_bps pacing is the same schedule over the stream's
  * write blocks with a 10 ms slack (at least one block).
  *
  * Socket buffers: setsockopt before connect() on the client and on the

@@ -106,9 +106,9 @@ void ql_pacer_unsend(ql_pacer *p, uint64_t unsent);
  * too (the rest are the new schedule's next slots, due on time).
  * catchup_pct 0 turns the ceiling off (the default): every due slot up to
  * max_burst goes at once.
- * Usage: ql_pacer_set_ceiling(&p, 4, 250000);
+ * Usage: ql_pacer_set_ceiling(&p, QL_PACER_CATCHUP_PCT, QL_PACER_CEIL_TOL_NS);
  */
-#define QL_PACER_CATCHUP_PCT      4
+#define QL_PACER_CATCHUP_PCT      25
 #define QL_PACER_CEIL_TOL_NS      250000LL
 void ql_pacer_set_ceiling(ql_pacer *p, uint32_t catchup_pct, int64_t tol_ns);
 

@@ -96,9 +96,11 @@ void udp_send_loop(ql_stream *s)
 		s->err = EINVAL;
 		goto out;
 	}
-	/* What the slack lets a late sender catch up goes out at most 4 %
-	 * above the target rate, not at once: no 10 ms window at the
-	 * receiver carries a burst after a stall. */
+	/* What the slack lets a late sender catch up goes out at most 25 %
+	 * above the target rate, not at once, and a re-base after a long
+	 * stall sends no more than the schedule's own slots: no 10 ms window
+	 * at the receiver carries a burst. The 25 % lets a sender on a busy
+	 * host (woken milliseconds late again and again) keep its rate. */
 	ql_pacer_set_ceiling(&p, QL_PACER_CATCHUP_PCT, QL_PACER_CEIL_TOL_NS);
 	/* A timed test sends the slots scheduled before its planned end and
 	 * no more: the control thread that sets send_stop may wake a few ms
