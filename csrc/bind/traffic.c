@@ -346,6 +346,13 @@ static void push_result(lua_State *L, const ql_result *r)
 		qlb_set_string(L, "direction", dir_name(s->dir));
 		if (s->tos >= 0)
 			qlb_set_integer(L, "tos", s->tos);
+		if (s->zc.present) {
+			lua_createtable(L, 0, 3);
+			qlb_set_integer(L, "sends", (lua_Integer)s->zc.sends);
+			qlb_set_integer(L, "completed", (lua_Integer)s->zc.completed);
+			qlb_set_integer(L, "copied", (lua_Integer)s->zc.copied);
+			lua_setfield(L, -2, "zerocopy");
+		}
 		if (s->sock.present) {
 			push_sock(L, &s->sock);
 			lua_setfield(L, -2, "socket");
@@ -472,6 +479,8 @@ static void push_client_opts(lua_State *L, const ql_client_opts *o)
 		qlb_set_integer(L, "tos", o->tos);
 	if (o->skip_rx_copy > 0)
 		qlb_set_boolean(L, "skip_rx_copy", 1);
+	if (o->zerocopy > 0)
+		qlb_set_boolean(L, "zerocopy", 1);
 	set_cpu_list(L, "cpu_affinity", &o->cpu_affinity);
 	set_cpu_list(L, "server_cpu_affinity", &o->server_cpu_affinity);
 	if (o->tos_per_stream.n) {

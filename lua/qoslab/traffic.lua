@@ -122,7 +122,9 @@ M.Result = require('qoslab.traffic.result').Result
 --   sends its streams unmarked and the result warns),
 --   `nodelay` (TCP_NODELAY), `skip_rx_copy` (TCP receivers read with MSG_TRUNC: the kernel
 --   counts and drops the data, nothing is copied out; at both ends when the peer is a
---   qoslab server, else only this end's receivers and the result warns), `cpu_affinity` (a CPU
+--   qoslab server, else only this end's receivers and the result warns), `zerocopy` (TCP
+--   senders write with MSG_ZEROCOPY, at both ends with a qoslab server; each stream this end
+--   sent reports `res.streams[i].zerocopy = { sends, completed, copied }`), `cpu_affinity` (a CPU
 --   number 0–1023 or a list of 1–128: stream thread k of this end runs on entry k % n; a CPU
 --   this process may not use fails with "EINVAL"), `server_cpu_affinity` (the same for the
 --   server's stream threads; one CPU travels as iperf3's `server_affinity`, which a stock

@@ -55,7 +55,7 @@ TEST(client_defaults_pass)
 	for (const ql_opt_desc *d = ql_client_opt_desc; d->key; d++, n++)
 		for (const ql_opt_desc *d2 = d + 1; d2->key; d2++)
 			CHECK(strcmp(d->key, d2->key) != 0);
-	CHECK_EQ_INT(n, 33);
+	CHECK_EQ_INT(n, 34);
 }
 
 TEST(client_ranges_name_the_field)

@@ -5,6 +5,9 @@
 -- client (reverse), and the byte counts stay exact. cpu_affinity and
 -- server_cpu_affinity (-A n,m): the stream threads of each end (named
 -- "qoslab-stream") run with exactly the CPU asked, stream k on entry k % n.
+-- zerocopy: the client's stream reports every MSG_ZEROCOPY send completed
+-- (and, on loopback, copied by the kernel after all); a server that sends
+-- (-R) writes with MSG_ZEROCOPY too (seen with strace).
 local core = require 'qoslab.core'
 local cjson = require 'cjson'
 local H = require 'integration.traffic_helper'
@@ -72,10 +75,11 @@ describe('traffic engine options', function()
 
   -- A one-off qoslab server, under strace (recvfrom calls to trace_file)
   -- when trace_file is given.
-  local function server(trace_file)
+  local function server(trace_file, calls)
     local port = H.port()
     local out = H.tmp('server-' .. port)
-    local pre = trace_file and ('strace -f -qq -e trace=recvfrom -o ' .. H.q(trace_file) .. ' ')
+    local pre = trace_file and ('strace -f -qq -e trace=' .. (calls or 'recvfrom') .. ' -o '
+      .. H.q(trace_file) .. ' ')
       or 'exec '
     local pid = H.spawn(string.format('%s%s server -1 -p %d', pre, QOSLAB, port), out,
       out .. '.err')
@@ -162,6 +166,34 @@ describe('traffic engine options', function()
       assert.equal('EINVAL', code)
       assert.matches('opts.cpu_affinity: CPU 1023 is not one this process may run on', err, 1,
         true)
+    end)
+
+  it('zerocopy: every MSG_ZEROCOPY send completes, copied on loopback; the server -R too',
+    function()
+      local port = server()
+      local res = assert(traffic.run { host = '127.0.0.1', port = port, bytes = 64 * 1048576,
+        zerocopy = true })
+      assert.equal(64 * 1048576, res.received.bytes)
+      local zc = res.streams[1].zerocopy
+      assert.is_table(zc)
+      -- 64 MiB of 128 KiB writes: at least 512 sends (more when the socket
+      -- was full mid-write), each completed, and loopback copies them all
+      assert.is_true(zc.sends >= 512, 'sends ' .. zc.sends)
+      assert.equal(zc.sends, zc.completed)
+      assert.equal(zc.completed, zc.copied)
+      -- without the option: no record
+      port = server()
+      res = assert(traffic.run { host = '127.0.0.1', port = port, bytes = 1048576 })
+      assert.is_nil(res.streams[1].zerocopy)
+      if not have_strace then return end
+      local trace = H.tmp('server-zc-trace')
+      local spid
+      port, spid = server(trace, 'sendto')
+      res = assert(traffic.run { host = '127.0.0.1', port = port, bytes = 16 * 1048576,
+        zerocopy = true, reverse = true })
+      assert.equal(16 * 1048576, res.received.bytes)
+      assert(H.wait_exit(spid, 10), 'server -1 did not exit after the test')
+      assert.matches('MSG_ZEROCOPY', H.read(trace) or '', 1, true)
     end)
 end)
 

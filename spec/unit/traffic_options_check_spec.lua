@@ -35,7 +35,7 @@ describe('traffic client options: one check in C, raised at the caller', functio
   it('an unknown key, also one that is no string', function()
     local known = '(known keys: host, port, proto, parallel, duration_s, bytes, packets, reverse, '
       .. 'bidir, omit_s, interval_s, window_bytes, sndbuf_bytes, rcvbuf_bytes, bitrate_bps, '
-      .. 'length_bytes, congestion, mss_bytes, tos, tos_per_stream, nodelay, skip_rx_copy, cpu_affinity, '
+      .. 'length_bytes, congestion, mss_bytes, tos, tos_per_stream, nodelay, skip_rx_copy, zerocopy, cpu_affinity, '
       .. 'server_cpu_affinity, fq_rate_bps, bind_address, '
       .. 'bind_device, netns, connect_timeout_s, udp_batch, udp_gso, udp_drain_s, title)'
     expect('qoslab.client: opts.windw_bytes: unknown key ' .. known, traffic.client,
@@ -136,6 +136,8 @@ describe('traffic client options: one check in C, raised at the caller', functio
       traffic.client, { host = 'h', proto = 'udp', skip_rx_copy = true })
     expect('qoslab.client: opts.skip_rx_copy: expected a boolean, got 1',
       traffic.client, { host = 'h', skip_rx_copy = 1 })
+    expect('qoslab.client: opts.zerocopy: a TCP option, not valid with proto = "udp"',
+      traffic.client, { host = 'h', proto = 'udp', zerocopy = true })
     local cpus = 'a CPU number in [0, 1023] or a list of 1..128 of them'
     expect('qoslab.client: opts.cpu_affinity: expected ' .. cpus .. ', got -1',
       traffic.client, { host = 'h', cpu_affinity = -1 })

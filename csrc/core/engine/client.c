@@ -41,6 +41,7 @@ void ql_client_opts_init(ql_client_opts *o)
 	o->nodelay = -1;
 	o->udp_gso = -1;
 	o->skip_rx_copy = -1;
+	o->zerocopy = -1;
 	o->udp_drain_s = -1;
 }
 
@@ -492,6 +493,7 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	t->udp_gso = o->udp_gso > 0;
 	t->prm.udp_gso = o->udp_gso > 0;
 	t->prm.skip_rx_copy = o->skip_rx_copy > 0;
+	t->prm.zerocopy = o->zerocopy > 0;
 	if (o->connect_timeout_s > 0)
 		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
 	ql_params *p = &t->prm;

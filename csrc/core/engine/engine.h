@@ -126,6 +126,9 @@ typedef struct ql_client_opts {
 	/* TCP receivers read with MSG_TRUNC: the kernel counts and drops
 	 * the data, nothing is copied to the engine (both qoslab ends) */
 	int skip_rx_copy;            /* -1 = not given (off) */
+	/* TCP senders write with MSG_ZEROCOPY (SO_ZEROCOPY), completions
+	 * read from the error queue (both qoslab ends) */
+	int zerocopy;                /* -1 = not given (off) */
 	/* this end's stream threads, and the server's (sent as iperf3's
 	 * "server_affinity" when it is one CPU, else as a qoslab list) */
 	ql_cpu_list cpu_affinity, server_cpu_affinity;

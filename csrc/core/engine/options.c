@@ -60,6 +60,7 @@ const ql_opt_desc ql_client_opt_desc[] = {
 	  NULL },
 	BOOL_OPT("nodelay", CO, nodelay),
 	BOOL_OPT("skip_rx_copy", CO, skip_rx_copy),
+	BOOL_OPT("zerocopy", CO, zerocopy),
 	{ "cpu_affinity", QL_OPT_CPU_LIST, 0, offsetof(CO, cpu_affinity), 0, QL_CPU_ID_MAX, 0, 0,
 	  NULL },
 	{ "server_cpu_affinity", QL_OPT_CPU_LIST, 0, offsetof(CO, server_cpu_affinity), 0,
@@ -298,10 +299,12 @@ static int client_rules(const ql_client_opts *o, ql_err *e)
 	if (o->window_bytes && (o->sndbuf_bytes || o->rcvbuf_bytes))
 		return ql_err_usage(e, "opts.window_bytes: sets both buffers; use it or "
 				    "opts.sndbuf_bytes/opts.rcvbuf_bytes, not both");
-	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0 || o->skip_rx_copy >= 0))
+	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0 || o->skip_rx_copy >= 0 ||
+		    o->zerocopy >= 0))
 		return ql_err_usage(e, "opts.%s: a TCP option, not valid with proto = \"udp\"",
 				    o->mss_bytes ? "mss_bytes" : o->congestion ? "congestion"
-				    : o->nodelay >= 0 ? "nodelay" : "skip_rx_copy");
+				    : o->nodelay >= 0 ? "nodelay" : o->skip_rx_copy >= 0
+				    ? "skip_rx_copy" : "zerocopy");
 	if (!udp && (o->udp_batch || o->udp_gso >= 0 || o->udp_drain_s >= 0))
 		return ql_err_usage(e, "opts.%s: a UDP option, only valid with proto = \"udp\"",
 				    o->udp_batch ? "udp_batch" : o->udp_gso >= 0 ? "udp_gso"

@@ -207,6 +207,8 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 			cJSON_AddNumberToObject(o, "qoslab_udp_tag", 1);
 		if (p->skip_rx_copy)
 			cJSON_AddNumberToObject(o, "qoslab_skip_rx_copy", 1);
+		if (p->zerocopy)
+			cJSON_AddNumberToObject(o, "qoslab_zerocopy", 1);
 		if (p->nserver_cpu > 1) {
 			cJSON *a = cJSON_AddArrayToObject(o, "qoslab_server_affinity");
 			for (int i = 0; a && i < p->nserver_cpu; i++)
@@ -363,6 +365,7 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	NUM("qoslab_udp_gso", 0, 1, p->udp_gso = v != 0);
 	NUM("qoslab_udp_tag", 0, 1, p->udp_tag = v != 0);
 	NUM("qoslab_skip_rx_copy", 0, 1, p->skip_rx_copy = v != 0);
+	NUM("qoslab_zerocopy", 0, 1, p->zerocopy = v != 0);
 	NUM("server_affinity", 0, 1023, (p->server_cpu[0] = (unsigned short)v, p->nserver_cpu = 1));
 	NUM("qoslab_udp_bytes", 0, 9.0e18, p->udp_limit_bytes = (uint64_t)v);
 #undef NUM

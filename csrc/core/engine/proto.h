@@ -154,6 +154,7 @@ typedef struct ql_params {
 	double udp_drain_s;       /* < 0 = default rule */
 	int udp_gso;              /* GSO on senders, GRO on receivers */
 	int skip_rx_copy;         /* TCP receivers read with MSG_TRUNC */
+	int zerocopy;             /* TCP senders write with MSG_ZEROCOPY */
 	/* the server's stream thread k runs on server_cpu[k % nserver_cpu]:
 	 * iperf3's "server_affinity" (one CPU; a stock iperf3 server pins its
 	 * whole process) or "qoslab_server_affinity" (a list) */

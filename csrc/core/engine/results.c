@@ -484,6 +484,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		sr->id = s->id;
 		sr->dir = s->dir;
 		sr->sock = s->sock;
+		sr->zc = s->zc;
 		/* a stock iperf3 server reads no qoslab_tos_per_stream */
 		sr->tos = stream_tos(&t->prm, s);
 		if (t->side == QL_SIDE_CLIENT && !s->sender && t->prm.nstream_tos &&

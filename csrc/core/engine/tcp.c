@@ -1,6 +1,7 @@
 /*
  * tcp.c - the TCP send and receive loops of one stream's worker, paced by
- * the engine's pacer. Stands on pace.h and test.h.
+ * the engine's pacer, the sender with MSG_ZEROCOPY on request. Stands on
+ * pace.h, zerocopy.h and test.h.
  */
 #include "tcp.h"
 
@@ -16,6 +17,7 @@
 
 #include "pace.h"
 #include "test.h"
+#include "zerocopy.h"
 #include "../timer.h"
 
 /* Wait (bounded) until the kernel has every sent byte acknowledged, so the
@@ -61,6 +63,12 @@ void tcp_send_loop(ql_stream *s)
 	 * write the path blocks (a slow link held one for seconds): it polls
 	 * no longer than until then. */
 	int64_t stop_at = planned_end_ns(t);
+	/* zerocopy: a kernel that refuses SO_ZEROCOPY gets copies (and the
+	 * stream's result no zerocopy record). The completions are drained
+	 * every 32 sends and whenever the socket's option memory is full. */
+	int flags = MSG_DONTWAIT | MSG_NOSIGNAL;
+	if (t->prm.zerocopy && zc_enable(s->fd, &s->zc) == 0)
+		flags |= MSG_ZEROCOPY;
 	/* One clock read per write: the one after it returns stamps the
 	 * write's end and serves the next checks (nothing runs between). */
 	int64_t now = ql_now_ns();
@@ -93,13 +101,18 @@ void tcp_send_loop(ql_stream *s)
 				break;
 			/* Try first, poll only when the socket is full: one
 			 * syscall per block while the path keeps up. */
-			ssize_t r = send(s->fd, buf + off, n - off, MSG_DONTWAIT | MSG_NOSIGNAL);
+			ssize_t r = send(s->fd, buf + off, n - off, flags);
 			now = ql_now_ns();
+			if (r > 0 && (flags & MSG_ZEROCOPY) && (++s->zc.sends & 31) == 0)
+				zc_drain(s->fd, &s->zc, 0);
 			if (r > 0) {
 				off += (size_t)r;
 				ctr_add(&s->bytes, (uint64_t)r);
 				ctr_add(&s->writes, 1);
 				s->last_tx_ns = now;
+			} else if (r < 0 && errno == ENOBUFS && (flags & MSG_ZEROCOPY)) {
+				zc_drain(s->fd, &s->zc, 10);
+				now = ql_now_ns();
 			} else if (r < 0 && (errno == EAGAIN || errno == EINTR)) {
 				int64_t w = left_ns < 50 * MS ? left_ns : 50 * MS;
 				wait_io(s->fd, POLLOUT, (int)((w + MS - 1) / MS));
@@ -128,6 +141,10 @@ out:
 	if (!atomic_load(&t->stop_req) && !atomic_load(&t->abort_io) && cap > 0 &&
 	    (t->side == QL_SIDE_CLIENT || t->peer == QL_PEER_QOSLAB))
 		tcp_wait_acked(s, cap);
+	/* acknowledged data is freed, so its completions are queued by now
+	 * (bounded: a path that lost the data never completes them) */
+	if (flags & MSG_ZEROCOPY)
+		zc_drain(s->fd, &s->zc, 100);
 	shutdown(s->fd, SHUT_WR);
 }
 

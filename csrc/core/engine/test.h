@@ -55,6 +55,8 @@ typedef struct ql_stream {
 	int tsum_init;
 	uint64_t sent_final;             /* UDP: peer's sent count */
 	int err;                         /* worker's errno, 0 = fine */
+	ql_zc_counts zc;                 /* TCP sender with zerocopy; set by
+	                                    the worker before `done` */
 } ql_stream;
 
 struct ql_test {

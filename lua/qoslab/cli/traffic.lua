@@ -239,6 +239,9 @@ function M.describe_client(cmd)
   cmd:option('-A --affinity', 'CPU of the stream threads, n[,m]: the client\'s n, the '
     .. 'server\'s m (sent like iperf3\'s server_affinity).'):argname('n[,m]')
     :convert(conv('-A', M.parse_affinity))
+  cmd:flag('-Z --zerocopy',
+    'TCP senders write with MSG_ZEROCOPY (senders at both qoslab ends; loopback and veth '
+    .. 'copy anyway).')
   cmd:flag('--skip-rx-copy',
     'TCP receivers read with MSG_TRUNC: counted, not copied (receivers at both qoslab ends).')
   cmd:option('-B --bind', 'Local address to bind.')
@@ -283,6 +286,7 @@ function M.client_opts(a)
     fq_rate_bps = a.fq_rate, bind_address = a.bind, bind_device = a.bind_dev,
     netns = a.netns, title = a.title, udp_batch = a.udp_batch, udp_gso = a.udp_gso or nil,
     udp_drain_s = a.udp_drain, skip_rx_copy = a.skip_rx_copy or nil,
+    zerocopy = a.zerocopy or nil,
     cpu_affinity = a.affinity and a.affinity.client,
     server_cpu_affinity = a.affinity and a.affinity.server,
   }
@@ -360,7 +364,7 @@ local FLAG_OF = {
   packets = '-k', reverse = '-R', bidir = '--bidir', omit_s = '-O', interval_s = '-i',
   window_bytes = '-w', sndbuf_bytes = '--sndbuf', rcvbuf_bytes = '--rcvbuf',
   bitrate_bps = '-b', length_bytes = '-l', congestion = '-C', mss_bytes = '-M', tos = '-S',
-  nodelay = '-N', skip_rx_copy = '--skip-rx-copy', cpu_affinity = '-A',
+  nodelay = '-N', skip_rx_copy = '--skip-rx-copy', zerocopy = '-Z', cpu_affinity = '-A',
   server_cpu_affinity = '-A', fq_rate_bps = '--fq-rate', bind_address = '-B',
   bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
