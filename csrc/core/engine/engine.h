@@ -39,12 +39,12 @@
  *
  * Pacing: one pacer (pace.h ql_pacer), an absolute schedule, for both
  * protocols. A UDP sender that fell behind by up to one report interval (at
- * most 100 ms of datagrams, at least 8) catches up, at most 25 % above the
- * target rate (the pacer's ceiling), so each slot still goes out, late;
- * after a longer stall the schedule is re-based at "now" and the missed
- * slots are dropped, with no burst: the windows after it carry the target
- * (within +10 % over 10 ms). TCP bitrate_bps pacing is the same schedule over the stream's
- * write blocks with a 10 ms slack (at least one block).
+ * most 100 ms of datagrams, at least 8) catches up, so every interval
+ * reports the target rate; after a longer stall the schedule is re-based at
+ * "now" with 250 us of datagrams and the missed slots are dropped, so a
+ * long stall never becomes a burst (the windows after it carry the target,
+ * within +10 % over 10 ms). TCP bitrate_bps pacing is the same schedule
+ * over the stream's write blocks with a 10 ms slack (at least one block).
  *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket

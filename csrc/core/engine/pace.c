@@ -60,37 +60,19 @@ int ql_pacer_init_blocks(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
 	return 0;
 }
 
-void ql_pacer_set_ceiling(ql_pacer *p, uint32_t catchup_pct, int64_t tol_ns)
+void ql_pacer_set_rebase_burst(ql_pacer *p, uint64_t n)
 {
-	if (catchup_pct == 0 || p->rate_bps == 0) {
-		p->ceil_gap_ns = 0;
-		return;
-	}
-	/* a slot's time at rate x (1 + pct/100), rounded down (the ceiling
-	 * errs high by < 1 ns per slot), at least 1 ns */
-	u128 gap = (u128)p->bits * QL_NS_PER_S * 100 /
-		   ((u128)p->rate_bps * (100 + catchup_pct));
-	u128 slot = (u128)p->bits * QL_NS_PER_S / p->rate_bps;
-	p->ceil_gap_ns = gap < 1 ? 1 : gap > INT32_MAX ? INT32_MAX : (uint64_t)gap;
-	u128 min_tol = slot * QL_PACER_BURST_MIN;
-	if (tol_ns < 0)
-		tol_ns = 0;
-	p->ceil_tol_ns = (u128)tol_ns < min_tol ? (min_tol > INT32_MAX ? INT32_MAX : (int64_t)min_tol)
-						: tol_ns;
-	p->tat_ns = p->origin_ns;
+	p->rebase_burst = n > p->max_burst ? p->max_burst : n;
 }
 
-/* How many of n due slots the ceiling lets go at now_ns; books them. */
-static uint64_t ceiling_take(ql_pacer *p, int64_t now_ns, uint64_t n)
+uint64_t ql_pacer_burst_of_ns(const ql_pacer *p, int64_t span_ns)
 {
-	int64_t base = p->tat_ns > now_ns ? p->tat_ns : now_ns;
-	if (now_ns + p->ceil_tol_ns < base)
-		return 0;
-	uint64_t allowed = (uint64_t)(now_ns + p->ceil_tol_ns - base) / p->ceil_gap_ns + 1;
-	if (n > allowed)
-		n = allowed;
-	p->tat_ns = base + (int64_t)(n * p->ceil_gap_ns);
-	return n;
+	if (p->rate_bps == 0)
+		return QL_PACER_BURST_UNLIMITED;
+	u128 per = (u128)p->rate_bps * (uint64_t)(span_ns > 0 ? span_ns : 0) /
+		   ((u128)p->bits * QL_NS_PER_S);
+	return per < QL_PACER_BURST_MIN ? QL_PACER_BURST_MIN :
+	       per > UINT32_MAX ? UINT32_MAX : (uint64_t)per;
 }
 
 int64_t ql_pacer_slot_ns(const ql_pacer *p, uint64_t k)
@@ -128,28 +110,19 @@ uint64_t ql_pacer_due(ql_pacer *p, int64_t now_ns, int64_t *next_due_ns)
 		n = count > p->k ? (uint64_t)(count - p->k) : 0;
 		if (n > p->max_burst) {
 			/* A stall: drop the missed slots and start a new
-			 * schedule now rather than catching up in a burst;
-			 * under the ceiling only its tolerance goes now, the
-			 * rest of max_burst is dropped too. */
-			uint64_t lag = n;
+			 * schedule now rather than catching up in a burst. */
+			uint64_t go = p->rebase_burst ? p->rebase_burst : p->max_burst;
+			p->skipped_slots += n - go;
 			p->rebases++;
 			p->origin_ns = now_ns;
 			p->k = 0;
-			n = p->max_burst;
-			if (p->ceil_gap_ns)
-				n = ceiling_take(p, now_ns, n);
-			p->skipped_slots += lag - n;
-		} else if (p->ceil_gap_ns && n) {
-			n = ceiling_take(p, now_ns, n);
+			n = go;
 		}
 	}
 	p->k += n;
 	p->released += n;
-	if (next_due_ns) {
+	if (next_due_ns)
 		*next_due_ns = ql_pacer_slot_ns(p, p->k);
-		if (p->ceil_gap_ns && p->tat_ns - p->ceil_tol_ns > *next_due_ns)
-			*next_due_ns = p->tat_ns - p->ceil_tol_ns;
-	}
 	return n;
 }
 
@@ -159,6 +132,4 @@ void ql_pacer_unsend(ql_pacer *p, uint64_t unsent)
 		unsent = p->k;
 	p->k -= unsent;
 	p->released -= unsent;
-	if (p->ceil_gap_ns)
-		p->tat_ns -= (int64_t)(unsent * p->ceil_gap_ns);
 }

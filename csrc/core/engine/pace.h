@@ -41,10 +41,7 @@ typedef struct ql_pacer {
 	uint64_t released;        /* datagrams released since init */
 	uint64_t skipped_slots;   /* slots dropped by re-basing */
 	uint64_t rebases;         /* stalls seen */
-	/* catch-up ceiling (ql_pacer_set_ceiling), ceil_gap_ns 0 = off */
-	uint64_t ceil_gap_ns;     /* one slot's time at the ceiling rate */
-	int64_t ceil_tol_ns;      /* how far ahead of it a release may be */
-	int64_t tat_ns;           /* when the ceiling's next slot is due */
+	uint64_t rebase_burst;    /* 0 = max_burst (ql_pacer_set_rebase_burst) */
 } ql_pacer;
 
 /*
@@ -94,23 +91,20 @@ uint64_t ql_pacer_due(ql_pacer *p, int64_t now_ns, int64_t *next_due_ns);
 void ql_pacer_unsend(ql_pacer *p, uint64_t unsent);
 
 /*
- * Catch-up ceiling: slots that fell due late (a sender behind its schedule
- * by up to max_burst) go out no faster than (100 + catchup_pct) % of the
- * rate instead of at once, with a tolerance of tol_ns (at least
- * QL_PACER_BURST_MIN slots at the target rate): a virtual schedule at the
- * ceiling rate (GCRA, ITU-T I.371) that no release may run ahead of by more
- * than the tolerance. So over any span L the pacer releases at most
- * (L + tol) x rate x (1 + catchup_pct / 100) worth, stalled or not, and a
- * sender that fell behind by less than its slack still sends every slot,
- * late. After a re-base the released max_burst is held to the tolerance
- * too (the rest are the new schedule's next slots, due on time).
- * catchup_pct 0 turns the ceiling off (the default): every due slot up to
- * max_burst goes at once.
- * Usage: ql_pacer_set_ceiling(&p, QL_PACER_CATCHUP_PCT, QL_PACER_CEIL_TOL_NS);
+ * After a stall beyond max_burst, release at most n datagrams at the
+ * re-base instead of max_burst (n = 0: max_burst; capped at max_burst); the
+ * rest of max_burst is dropped with the missed slots. So a sender whose
+ * slack is long (the UDP sender catches up to 100 ms) starts the new
+ * schedule with n datagrams, not with a burst of its whole slack: the
+ * windows after a long stall carry the target rate. Stalls within the
+ * slack are caught up at once, as before (each report interval keeps its
+ * share). Usage: ql_pacer_set_rebase_burst(&p, ql_pacer_burst_of_ns(&p, 250000));
  */
-#define QL_PACER_CATCHUP_PCT      25
-#define QL_PACER_CEIL_TOL_NS      250000LL
-void ql_pacer_set_ceiling(ql_pacer *p, uint32_t catchup_pct, int64_t tol_ns);
+void ql_pacer_set_rebase_burst(ql_pacer *p, uint64_t n);
+/* The datagrams of span_ns at the pacer's rate, at least
+ * QL_PACER_BURST_MIN (rate 0: QL_PACER_BURST_UNLIMITED). */
+uint64_t ql_pacer_burst_of_ns(const ql_pacer *p, int64_t span_ns);
+#define QL_PACER_REBASE_SPAN_NS   250000LL
 
 /* Time slot k of the current schedule is due (ns). */
 int64_t ql_pacer_slot_ns(const ql_pacer *p, uint64_t k);

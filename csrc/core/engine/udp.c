@@ -96,12 +96,10 @@ void udp_send_loop(ql_stream *s)
 		s->err = EINVAL;
 		goto out;
 	}
-	/* What the slack lets a late sender catch up goes out at most 25 %
-	 * above the target rate, not at once, and a re-base after a long
-	 * stall sends no more than the schedule's own slots: no 10 ms window
-	 * at the receiver carries a burst. The 25 % lets a sender on a busy
-	 * host (woken milliseconds late again and again) keep its rate. */
-	ql_pacer_set_ceiling(&p, QL_PACER_CATCHUP_PCT, QL_PACER_CEIL_TOL_NS);
+	/* A stall beyond the slack starts the new schedule with 250 us of
+	 * datagrams, not with the slack's 100 ms at once: the windows after
+	 * a long stall carry the target, no burst. */
+	ql_pacer_set_rebase_burst(&p, ql_pacer_burst_of_ns(&p, QL_PACER_REBASE_SPAN_NS));
 	/* A timed test sends the slots scheduled before its planned end and
 	 * no more: the control thread that sets send_stop may wake a few ms
 	 * late (seen in the emulated guest: 3004 datagrams in 3 s at 1000/s). */
@@ -120,9 +118,6 @@ void udp_send_loop(ql_stream *s)
 		int last = atomic_load(&t->send_stop) || now >= stop_at;
 		if (now >= stop_at)
 			now = stop_at - 1;
-		/* the last attempt sends every slot still due */
-		if (last)
-			ql_pacer_set_ceiling(&p, 0, 0);
 		uint64_t due = ql_pacer_due(&p, now, &next);
 		if (due == 0 && last)
 			break;
