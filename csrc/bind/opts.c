@@ -79,6 +79,48 @@ static void read_tos_list(lua_State *L, const char *ctx, const char *field, cons
 	out->n = (int)n;
 }
 
+/* A CPU number in [0, QL_CPU_ID_MAX] at the top of the stack, or a list of
+ * 1..QL_PARALLEL_MAX of them and no other key. */
+static void read_cpu_list(lua_State *L, const char *ctx, const char *field, const char *exp,
+			  ql_cpu_list *out)
+{
+	int at = lua_gettop(L), isint = 0;
+	if (lua_type(L, at) == LUA_TNUMBER) {
+		lua_Integer v = lua_tointegerx(L, at, &isint);
+		if (!isint || v < 0 || v > QL_CPU_ID_MAX)
+			qlb_field_error(L, ctx, field, exp, at);
+		out->cpu[0] = (unsigned short)v;
+		out->n = 1;
+		return;
+	}
+	if (lua_type(L, at) != LUA_TTABLE)
+		qlb_field_error(L, ctx, field, exp, at);
+	lua_Integer n = (lua_Integer)lua_rawlen(L, at), keys = 0;
+	lua_pushnil(L);
+	while (lua_next(L, at)) {
+		lua_pop(L, 1);
+		keys++;
+	}
+	if (keys != n)
+		qlb_error(L, ctx, "%s: expected %s, got a table with keys other than 1..n", field,
+			  exp);
+	if (n < 1 || n > QL_PARALLEL_MAX)
+		qlb_error(L, ctx, "%s: expected %s, got %d entries", field, exp, (int)n);
+	for (lua_Integer i = 1; i <= n; i++) {
+		lua_rawgeti(L, at, i);
+		lua_Integer v = lua_tointegerx(L, -1, &isint);
+		if (lua_type(L, -1) != LUA_TNUMBER || !isint || v < 0 || v > QL_CPU_ID_MAX) {
+			char f[80], e[40];
+			snprintf(f, sizeof f, "%s[%d]", field, (int)i);
+			snprintf(e, sizeof e, "an integer in [0, %d]", QL_CPU_ID_MAX);
+			qlb_field_error(L, ctx, f, e, -1);
+		}
+		out->cpu[i - 1] = (unsigned short)v;
+		lua_pop(L, 1);
+	}
+	out->n = (int)n;
+}
+
 void qlb_read_opts(lua_State *L, int idx, const char *ctx, const char *prefix,
 		   const ql_opt_desc *t, unsigned skip, void *st, int *proto)
 {
@@ -125,6 +167,9 @@ void qlb_read_opts(lua_State *L, int idx, const char *ctx, const char *prefix,
 			break;
 		case QL_OPT_TOS_LIST:
 			read_tos_list(L, ctx, field, exp, (ql_tos_list *)at);
+			break;
+		case QL_OPT_CPU_LIST:
+			read_cpu_list(L, ctx, field, exp, (ql_cpu_list *)at);
 			break;
 		case QL_OPT_DBL: {
 			double v = lua_tonumber(L, -1);

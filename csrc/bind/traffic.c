@@ -346,6 +346,13 @@ static void push_result(lua_State *L, const ql_result *r)
 		qlb_set_string(L, "direction", dir_name(s->dir));
 		if (s->tos >= 0)
 			qlb_set_integer(L, "tos", s->tos);
+		if (s->zc.present) {
+			lua_createtable(L, 0, 3);
+			qlb_set_integer(L, "sends", (lua_Integer)s->zc.sends);
+			qlb_set_integer(L, "completed", (lua_Integer)s->zc.completed);
+			qlb_set_integer(L, "copied", (lua_Integer)s->zc.copied);
+			lua_setfield(L, -2, "zerocopy");
+		}
 		if (s->sock.present) {
 			push_sock(L, &s->sock);
 			lua_setfield(L, -2, "socket");
@@ -418,6 +425,19 @@ static void set_opt_string(lua_State *L, const char *k, const char *v)
 		qlb_set_string(L, k, v);
 }
 
+/* A CPU list, as a list (one number given comes back as one entry). */
+static void set_cpu_list(lua_State *L, const char *k, const ql_cpu_list *l)
+{
+	if (l->n == 0)
+		return;
+	lua_createtable(L, l->n, 0);
+	for (int i = 0; i < l->n; i++) {
+		lua_pushinteger(L, l->cpu[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, k);
+}
+
 /* The client options as the test runs them: what was given, the rest at
  * the core's defaults (length_bytes and bitrate_bps by proto; a UDP test
  * without length_bytes sizes its datagrams from the path MSS at start, so
@@ -457,6 +477,12 @@ static void push_client_opts(lua_State *L, const ql_client_opts *o)
 		qlb_set_integer(L, "mss_bytes", o->mss_bytes);
 	if (o->tos >= 0)
 		qlb_set_integer(L, "tos", o->tos);
+	if (o->skip_rx_copy > 0)
+		qlb_set_boolean(L, "skip_rx_copy", 1);
+	if (o->zerocopy > 0)
+		qlb_set_boolean(L, "zerocopy", 1);
+	set_cpu_list(L, "cpu_affinity", &o->cpu_affinity);
+	set_cpu_list(L, "server_cpu_affinity", &o->server_cpu_affinity);
 	if (o->tos_per_stream.n) {
 		lua_createtable(L, o->tos_per_stream.n, 0);
 		for (int i = 0; i < o->tos_per_stream.n; i++) {

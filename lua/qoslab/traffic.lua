@@ -120,7 +120,16 @@ M.Result = require('qoslab.traffic.result').Result
 --   `parallel` entries, not with `tos`: stream i of each direction carries
 --   entry i, also the streams a qoslab server sends; a stock iperf3 server
 --   sends its streams unmarked and the result warns),
---   `nodelay` (TCP_NODELAY), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
+--   `nodelay` (TCP_NODELAY), `skip_rx_copy` (TCP receivers read with MSG_TRUNC: the kernel
+--   counts and drops the data, nothing is copied out; at both ends when the peer is a
+--   qoslab server, else only this end's receivers and the result warns), `zerocopy` (TCP
+--   senders write with MSG_ZEROCOPY, at both ends with a qoslab server; each stream this end
+--   sent reports `res.streams[i].zerocopy = { sends, completed, copied }`), `cpu_affinity` (a CPU
+--   number 0–1023 or a list of 1–128: stream thread k of this end runs on entry k % n; a CPU
+--   this process may not use fails with "EINVAL"), `server_cpu_affinity` (the same for the
+--   server's stream threads; one CPU travels as iperf3's `server_affinity`, which a stock
+--   iperf3 server applies to its whole process; a list only to a qoslab server, else the
+--   result warns), `fq_rate_bps` (SO_MAX_PACING_RATE, bits/s),
 --   `bind_address`, `bind_device`, `netns` (named namespace of the client
 --   threads), `connect_timeout_s` (default 10), `udp_batch` (datagrams per sendmmsg,
 --   1–1024, default 32), `udp_gso` (UDP_SEGMENT), `udp_drain_s` (receiver drain after the

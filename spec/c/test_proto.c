@@ -128,6 +128,59 @@ TEST(params_hostile_input_rejected)
 	CHECK_EQ_INT(q.udp, 0);
 }
 
+/* The engine's options beyond iperf3 3.12 travel with the params:
+ * qoslab_skip_rx_copy, qoslab_zerocopy, and the server's CPUs as iperf3's
+ * server_affinity (one CPU, which a stock iperf3 server reads too) or a
+ * qoslab_server_affinity list; hostile lists are refused naming the key. */
+TEST(params_engine_options)
+{
+	ql_params p, q;
+	ql_err e;
+	char *js = NULL;
+	ql_params_init(&p);
+	snprintf(p.qoslab, sizeof p.qoslab, "test");
+	p.skip_rx_copy = 1;
+	p.zerocopy = 1;
+	p.nserver_cpu = 1;
+	p.server_cpu[0] = 3;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK(strstr(js, "\"server_affinity\":3") != NULL);
+	CHECK(strstr(js, "qoslab_server_affinity") == NULL);
+	CHECK(strstr(js, "\"qoslab_skip_rx_copy\":1") != NULL);
+	CHECK(strstr(js, "\"qoslab_zerocopy\":1") != NULL);
+	CHECK_EQ_INT(ql_params_from_json(js, strlen(js), &q, &e), 0);
+	CHECK_EQ_INT(q.skip_rx_copy, 1);
+	CHECK_EQ_INT(q.zerocopy, 1);
+	CHECK_EQ_INT(q.nserver_cpu, 1);
+	CHECK_EQ_INT(q.server_cpu[0], 3);
+	free(js);
+	p.nserver_cpu = 3;
+	p.server_cpu[1] = 0;
+	p.server_cpu[2] = 1023;
+	CHECK_EQ_INT(ql_params_to_json(&p, &js, &e), 0);
+	CHECK(strstr(js, "\"qoslab_server_affinity\":[3,0,1023]") != NULL);
+	CHECK(strstr(js, "\"server_affinity\"") == NULL);
+	CHECK_EQ_INT(ql_params_from_json(js, strlen(js), &q, &e), 0);
+	CHECK_EQ_INT(q.nserver_cpu, 3);
+	CHECK_EQ_INT(q.server_cpu[2], 1023);
+	free(js);
+	static const char *const bad[] = {
+		"{\"qoslab_server_affinity\":[]}",
+		"{\"qoslab_server_affinity\":1}",
+		"{\"qoslab_server_affinity\":[1024]}",
+		"{\"qoslab_server_affinity\":[-1]}",
+		"{\"qoslab_server_affinity\":[0.5]}",
+		"{\"qoslab_server_affinity\":[\"0\"]}",
+	};
+	for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+		CHECK_EQ_INT(ql_params_from_json(bad[i], strlen(bad[i]), &q, &e), -EPROTO);
+		CHECK(strstr(e.msg, "\"qoslab_server_affinity\": expected an array of 1..128 "
+			  "integers in 0..1023") != NULL);
+	}
+	CHECK_EQ_INT(ql_params_from_json("{\"server_affinity\":1024}", 24, &q, &e), -EPROTO);
+	CHECK(strstr(e.msg, "server_affinity") != NULL);
+}
+
 /* qoslab_tos_per_stream travels with the params to a qoslab server, which
  * sets entry i on stream i of each direction it sends; hostile forms are
  * refused naming the key, and a stock iperf3's params carry none. */
@@ -647,6 +700,7 @@ int main(void)
 	RUN(params_roundtrip);
 	RUN(params_hostile_input_rejected);
 	RUN(params_tos_per_stream);
+	RUN(params_engine_options);
 	RUN(framed_json_caps_length);
 	RUN(interval_grid_is_absolute);
 	RUN(buffer_clamp_rule);

@@ -55,12 +55,24 @@ TEST(client_defaults_pass)
 	for (const ql_opt_desc *d = ql_client_opt_desc; d->key; d++, n++)
 		for (const ql_opt_desc *d2 = d + 1; d2->key; d2++)
 			CHECK(strcmp(d->key, d2->key) != 0);
-	CHECK_EQ_INT(n, 30);
+	CHECK_EQ_INT(n, 34);
 }
 
 TEST(client_ranges_name_the_field)
 {
 	ql_client_opts o = client();
+	o.cpu_affinity.n = 1;
+	o.cpu_affinity.cpu[0] = 1024;
+	expect_client(&o, "opts.cpu_affinity[1]: expected a CPU number in [0, 1023], got 1024");
+	o = client();
+	o.server_cpu_affinity.n = 129;
+	expect_client(&o, "opts.server_cpu_affinity: expected a CPU number in [0, 1023] or a list "
+		      "of 1..128 of them, got 129 entries");
+	o = client();
+	o.proto = QL_PROTO_UDP;
+	o.skip_rx_copy = 1;
+	expect_client(&o, "opts.skip_rx_copy: a TCP option, not valid with proto = \"udp\"");
+	o = client();
 	o.parallel = 129;
 	expect_client(&o, "opts.parallel: expected an integer in [1, 128], got 129");
 	o = client();

@@ -80,10 +80,17 @@ describe('qoslab client flags', function()
 
   it('TCP flags, --bidir, -n, --sndbuf/--rcvbuf', function()
     local o = assert(ct.parse_client { 'h', '--bidir', '-n', '1M', '--sndbuf', '1M',
-      '--rcvbuf', '2M', '-C', 'cubic', '-M', '1400', '-N' })
+      '--rcvbuf', '2M', '-C', 'cubic', '-M', '1400', '-N', '--skip-rx-copy', '-Z', '-A', '1,0' })
     assert.same({ host = 'h', port = 5201, proto = 'tcp', bidir = true, bytes = 1048576,
       sndbuf_bytes = 1048576, rcvbuf_bytes = 2097152, congestion = 'cubic',
-      mss_bytes = 1400, nodelay = true, interval_s = 1 }, o)
+      mss_bytes = 1400, nodelay = true, skip_rx_copy = true, zerocopy = true, cpu_affinity = 1,
+      server_cpu_affinity = 0, interval_s = 1 }, o)
+    assert.same({ cpu_affinity = 2 }, { cpu_affinity = assert(ct.parse_client { 'h', '-A', '2' })
+      .cpu_affinity, server_cpu_affinity = assert(ct.parse_client { 'h', '-A', '2' })
+      .server_cpu_affinity })
+    local bad, err = ct.parse_client { 'h', '-A', '1,x' }
+    assert.is_nil(bad)
+    assert.matches("-A: expected n or n,m (CPU numbers), got '1,x'", err, 1, true)
   end)
 
   it('-k is a UDP datagram count; -i 0 turns reports off', function()

@@ -35,7 +35,8 @@ describe('traffic client options: one check in C, raised at the caller', functio
   it('an unknown key, also one that is no string', function()
     local known = '(known keys: host, port, proto, parallel, duration_s, bytes, packets, reverse, '
       .. 'bidir, omit_s, interval_s, window_bytes, sndbuf_bytes, rcvbuf_bytes, bitrate_bps, '
-      .. 'length_bytes, congestion, mss_bytes, tos, tos_per_stream, nodelay, fq_rate_bps, bind_address, '
+      .. 'length_bytes, congestion, mss_bytes, tos, tos_per_stream, nodelay, skip_rx_copy, zerocopy, cpu_affinity, '
+      .. 'server_cpu_affinity, fq_rate_bps, bind_address, '
       .. 'bind_device, netns, connect_timeout_s, udp_batch, udp_gso, udp_drain_s, title)'
     expect('qoslab.client: opts.windw_bytes: unknown key ' .. known, traffic.client,
       { host = 'h', windw_bytes = 1 })
@@ -131,6 +132,24 @@ describe('traffic client options: one check in C, raised at the caller', functio
       traffic.client, { host = 'h', proto = 'udp', nodelay = false })
     expect('qoslab.client: opts.udp_gso: a UDP option, only valid with proto = "udp"',
       traffic.client, { host = 'h', udp_gso = false })
+    expect('qoslab.client: opts.skip_rx_copy: a TCP option, not valid with proto = "udp"',
+      traffic.client, { host = 'h', proto = 'udp', skip_rx_copy = true })
+    expect('qoslab.client: opts.skip_rx_copy: expected a boolean, got 1',
+      traffic.client, { host = 'h', skip_rx_copy = 1 })
+    expect('qoslab.client: opts.zerocopy: a TCP option, not valid with proto = "udp"',
+      traffic.client, { host = 'h', proto = 'udp', zerocopy = true })
+    local cpus = 'a CPU number in [0, 1023] or a list of 1..128 of them'
+    expect('qoslab.client: opts.cpu_affinity: expected ' .. cpus .. ', got -1',
+      traffic.client, { host = 'h', cpu_affinity = -1 })
+    expect('qoslab.client: opts.server_cpu_affinity: expected ' .. cpus .. ', got string "0"',
+      traffic.client, { host = 'h', server_cpu_affinity = '0' })
+    expect('qoslab.client: opts.cpu_affinity[2]: expected an integer in [0, 1023], got 1024',
+      traffic.client, { host = 'h', cpu_affinity = { 0, 1024 } })
+    expect('qoslab.client: opts.cpu_affinity: expected ' .. cpus .. ', got 0 entries',
+      traffic.client, { host = 'h', cpu_affinity = {} })
+    assert.same({ 3 }, core.traffic_client_check { host = 'h', cpu_affinity = 3 }.cpu_affinity)
+    assert.same({ 0, 1 },
+      core.traffic_client_check { host = 'h', server_cpu_affinity = { 0, 1 } }.server_cpu_affinity)
     -- the binding raises the same message (ctx given or its default)
     binding('qoslab.client: opts.udp_gso: a UDP option, only valid with proto = "udp"',
       core.traffic_client_check, { host = 'h', udp_gso = false })
@@ -147,6 +166,7 @@ describe('traffic client options: one check in C, raised at the caller', functio
       reverse = false, bidir = false, omit_s = 0.0, interval_s = 1.0, bitrate_bps = 0,
       length_bytes = 131072, nodelay = false, connect_timeout_s = 10.0 },
       core.traffic_client_check { host = 'h' })
+    assert.is_true(core.traffic_client_check { host = 'h', skip_rx_copy = true }.skip_rx_copy)
     -- UDP: its bitrate and batch; the datagram size is chosen at start
     assert.same({ host = 'h', port = 9, proto = 'udp', parallel = 2, packets = 5, reverse = true,
       bidir = false, omit_s = 0.0, interval_s = 0.5, bitrate_bps = 1000000,

@@ -1,6 +1,6 @@
 /*
  * client.c - the client role (engine.h): options, the control protocol,
- * creating the streams, the run, next_interval. Stands on control.h,
+ * creating the streams, the run, next_interval. Stands on affinity.h, control.h,
  * ctl_reader.h, results.h, udp_books.h, report.h, workers.h, sockopt.h and
  * test.h.
  */
@@ -18,6 +18,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "affinity.h"
 #include "control.h"
 #include "ctl_reader.h"
 #include "options.h"
@@ -39,6 +40,8 @@ void ql_client_opts_init(ql_client_opts *o)
 	o->tos = -1;
 	o->nodelay = -1;
 	o->udp_gso = -1;
+	o->skip_rx_copy = -1;
+	o->zerocopy = -1;
 	o->udp_drain_s = -1;
 }
 
@@ -474,6 +477,8 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	int rc = ql_client_opts_validate(o, e);
 	if (rc < 0)
 		return rc;
+	if ((rc = affinity_check(&o->cpu_affinity, "opts.cpu_affinity", e)) < 0)
+		return rc;
 	ql_test *t = test_new(QL_SIDE_CLIENT);
 	if (!t)
 		return ql_err_set(e, ENOMEM, NULL, "out of memory");
@@ -487,6 +492,8 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 		t->udp_batch = o->udp_batch;
 	t->udp_gso = o->udp_gso > 0;
 	t->prm.udp_gso = o->udp_gso > 0;
+	t->prm.skip_rx_copy = o->skip_rx_copy > 0;
+	t->prm.zerocopy = o->zerocopy > 0;
 	if (o->connect_timeout_s > 0)
 		t->connect_timeout_ns = (int64_t)(o->connect_timeout_s * 1e9);
 	ql_params *p = &t->prm;
@@ -513,6 +520,9 @@ int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)
 	memcpy(p->stream_tos, o->tos_per_stream.tos, sizeof p->stream_tos);
 	p->nodelay = o->nodelay > 0;
 	p->mss_bytes = o->mss_bytes;
+	t->affinity = o->cpu_affinity;
+	p->nserver_cpu = o->server_cpu_affinity.n;
+	memcpy(p->server_cpu, o->server_cpu_affinity.cpu, sizeof p->server_cpu);
 	copy_str(p->congestion, sizeof p->congestion, o->congestion);
 	copy_str(p->title, sizeof p->title, o->title);
 	p->udp_counters_64bit = p->udp;

@@ -41,9 +41,10 @@
  * protocols. A UDP sender that fell behind by up to one report interval (at
  * most 100 ms of datagrams, at least 8) catches up, so every interval
  * reports the target rate; after a longer stall the schedule is re-based at
- * "now" and the missed slots are dropped, so a long stall never becomes a
- * long burst. TCP bitrate_bps pacing is the same schedule over the stream's
- * write blocks with a 10 ms slack (at least one block).
+ * "now" with 250 us of datagrams and the missed slots are dropped, so a
+ * long stall never becomes a burst (the windows after it carry the target,
+ * within +10 % over 10 ms). TCP bitrate_bps pacing is the same schedule
+ * over the stream's write blocks with a 10 ms slack (at least one block).
  *
  * Socket buffers: setsockopt before connect() on the client and on the
  * server's UDP sockets; for TCP the server sets them on the accepted socket
@@ -84,6 +85,15 @@ typedef struct ql_tos_list {
 	unsigned char tos[QL_PARALLEL_MAX];
 } ql_tos_list;
 
+/* CPUs for the stream threads of one end (opts.cpu_affinity,
+ * opts.server_cpu_affinity): stream thread k is pinned to cpu[k % n];
+ * n = 0 is not given (the scheduler's choice). */
+#define QL_CPU_ID_MAX 1023           /* CPU_SETSIZE - 1 */
+typedef struct ql_cpu_list {
+	int n;
+	unsigned short cpu[QL_PARALLEL_MAX];
+} ql_cpu_list;
+
 typedef struct ql_client_opts {
 	const char *host;            /* required: name or address */
 	int port;                    /* 1..65535 (init: QL_DEFAULT_PORT) */
@@ -113,6 +123,15 @@ typedef struct ql_client_opts {
 	double connect_timeout_s;    /* 0 = QL_CONNECT_TIMEOUT_DEFAULT_S */
 	int udp_batch;               /* 1..1024, 0 = QL_UDP_BATCH_DEFAULT (32) */
 	int udp_gso;                 /* -1 = not given (off) */
+	/* TCP receivers read with MSG_TRUNC: the kernel counts and drops
+	 * the data, nothing is copied to the engine (both qoslab ends) */
+	int skip_rx_copy;            /* -1 = not given (off) */
+	/* TCP senders write with MSG_ZEROCOPY (SO_ZEROCOPY), completions
+	 * read from the error queue (both qoslab ends) */
+	int zerocopy;                /* -1 = not given (off) */
+	/* this end's stream threads, and the server's (sent as iperf3's
+	 * "server_affinity" when it is one CPU, else as a qoslab list) */
+	ql_cpu_list cpu_affinity, server_cpu_affinity;
 	double udp_drain_s;          /* < 0 = default rule */
 	const char *title;
 } ql_client_opts;

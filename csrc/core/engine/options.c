@@ -59,6 +59,12 @@ const ql_opt_desc ql_client_opt_desc[] = {
 	{ "tos_per_stream", QL_OPT_TOS_LIST, 0, offsetof(CO, tos_per_stream), 0, 255, 0, 0,
 	  NULL },
 	BOOL_OPT("nodelay", CO, nodelay),
+	BOOL_OPT("skip_rx_copy", CO, skip_rx_copy),
+	BOOL_OPT("zerocopy", CO, zerocopy),
+	{ "cpu_affinity", QL_OPT_CPU_LIST, 0, offsetof(CO, cpu_affinity), 0, QL_CPU_ID_MAX, 0, 0,
+	  NULL },
+	{ "server_cpu_affinity", QL_OPT_CPU_LIST, 0, offsetof(CO, server_cpu_affinity), 0,
+	  QL_CPU_ID_MAX, 0, 0, NULL },
 	U64_OPT("fq_rate_bps", CO, fq_rate_bps, 1, BPS_MAX, 0),
 	STR_OPT("bind_address", CO, bind_address, 0, NULL),
 	STR_OPT("bind_device", CO, bind_device, 0, NULL),
@@ -129,6 +135,10 @@ const char *ql_opt_expected(const ql_opt_desc *d, int proto, char *buf, size_t l
 	case QL_OPT_TOS_LIST:
 		snprintf(buf, len, "a list of 1..%d integers in [0, 255]", QL_PARALLEL_MAX);
 		break;
+	case QL_OPT_CPU_LIST:
+		snprintf(buf, len, "a CPU number in [0, %d] or a list of 1..%d of them", QL_CPU_ID_MAX,
+			 QL_PARALLEL_MAX);
+		break;
 	default:
 		snprintf(buf, len, "%s", d->expect ? d->expect : "a string");
 		break;
@@ -198,6 +208,19 @@ static int check_nonempty(const char *key, const char *v, ql_err *e)
 	return 0;
 }
 
+static int check_cpus(const char *key, const ql_cpu_list *l, ql_err *e)
+{
+	if (l->n < 0 || l->n > QL_PARALLEL_MAX)
+		return ql_err_usage(e, "opts.%s: expected a CPU number in [0, %d] or a list of "
+				    "1..%d of them, got %d entries", key, QL_CPU_ID_MAX,
+				    QL_PARALLEL_MAX, l->n);
+	for (int i = 0; i < l->n; i++)
+		if (l->cpu[i] > QL_CPU_ID_MAX)
+			return ql_err_usage(e, "opts.%s[%d]: expected a CPU number in [0, %d], "
+					    "got %u", key, i + 1, QL_CPU_ID_MAX, l->cpu[i]);
+	return 0;
+}
+
 /* ------------------------------------------------------------ client -- */
 
 #define TRY(x) do { int rc_ = (x); if (rc_ < 0) return rc_; } while (0)
@@ -225,6 +248,8 @@ static int client_ranges(const ql_client_opts *o, ql_err *e)
 	if (o->tos_per_stream.n < 0 || o->tos_per_stream.n > QL_PARALLEL_MAX)
 		return ql_err_usage(e, "opts.tos_per_stream: expected a list of 1..%d integers in "
 				    "[0, 255], got %d entries", QL_PARALLEL_MAX, o->tos_per_stream.n);
+	TRY(check_cpus("cpu_affinity", &o->cpu_affinity, e));
+	TRY(check_cpus("server_cpu_affinity", &o->server_cpu_affinity, e));
 	TRY(check_u64(t, "fq_rate_bps", o->fq_rate_bps, e));
 	TRY(check_dbl(t, "connect_timeout_s", o->connect_timeout_s, 0, e));
 	TRY(check_int(t, "udp_batch", p, o->udp_batch, 0, e));
@@ -274,10 +299,12 @@ static int client_rules(const ql_client_opts *o, ql_err *e)
 	if (o->window_bytes && (o->sndbuf_bytes || o->rcvbuf_bytes))
 		return ql_err_usage(e, "opts.window_bytes: sets both buffers; use it or "
 				    "opts.sndbuf_bytes/opts.rcvbuf_bytes, not both");
-	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0))
+	if (udp && (o->mss_bytes || o->congestion || o->nodelay >= 0 || o->skip_rx_copy >= 0 ||
+		    o->zerocopy >= 0))
 		return ql_err_usage(e, "opts.%s: a TCP option, not valid with proto = \"udp\"",
 				    o->mss_bytes ? "mss_bytes" : o->congestion ? "congestion"
-				    : "nodelay");
+				    : o->nodelay >= 0 ? "nodelay" : o->skip_rx_copy >= 0
+				    ? "skip_rx_copy" : "zerocopy");
 	if (!udp && (o->udp_batch || o->udp_gso >= 0 || o->udp_drain_s >= 0))
 		return ql_err_usage(e, "opts.%s: a UDP option, only valid with proto = \"udp\"",
 				    o->udp_batch ? "udp_batch" : o->udp_gso >= 0 ? "udp_gso"

@@ -25,7 +25,8 @@ enum {
 	QL_OPT_DBL,     /* double, finite */
 	QL_OPT_BOOL,    /* int 0/1 (-1 = not given, where the struct says so) */
 	QL_OPT_PROTO,   /* int QL_PROTO_*, given as "tcp" | "udp" */
-	QL_OPT_TOS_LIST /* ql_tos_list, given as a list of 1..128 integers in [0, 255] */
+	QL_OPT_TOS_LIST, /* ql_tos_list, given as a list of 1..128 integers in [0, 255] */
+	QL_OPT_CPU_LIST  /* ql_cpu_list, given as an integer or a list of 1..128 in [0, 1023] */
 };
 
 /* Flags of a key. */

@@ -60,6 +60,21 @@ int ql_pacer_init_blocks(ql_pacer *p, int64_t start_ns, uint64_t rate_bps,
 	return 0;
 }
 
+void ql_pacer_set_rebase_burst(ql_pacer *p, uint64_t n)
+{
+	p->rebase_burst = n > p->max_burst ? p->max_burst : n;
+}
+
+uint64_t ql_pacer_burst_of_ns(const ql_pacer *p, int64_t span_ns)
+{
+	if (p->rate_bps == 0)
+		return QL_PACER_BURST_UNLIMITED;
+	u128 per = (u128)p->rate_bps * (uint64_t)(span_ns > 0 ? span_ns : 0) /
+		   ((u128)p->bits * QL_NS_PER_S);
+	return per < QL_PACER_BURST_MIN ? QL_PACER_BURST_MIN :
+	       per > UINT32_MAX ? UINT32_MAX : (uint64_t)per;
+}
+
 int64_t ql_pacer_slot_ns(const ql_pacer *p, uint64_t k)
 {
 	u128 off;
@@ -96,11 +111,12 @@ uint64_t ql_pacer_due(ql_pacer *p, int64_t now_ns, int64_t *next_due_ns)
 		if (n > p->max_burst) {
 			/* A stall: drop the missed slots and start a new
 			 * schedule now rather than catching up in a burst. */
-			p->skipped_slots += n - p->max_burst;
+			uint64_t go = p->rebase_burst ? p->rebase_burst : p->max_burst;
+			p->skipped_slots += n - go;
 			p->rebases++;
 			p->origin_ns = now_ns;
 			p->k = 0;
-			n = p->max_burst;
+			n = go;
 		}
 	}
 	p->k += n;

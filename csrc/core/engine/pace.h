@@ -41,6 +41,7 @@ typedef struct ql_pacer {
 	uint64_t released;        /* datagrams released since init */
 	uint64_t skipped_slots;   /* slots dropped by re-basing */
 	uint64_t rebases;         /* stalls seen */
+	uint64_t rebase_burst;    /* 0 = max_burst (ql_pacer_set_rebase_burst) */
 } ql_pacer;
 
 /*
@@ -88,6 +89,22 @@ uint64_t ql_pacer_due(ql_pacer *p, int64_t now_ns, int64_t *next_due_ns);
  * unsent is capped at what was released since the origin.
  */
 void ql_pacer_unsend(ql_pacer *p, uint64_t unsent);
+
+/*
+ * After a stall beyond max_burst, release at most n datagrams at the
+ * re-base instead of max_burst (n = 0: max_burst; capped at max_burst); the
+ * rest of max_burst is dropped with the missed slots. So a sender whose
+ * slack is long (the UDP sender catches up to 100 ms) starts the new
+ * schedule with n datagrams, not with a burst of its whole slack: the
+ * windows after a long stall carry the target rate. Stalls within the
+ * slack are caught up at once, as before (each report interval keeps its
+ * share). Usage: ql_pacer_set_rebase_burst(&p, ql_pacer_burst_of_ns(&p, 250000));
+ */
+void ql_pacer_set_rebase_burst(ql_pacer *p, uint64_t n);
+/* The datagrams of span_ns at the pacer's rate, at least
+ * QL_PACER_BURST_MIN (rate 0: QL_PACER_BURST_UNLIMITED). */
+uint64_t ql_pacer_burst_of_ns(const ql_pacer *p, int64_t span_ns);
+#define QL_PACER_REBASE_SPAN_NS   250000LL
 
 /* Time slot k of the current schedule is due (ns). */
 int64_t ql_pacer_slot_ns(const ql_pacer *p, uint64_t k);

@@ -189,6 +189,8 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 		cJSON_AddStringToObject(o, "title", p->title);
 	if (p->udp_counters_64bit)
 		cJSON_AddNumberToObject(o, "udp_counters_64bit", 1);
+	if (p->nserver_cpu == 1)
+		cJSON_AddNumberToObject(o, "server_affinity", p->server_cpu[0]);
 	cJSON_AddStringToObject(o, "client_version", "3.12");
 	if (p->qoslab[0]) {
 		cJSON_AddStringToObject(o, "qoslab", p->qoslab);
@@ -203,6 +205,15 @@ int ql_params_to_json(const ql_params *p, char **out, ql_err *e)
 			cJSON_AddNumberToObject(o, "qoslab_udp_gso", 1);
 		if (p->udp_tag)
 			cJSON_AddNumberToObject(o, "qoslab_udp_tag", 1);
+		if (p->skip_rx_copy)
+			cJSON_AddNumberToObject(o, "qoslab_skip_rx_copy", 1);
+		if (p->zerocopy)
+			cJSON_AddNumberToObject(o, "qoslab_zerocopy", 1);
+		if (p->nserver_cpu > 1) {
+			cJSON *a = cJSON_AddArrayToObject(o, "qoslab_server_affinity");
+			for (int i = 0; a && i < p->nserver_cpu; i++)
+				cJSON_AddItemToArray(a, cJSON_CreateNumber(p->server_cpu[i]));
+		}
 		if (p->udp_limit_bytes)
 			cJSON_AddNumberToObject(o, "qoslab_udp_bytes", (double)p->udp_limit_bytes);
 		if (p->nstream_tos > 0) {
@@ -289,6 +300,29 @@ static int tos_list_key(const cJSON *o, ql_params *p, ql_err *e)
 	return 0;
 }
 
+/* "qoslab_server_affinity": absent, or an array of 1..QL_STREAM_TOS_MAX
+ * CPU numbers in 0..1023 (it takes the place of "server_affinity"). */
+static int cpu_list_key(const cJSON *o, ql_params *p, ql_err *e)
+{
+	static const char key[] = "qoslab_server_affinity";
+	const cJSON *it = cJSON_GetObjectItemCaseSensitive(o, key);
+	if (!it || cJSON_IsNull(it))
+		return 0;
+	int n = cJSON_IsArray(it) ? cJSON_GetArraySize(it) : 0;
+	if (n < 1 || n > QL_STREAM_TOS_MAX)
+		return bad(e, key, "expected an array of 1..128 integers in 0..1023");
+	int i = 0;
+	const cJSON *x;
+	cJSON_ArrayForEach(x, it) {
+		double v = cJSON_IsNumber(x) ? x->valuedouble : -1;
+		if (!cJSON_IsNumber(x) || !isfinite(v) || v < 0 || v > 1023 || v != floor(v))
+			return bad(e, key, "expected an array of 1..128 integers in 0..1023");
+		p->server_cpu[i++] = (unsigned short)v;
+	}
+	p->nserver_cpu = n;
+	return 0;
+}
+
 int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 {
 	ql_params_init(p);
@@ -330,6 +364,9 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	NUM("qoslab_interval", 0.1, 3600, p->interval_s = v);
 	NUM("qoslab_udp_gso", 0, 1, p->udp_gso = v != 0);
 	NUM("qoslab_udp_tag", 0, 1, p->udp_tag = v != 0);
+	NUM("qoslab_skip_rx_copy", 0, 1, p->skip_rx_copy = v != 0);
+	NUM("qoslab_zerocopy", 0, 1, p->zerocopy = v != 0);
+	NUM("server_affinity", 0, 1023, (p->server_cpu[0] = (unsigned short)v, p->nserver_cpu = 1));
 	NUM("qoslab_udp_bytes", 0, 9.0e18, p->udp_limit_bytes = (uint64_t)v);
 #undef NUM
 	if ((rc = str_key(o, "congestion", p->congestion, sizeof p->congestion, e)) < 0)
@@ -339,6 +376,8 @@ int ql_params_from_json(const char *text, size_t len, ql_params *p, ql_err *e)
 	if ((rc = str_key(o, "qoslab", p->qoslab, sizeof p->qoslab, e)) < 0)
 		goto out;
 	if ((rc = tos_list_key(o, p, e)) < 0)
+		goto out;
+	if ((rc = cpu_list_key(o, p, e)) < 0)
 		goto out;
 	if (p->len_bytes && p->udp &&
 	    (p->len_bytes < QL_UDP_MIN_BYTES || p->len_bytes > QL_UDP_MAX_BYTES)) {

@@ -153,6 +153,13 @@ typedef struct ql_params {
 	int64_t rcvbuf_bytes;
 	double udp_drain_s;       /* < 0 = default rule */
 	int udp_gso;              /* GSO on senders, GRO on receivers */
+	int skip_rx_copy;         /* TCP receivers read with MSG_TRUNC */
+	int zerocopy;             /* TCP senders write with MSG_ZEROCOPY */
+	/* the server's stream thread k runs on server_cpu[k % nserver_cpu]:
+	 * iperf3's "server_affinity" (one CPU; a stock iperf3 server pins its
+	 * whole process) or "qoslab_server_affinity" (a list) */
+	int nserver_cpu;
+	unsigned short server_cpu[QL_STREAM_TOS_MAX];
 	uint64_t udp_limit_bytes; /* UDP byte limit (blockcount is rounded
 	                             up; the last datagram is shortened) */
 	int udp_tag;              /* datagrams carry the test tag (both

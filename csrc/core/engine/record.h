@@ -145,6 +145,14 @@ typedef struct ql_sock_info {
 /* A TCP congestion control name as the kernel spells it (TCP_CA_NAME_MAX). */
 #define QL_CA_NAME_MAX 16
 
+/* A TCP sender's MSG_ZEROCOPY books (zerocopy.h): sends made with the
+ * flag, completions the kernel reported, and of those how many it copied
+ * after all (loopback and veth always do). */
+typedef struct ql_zc_counts {
+	int present;                 /* the stream was sent with zerocopy */
+	uint64_t sends, completed, copied;
+} ql_zc_counts;
+
 typedef struct ql_stream_result {
 	int id, dir;
 	ql_sock_info sock;           /* this end's socket of the stream */
@@ -152,6 +160,7 @@ typedef struct ql_stream_result {
 	int has_sender, has_receiver;
 	ql_udp_path path;            /* the receiver's, with QL_E_UDPPATH */
 	int tos;                     /* the TOS its sender set, -1 = none or unknown */
+	ql_zc_counts zc;             /* this end sent it with zerocopy */
 } ql_stream_result;
 
 typedef struct ql_cpu_result {

@@ -484,6 +484,7 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		sr->id = s->id;
 		sr->dir = s->dir;
 		sr->sock = s->sock;
+		sr->zc = s->zc;
 		/* a stock iperf3 server reads no qoslab_tos_per_stream */
 		sr->tos = stream_tos(&t->prm, s);
 		if (t->side == QL_SIDE_CLIENT && !s->sender && t->prm.nstream_tos &&
@@ -537,6 +538,13 @@ void build_result(ql_test *t, const ql_cpu_result *cpu_local_r)
 		add_warning(t, "tos_per_stream: the peer is not a qoslab server, so the %d "
 			    "stream%s it sent carried no TOS from the list (a stock iperf3 sets "
 			    "only the single opts.tos)", unmarked, unmarked == 1 ? "" : "s");
+	if (t->side == QL_SIDE_CLIENT && t->prm.skip_rx_copy && t->peer != QL_PEER_QOSLAB &&
+	    !t->prm.reverse)
+		add_warning(t, "skip_rx_copy: the peer is not a qoslab server, so its "
+			    "receivers copied what they read (MSG_TRUNC applies to this end's only)");
+	if (t->side == QL_SIDE_CLIENT && t->prm.nserver_cpu > 1 && t->peer != QL_PEER_QOSLAB)
+		add_warning(t, "server_cpu_affinity: the peer is not a qoslab server, which takes "
+			    "one CPU only (iperf3's server_affinity): its streams were not pinned");
 	merge_remote_intervals(t, r);
 	complete_peer_intervals(t, r);
 	ql_cpu_result *mine = t->side == QL_SIDE_CLIENT ? &r->cpu_client : &r->cpu_server;

@@ -1,7 +1,8 @@
 /*
  * server_session.c - one test on the server: admission, its streams, the run,
- * the results exchange and publication. Stands on server_admit.h, control.h,
- * results.h, udp_books.h, report.h, workers.h, sockopt.h and test.h.
+ * the results exchange and publication. Stands on affinity.h, server_admit.h,
+ * control.h, results.h, udp_books.h, report.h, workers.h, sockopt.h and
+ * test.h.
  */
 #include "server_session.h"
 
@@ -19,6 +20,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "affinity.h"
 #include "control.h"
 #include "report.h"
 #include "results.h"
@@ -414,6 +416,14 @@ static int server_protocol(ql_test *t)
 	t->proto = p->udp ? QL_PROTO_UDP : QL_PROTO_TCP;
 	t->peer = p->qoslab[0] ? QL_PEER_QOSLAB : QL_PEER_IPERF3;
 	t->udp_gso = p->udp_gso;
+	t->affinity.n = p->nserver_cpu;
+	for (int i = 0; i < p->nserver_cpu; i++)
+		t->affinity.cpu[i] = p->server_cpu[i];
+	ql_err aerr;
+	if (affinity_check(&t->affinity, "server_affinity", &aerr) < 0) {
+		add_warning(t, "%s; the server's streams were not pinned", aerr.msg);
+		t->affinity.n = 0;
+	}
 	if (!p->len_bytes)
 		p->len_bytes = p->udp ? QL_UDP_DEFAULT_LEN : QL_TCP_DEFAULT_LEN;
 	if (p->reverse && p->bidir)

@@ -55,6 +55,8 @@ typedef struct ql_stream {
 	int tsum_init;
 	uint64_t sent_final;             /* UDP: peer's sent count */
 	int err;                         /* worker's errno, 0 = fine */
+	ql_zc_counts zc;                 /* TCP sender with zerocopy; set by
+	                                    the worker before `done` */
 } ql_stream;
 
 struct ql_test {
@@ -65,6 +67,7 @@ struct ql_test {
 	int port;
 	char netns[128], bind_address[128], bind_device[32];
 	int udp_batch, udp_gso;
+	ql_cpu_list affinity;             /* this end's stream threads */
 	int64_t connect_timeout_ns;
 	int64_t drain_ns;
 	uint64_t limit_bytes, limit_packets;   /* per direction budgets */
@@ -173,5 +176,14 @@ uint64_t received_packets(ql_test *t, int dir);
 void default_drain(ql_test *t);
 void live_hold(ql_test *t);
 int fail_io(ql_test *t, int rc, const char *what);
+
+/* Add to a counter whose only writer is the calling stream thread: a
+ * relaxed load and store, no locked read-modify-write on the hot path;
+ * readers still see whole values (the reporter's atomic loads). */
+static inline void ctr_add(_Atomic uint64_t *c, uint64_t v)
+{
+	atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + v,
+			      memory_order_relaxed);
+}
 
 #endif

@@ -1,6 +1,7 @@
 /*
  * workers.c - the threads that run a test's streams, one per stream, each
- * running its TCP or UDP loop. Stands on tcp.h, udp.h and test.h.
+ * running its TCP or UDP loop, pinned to its CPU. Stands on affinity.h,
+ * tcp.h, udp.h and test.h.
  */
 #include "workers.h"
 
@@ -8,6 +9,7 @@
 #include <stdatomic.h>
 #include <string.h>
 
+#include "affinity.h"
 #include "tcp.h"
 #include "test.h"
 #include "udp.h"
@@ -17,6 +19,11 @@ static void *stream_main(void *arg)
 {
 	ql_stream *s = arg;
 	int64_t u0, s0, u1, s1;
+	/* a name to find the stream threads by (ps -L, /proc/PID/task) */
+	pthread_setname_np(pthread_self(), "qoslab-stream");
+	/* the CPU was checked allowed when the test started; a pin that the
+	 * kernel still refuses leaves the thread where the scheduler puts it */
+	(void)affinity_pin(&s->t->affinity, s->idx);
 	s->run_ns = ql_now_ns();
 	thread_cpu(&u0, &s0);
 	if (s->t->proto == QL_PROTO_TCP) {

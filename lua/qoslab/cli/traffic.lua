@@ -130,6 +130,20 @@ function M.parse_tos(s)
   return n
 end
 
+--- Parse iperf3's -A: `n` (this end's CPU) or `n,m` (and the server's).
+-- @tparam string s
+-- @treturn table `{ client = n, server = m }` (server nil without `,m`), or nil, message
+function M.parse_affinity(s)
+  local a, b = s:match('^(%d+),(%d+)$')
+  if not a then a = s:match('^(%d+)$') end
+  local n, m = tonumber(a), tonumber(b)
+  if not n then return nil, string.format("expected n or n,m (CPU numbers), got '%s'", s) end
+  for _, c in ipairs { n, m } do
+    if c > 1023 then return nil, string.format('CPU %d is out of range [0, 1023]', c) end
+  end
+  return { client = n, server = m }
+end
+
 -- ---------------------------------------------------------- describers --
 
 --- Add the `server` flags to an argparse command.
@@ -222,6 +236,14 @@ function M.describe_client(cmd)
   cmd:option('-S --tos', 'IP type of service (decimal, 0x hex, 0 octal).')
     :convert(conv('-S', M.parse_tos))
   cmd:flag('-N --no-delay', 'Set TCP_NODELAY.')
+  cmd:option('-A --affinity', 'CPU of the stream threads, n[,m]: the client\'s n, the '
+    .. 'server\'s m (sent like iperf3\'s server_affinity).'):argname('n[,m]')
+    :convert(conv('-A', M.parse_affinity))
+  cmd:flag('-Z --zerocopy',
+    'TCP senders write with MSG_ZEROCOPY (senders at both qoslab ends; loopback and veth '
+    .. 'copy anyway).')
+  cmd:flag('--skip-rx-copy',
+    'TCP receivers read with MSG_TRUNC: counted, not copied (receivers at both qoslab ends).')
   cmd:option('-B --bind', 'Local address to bind.')
   cmd:option('--bind-dev', 'Local device to bind (SO_BINDTODEVICE).')
   cmd:option('-T --title', 'Prefix for every output line.')
@@ -263,7 +285,10 @@ function M.client_opts(a)
     mss_bytes = a.set_mss, tos = a.tos, nodelay = a.no_delay or nil,
     fq_rate_bps = a.fq_rate, bind_address = a.bind, bind_device = a.bind_dev,
     netns = a.netns, title = a.title, udp_batch = a.udp_batch, udp_gso = a.udp_gso or nil,
-    udp_drain_s = a.udp_drain,
+    udp_drain_s = a.udp_drain, skip_rx_copy = a.skip_rx_copy or nil,
+    zerocopy = a.zerocopy or nil,
+    cpu_affinity = a.affinity and a.affinity.client,
+    server_cpu_affinity = a.affinity and a.affinity.server,
   }
   if a.connect_timeout then o.connect_timeout_s = a.connect_timeout / 1000 end
   if udp and a.bytes then
@@ -339,7 +364,9 @@ local FLAG_OF = {
   packets = '-k', reverse = '-R', bidir = '--bidir', omit_s = '-O', interval_s = '-i',
   window_bytes = '-w', sndbuf_bytes = '--sndbuf', rcvbuf_bytes = '--rcvbuf',
   bitrate_bps = '-b', length_bytes = '-l', congestion = '-C', mss_bytes = '-M', tos = '-S',
-  nodelay = '-N', fq_rate_bps = '--fq-rate', bind_address = '-B', bind_device = '--bind-dev',
+  nodelay = '-N', skip_rx_copy = '--skip-rx-copy', zerocopy = '-Z', cpu_affinity = '-A',
+  server_cpu_affinity = '-A', fq_rate_bps = '--fq-rate', bind_address = '-B',
+  bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
   ['probe.interval_ms'] = '--probe', ['probe.proto'] = '--probe-proto', probe = '--probe',
