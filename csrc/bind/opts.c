@@ -45,14 +45,11 @@ static void check_keys(lua_State *L, int idx, const char *ctx, const char *prefi
 	qlb_check_keys(L, idx, ctx, prefix, names);
 }
 
-/* The list at the top of the stack: a sequence of 1..QL_PARALLEL_MAX
- * integers in [0, 255] and no other key (read raw, like the options). */
-static void read_tos_list(lua_State *L, const char *ctx, const char *field, const char *exp,
-			  ql_tos_list *out)
+/* The length of the sequence at index at: 1..QL_PARALLEL_MAX entries and no
+ * key other than 1..n, else an error naming the field. */
+static lua_Integer read_list_len(lua_State *L, const char *ctx, const char *field,
+				 const char *exp, int at)
 {
-	int at = lua_gettop(L);
-	if (lua_type(L, at) != LUA_TTABLE)
-		qlb_field_error(L, ctx, field, exp, at);
 	lua_Integer n = (lua_Integer)lua_rawlen(L, at), keys = 0;
 	lua_pushnil(L);
 	while (lua_next(L, at)) {
@@ -64,6 +61,18 @@ static void read_tos_list(lua_State *L, const char *ctx, const char *field, cons
 			  exp);
 	if (n < 1 || n > QL_PARALLEL_MAX)
 		qlb_error(L, ctx, "%s: expected %s, got %d entries", field, exp, (int)n);
+	return n;
+}
+
+/* The list at the top of the stack: a sequence of 1..QL_PARALLEL_MAX
+ * integers in [0, 255] and no other key (read raw, like the options). */
+static void read_tos_list(lua_State *L, const char *ctx, const char *field, const char *exp,
+			  ql_tos_list *out)
+{
+	int at = lua_gettop(L);
+	if (lua_type(L, at) != LUA_TTABLE)
+		qlb_field_error(L, ctx, field, exp, at);
+	lua_Integer n = read_list_len(L, ctx, field, exp, at);
 	for (lua_Integer i = 1; i <= n; i++) {
 		int isint = 0;
 		lua_rawgeti(L, at, i);
@@ -95,17 +104,7 @@ static void read_cpu_list(lua_State *L, const char *ctx, const char *field, cons
 	}
 	if (lua_type(L, at) != LUA_TTABLE)
 		qlb_field_error(L, ctx, field, exp, at);
-	lua_Integer n = (lua_Integer)lua_rawlen(L, at), keys = 0;
-	lua_pushnil(L);
-	while (lua_next(L, at)) {
-		lua_pop(L, 1);
-		keys++;
-	}
-	if (keys != n)
-		qlb_error(L, ctx, "%s: expected %s, got a table with keys other than 1..n", field,
-			  exp);
-	if (n < 1 || n > QL_PARALLEL_MAX)
-		qlb_error(L, ctx, "%s: expected %s, got %d entries", field, exp, (int)n);
+	lua_Integer n = read_list_len(L, ctx, field, exp, at);
 	for (lua_Integer i = 1; i <= n; i++) {
 		lua_rawgeti(L, at, i);
 		lua_Integer v = lua_tointegerx(L, -1, &isint);

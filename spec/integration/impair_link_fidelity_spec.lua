@@ -15,40 +15,11 @@ local traffic = require 'qoslab.traffic'
 local latency = require 'qoslab.latency'
 local H = require 'integration.traffic_helper'
 
-local seq = 0
-
 -- Two namespaces with lo up and IPv6 off; .close() removes them.
-local function ns_pair()
-  seq = seq + 1
-  local tag = string.format('%d-%d', H.pid, seq)
-  local self = { a = 'qlfa-' .. tag, b = 'qlfb-' .. tag }
-  local r, s = (H.pid // 250) % 250 + 1, (H.pid + seq + 100) % 250 + 1
-  self.a_addr = string.format('10.%d.%d.1', r, s)
-  self.b_addr = string.format('10.%d.%d.2', r, s)
-  function self.close()
-    os.execute('ip netns del ' .. self.a .. ' 2>/dev/null')
-    os.execute('ip netns del ' .. self.b .. ' 2>/dev/null')
-  end
-  local ok, err = pcall(function()
-    for _, ns in ipairs { self.a, self.b } do
-      H.must('ip netns add ' .. ns)
-      H.must('ip -n ' .. ns .. ' link set lo up')
-      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.all.disable_ipv6=1')
-      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.default.disable_ipv6=1')
-    end
-  end)
-  if not ok then self.close(); error(err, 2) end
-  return self
-end
+local function ns_pair() return H.bare_netns_pair('qlf') end
 
 -- busted keeps one finally per test: this runs what was registered, last first.
-local function cleanups()
-  local list = {}
-  finally(function()
-    for i = #list, 1, -1 do pcall(list[i]) end
-  end)
-  return function(f) list[#list + 1] = f end
-end
+local function cleanups() return H.cleanups(finally) end
 
 -- A link between the pair, and a qoslab server in b; both go with defer.
 local function setup(o)

@@ -13,19 +13,9 @@ local H = require 'integration.traffic_helper'
 -- busy host; 250 ms is far above it and far below the 2 s between steps.
 local LAG_MAX_MS = 250
 
-local function cleanups()
-  local list = {}
-  finally(function()
-    for i = #list, 1, -1 do pcall(list[i]) end
-  end)
-  return function(f) list[#list + 1] = f end
-end
+local function cleanups() return H.cleanups(finally) end
 
-local function sender_rtt_ms(iv)
-  for _, e in ipairs(iv.streams or {}) do
-    if e.role ~= 'receiver' and e.rtt_us then return e.rtt_us / 1000 end
-  end
-end
+local sender_rtt_ms = H.sender_rtt_ms
 
 describe('qoslab.Testbed:schedule on the link', function()
   it('a delay step at 2 s shows in the RTT of a 4 s TCP test and in the change log', function()

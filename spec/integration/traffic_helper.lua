@@ -146,6 +146,51 @@ function H.netns_pair(opts)
   return self
 end
 
+--- Two namespaces with lo up and IPv6 off (so no router solicitation or MLD
+-- report crosses what joins them), nothing between them yet: names
+-- PREFIX..'a-'..tag and PREFIX..'b-'..tag, addresses 10.R.S.1 (a) and .2 (b)
+-- from the same sequence as netns_pair. .close() removes them.
+function H.bare_netns_pair(prefix)
+  ns_seq = ns_seq + 1
+  local tag = string.format('%d-%d', H.pid, ns_seq)
+  local self = { a = prefix .. 'a-' .. tag, b = prefix .. 'b-' .. tag }
+  local r, s = (H.pid // 250) % 250 + 1, (H.pid + ns_seq) % 250 + 1
+  self.a_addr = string.format('10.%d.%d.1', r, s)
+  self.b_addr = string.format('10.%d.%d.2', r, s)
+  function self.close()
+    os.execute('ip netns del ' .. self.a .. ' 2>/dev/null')
+    os.execute('ip netns del ' .. self.b .. ' 2>/dev/null')
+  end
+  local ok, err = pcall(function()
+    for _, ns in ipairs { self.a, self.b } do
+      H.must('ip netns add ' .. ns)
+      H.must('ip -n ' .. ns .. ' link set lo up')
+      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.all.disable_ipv6=1')
+      H.must('ip netns exec ' .. ns .. ' sysctl -q -w net.ipv6.conf.default.disable_ipv6=1')
+    end
+  end)
+  if not ok then self.close(); error(err, 2) end
+  return self
+end
+
+--- Clean-ups for one test, run last first by the test's `finally` (busted
+-- keeps one finally per test): `local defer = H.cleanups(finally)`, then
+-- `defer(function() x:close() end)` for each thing made.
+function H.cleanups(finally_fn)
+  local list = {}
+  finally_fn(function()
+    for i = #list, 1, -1 do pcall(list[i]) end
+  end)
+  return function(f) list[#list + 1] = f end
+end
+
+--- The sender's TCP RTT (TCP_INFO) in an interval's stream entries, in ms.
+function H.sender_rtt_ms(iv)
+  for _, e in ipairs(iv.streams or {}) do
+    if e.role ~= 'receiver' and e.rtt_us then return e.rtt_us / 1000 end
+  end
+end
+
 --- Assert every identity of qoslab.traffic.invariants.
 function H.identities(res, label)
   local ok, why = traffic.invariants(res)

@@ -8,23 +8,14 @@
 local netem = require 'qoslab.netem'
 local testbed = require 'qoslab.testbed'
 local traffic = require 'qoslab.traffic'
+local H = require 'integration.traffic_helper'
 
 -- an emulated CPU (TCG) schedules threads late; the steps are 1.5 s apart
 local LAG_MAX_MS = 500
 
-local function cleanups()
-  local list = {}
-  finally(function()
-    for i = #list, 1, -1 do pcall(list[i]) end
-  end)
-  return function(f) list[#list + 1] = f end
-end
+local function cleanups() return H.cleanups(finally) end
 
-local function sender_rtt_ms(iv)
-  for _, e in ipairs(iv.streams or {}) do
-    if e.role ~= 'receiver' and e.rtt_us then return e.rtt_us / 1000 end
-  end
-end
+local sender_rtt_ms = H.sender_rtt_ms
 
 describe('schedules on kernel netem', function()
   it('a delay step shows in the RTT of a TCP test, in the log, and in the kernel afterwards', function()
