@@ -3,10 +3,11 @@
 -- with GSO super-packets, the veth with offloads off and on, each link
 -- figure with its ratio to the veth pair of the same offloads), then the
 -- link's delay accuracy under a 50 ms forward delay at a moderate UDP load,
--- with its senders at an ordinary and at a real-time priority: the sender's
--- lateness (its own measure) and a UDP round-trip probe beside the load,
--- reported as the added delay's distribution (RTT minus 50 ms minus the
--- path's idle RTT without delay).
+-- with its threads at an ordinary and at a real-time priority: the sender's
+-- lateness (its own measure) and, beside it, an ICMP round-trip probe
+-- beside the load (kernel stamps; the far end's kernel answers), reported
+-- as the added delay's distribution (RTT at 50 ms minus 50 ms minus the
+-- p50 of the RTT at zero delay under the same load, "zero50").
 --
 --   bin/qoslab run --host bench/impair_link.lua [-- duration_s [part]]
 --
@@ -83,31 +84,38 @@ end
 
 if want('delay') then
 print()
-print(string.format('%-34s %8s %9s %9s %8s %8s %8s %6s', 'link, 50 ms forward delay',
-  'samples', 'late_p99', 'late_max', 'add_p50', 'add_p99', 'add_max', 'drops'))
-print(string.format('%-34s %8s %9s %9s %8s %8s %8s', '', '', 'ms', 'ms', 'ms', 'ms', 'ms'))
+print(string.format('%-30s %7s %8s %8s | %7s %7s %7s %7s %7s %7s', 'link, 50 ms forward delay',
+  'samples', 'late_p99', 'late_max', 'zero50', 'add_min', 'add_p50', 'add_p90', 'add_p99', 'add_max'))
+print(string.format('%-30s %7s %8s %8s | %7s %7s %7s %7s %7s %7s', '', '', 'ms', 'ms', 'ms', 'ms',
+  'ms', 'ms', 'ms', 'ms'))
 for _, rt in ipairs { false, true } do
   for _, rate in ipairs { 10e6, 50e6 } do
     local a, b, _ <close> = pair()
     local l <close> = assert(link.impair_link { a_netns = a, b_netns = b, a_addr = A_ADDR,
       b_addr = B_ADDR, realtime = rt })
     local srv <close> = assert(traffic.server { port = 0, netns = b })
-    -- the path's own RTT without delay, idle
-    local idle = assert(latency.probe { host = B_ADDR, port = srv:port(), netns = a,
-      interval_ms = 5, duration_s = 1 })
-    l:set('forward', { delay_ms = 50 })
-    local res = assert(traffic.run { host = B_ADDR, port = srv:port(), netns = a, proto = 'udp',
-      bitrate_bps = rate, length_bytes = 1200, duration_s = dur, interval_s = 1,
-      probe = { proto = 'udp', interval_ms = 5 } })
+    -- an ICMP probe (the far end's kernel answers; kernel TX and RX
+    -- stamps) beside the load, at zero delay and then at 50 ms
+    local function probed(delay_ms)
+      l:set('forward', { delay_ms = delay_ms })
+      return assert(traffic.run { host = B_ADDR, port = srv:port(), netns = a, proto = 'udp',
+        bitrate_bps = rate, length_bytes = 1200, duration_s = dur, interval_s = 1,
+        probe = { proto = 'icmp', interval_ms = 2, idle_s = 0 } }).latency
+    end
+    local zero = probed(0)
+    local lat = probed(50)
     local f = l:stats().forward
-    local lat = res.latency
-    local base = idle.rtt_ms.p50
-    print(string.format('%-34s %8d %9.3f %9.3f %8.3f %8.3f %8.3f %6d',
+    local base = zero.rtt_ms.p50
+    local r = lat.rtt_ms
+    print(string.format('%-30s %7d %8.3f %8.3f | %7.3f %7.3f %7.3f %7.3f %7.3f %7.3f',
       string.format('UDP %.0f Mbit/s %s', rate / 1e6, rt and 'realtime' or 'ordinary'),
-      f.lateness_samples, f.lateness_p99_ms, f.lateness_max_ms,
-      lat.rtt_ms.p50 - 50 - base, lat.rtt_ms.p99 - 50 - base, lat.rtt_ms.max - 50 - base, f.drops))
-    print(string.format('%-34s probe samples %d, idle RTT p50 %.3f ms, realtime senders: %s',
-      '', lat.samples, base, tostring(f.sender_realtime)))
+      f.lateness_samples, f.lateness_p99_ms, f.lateness_max_ms, base, r.min - 50 - base,
+      r.p50 - 50 - base, r.p90 - 50 - base, r.p99 - 50 - base, r.max - 50 - base))
+    -- the shift of the tail too: p99 at 50 ms minus 50 minus the zero-delay p99
+    print(string.format('%-30s probe samples %d (kernel RX stamps %d), zero-delay RTT p99 %.3f ms, '
+      .. 'p99 - 50 - zero p99 %.3f ms, realtime threads: %s', '', lat.samples,
+      lat.timestamps.rx_kernel, zero.rtt_ms.p99, r.p99 - 50 - zero.rtt_ms.p99,
+      tostring(f.sender_realtime)))
   end
 end
 end

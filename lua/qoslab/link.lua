@@ -160,10 +160,12 @@ M.info = core.link_info
 --   (one loss, one `limit_packets` slot), as kernel netem sees them on a
 --   device with offloads on; several times the throughput. Off, every packet
 --   is at most `mtu_bytes`, as netem with offloads off;
--- * `realtime` (boolean, default false): run both senders SCHED_FIFO at the
+-- * `realtime` (boolean, default false): run the link's four threads (both
+--   readers and both senders) SCHED_FIFO at the
 --   lowest real-time priority where the process may (root, CAP_SYS_NICE or
 --   RLIMIT_RTPRIO; silently ordinary otherwise, `stats().forward.sender_realtime`
---   says which), so a due packet is not kept waiting behind the host's other
+--   says whether all four got it), so neither a due packet nor an arriving one
+--   (whose time counts from its read) is kept waiting behind the host's other
 --   threads: on a loaded host it keeps the senders' lateness p99 near 0.13 ms
 --   where ordinary threads reach milliseconds, but it costs about half the
 --   zero-delay TCP throughput on two cores (bench/RESULTS.md). Either way each

@@ -28,8 +28,12 @@
 #define READ_BUF_BYTES 65536
 /* The sender sleeps until this long before a packet's time, then waits
  * out the rest on the CPU: a wake-up's own latency (the timer and the
- * scheduler, tens of µs even when idle) falls inside the margin. */
-#define SPIN_MARGIN_NS 60000
+ * scheduler, tens of µs even when idle) falls inside the margin. A build
+ * may set another (bench/impair_link.lua compares them). */
+#ifndef QL_TUNLINK_SPIN_MARGIN_NS
+#define QL_TUNLINK_SPIN_MARGIN_NS 60000
+#endif
+#define SPIN_MARGIN_NS QL_TUNLINK_SPIN_MARGIN_NS
 
 typedef struct dir {
 	struct ql_tunlink *link;
@@ -43,6 +47,7 @@ typedef struct dir {
 	ql_impair *model;
 	ql_pktq q;
 	int64_t last_tts_ns;             /* time to send of the packet queued last */
+	int sending;                      /* the sender writes a packet it popped */
 	uint64_t budget_bytes;
 
 	/* the link's own counters (the model keeps the rest) */
@@ -67,8 +72,9 @@ struct ql_tunlink {
 	int a_fd, b_fd;
 	int stop_fd;                       /* eventfd: readers leave poll */
 	atomic_int stop;
-	int realtime;                      /* asked for SCHED_FIFO senders */
+	int realtime;                      /* asked for SCHED_FIFO threads */
 	atomic_int senders_realtime;       /* senders that got it */
+	atomic_int readers_realtime;       /* readers that got it */
 	pthread_mutex_t fail_mu;
 	int failed;
 	ql_err failure;
@@ -122,6 +128,22 @@ static void thread_setup(void)
 	prctl(PR_SET_TIMERSLACK, 1UL, 0UL, 0UL, 0UL);
 }
 
+/* SCHED_FIFO at the lowest real-time priority: a sender whose packet is
+ * due, or a reader whose TUN has a packet, preempts the host's ordinary
+ * threads at once instead of waiting its turn (milliseconds on a loaded
+ * host; a reader's wait is the packet's, as its time counts from the
+ * read). Kept only where the process may
+ * (CAP_SYS_NICE or RLIMIT_RTPRIO); the kernel's real-time throttling
+ * (sched_rt_runtime_us) leaves the others their share if it ever spins. */
+static void thread_priority(ql_tunlink *l, atomic_int *granted)
+{
+	if (!l->realtime)
+		return;
+	struct sched_param sp = { .sched_priority = sched_get_priority_min(SCHED_FIFO) };
+	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
+		atomic_fetch_add(granted, 1);
+}
+
 /* A packet the budget (or malloc) refused: dropped, never forwarded early,
  * and said once per direction (ql_tunlink_stats.over_budget). */
 static void memory_drop(dir *d, int cls)
@@ -163,11 +185,57 @@ static void queue_copy(dir *d, const unsigned char *buf, size_t len, int cls,
 		*wake = 1;
 }
 
+/* Write one packet into the other TUN and count it; d->mu held from the
+ * count on (the reader's direct path holds it throughout: its write keeps
+ * its place in the order). Returns 0, or the errno of a write that fails
+ * the link. */
+static int write_out(dir *d, const unsigned char *data, size_t len, int64_t enq_ns,
+		     int locked)
+{
+	ssize_t w;
+	do
+		w = write(d->out_fd, data, len);
+	while (w < 0 && errno == EINTR);
+	int err = w < 0 ? errno : 0;
+	int64_t sent = mono_ns();
+	if (!locked)
+		pthread_mutex_lock(&d->mu);
+	if (w >= 0) {
+		d->forwarded_packets++;
+		d->forwarded_bytes += len - d->hdr;
+		int64_t q = sent - enq_ns;
+		d->delay_sum_ns += q;
+		if (q > d->delay_max_ns)
+			d->delay_max_ns = q;
+		ql_impair_sent(d->model, len - d->hdr, sent);
+	} else if (err == EINVAL || err == EAGAIN || err == ENOBUFS) {
+		/* the kernel refused this one packet (a corrupted header
+		 * names no IP version) or its queue was full: counted,
+		 * the link goes on */
+		d->rejected_packets++;
+		err = 0;
+	}
+	return err;
+}
+
+/* A packet due now with nothing queued before it and no write of the
+ * sender's under way goes out from the reader at once: a zero-delay
+ * packet (the far end's reply to a delayed request, say) never waits for
+ * a sender's wake-up. d->mu held. */
+static int due_now(dir *d, const ql_impair_verdict *v, size_t len, int64_t now)
+{
+	if (v->copies != 1 || ql_pktq_len(&d->q) || d->sending)
+		return 0;
+	int64_t tts = v->to_head ? now : v->time_to_send_ns;
+	return tts <= now && ql_impair_dequeue_at(d->model, len - d->hdr, tts, now) <= now;
+}
+
 static void *reader_main(void *arg)
 {
 	dir *d = arg;
 	ql_tunlink *l = d->link;
 	thread_setup();
+	thread_priority(l, &l->readers_realtime);
 	unsigned char *buf = malloc(READ_BUF_BYTES);
 	unsigned char *copy = malloc(READ_BUF_BYTES);
 	if (!buf || !copy) {
@@ -230,9 +298,18 @@ static void *reader_main(void *arg)
 				memcpy(copy, buf, len);
 			if (v.corrupt)
 				ql_ippkt_flip(ip, ip_len, v.corrupt_byte, v.corrupt_bit);
-			queue_copy(d, buf, len, cls, &v, now, &wake);
-			for (int i = 1; i < v.copies; i++)
-				queue_copy(d, copy, len, cls, &v, now, &wake);
+			if (due_now(d, &v, len, now)) {
+				int err = write_out(d, buf, len, now, 1);
+				if (err) {
+					pthread_mutex_unlock(&d->mu);
+					fail(l, err, "write to TUN device", d->out_name);
+					break;
+				}
+			} else {
+				queue_copy(d, buf, len, cls, &v, now, &wake);
+				for (int i = 1; i < v.copies; i++)
+					queue_copy(d, copy, len, cls, &v, now, &wake);
+			}
 		}
 		if (wake)
 			pthread_cond_signal(&d->cv);
@@ -254,20 +331,6 @@ static void note_lateness(dir *d, int64_t late_ns)
 		d->late_max_ns = late_ns;
 }
 
-/* SCHED_FIFO at the lowest real-time priority: a sender whose packet is
- * due preempts the host's ordinary threads at once instead of waiting its
- * turn (milliseconds on a loaded host). Kept only where the process may
- * (CAP_SYS_NICE or RLIMIT_RTPRIO); the kernel's real-time throttling
- * (sched_rt_runtime_us) leaves the others their share if it ever spins. */
-static void sender_priority(ql_tunlink *l)
-{
-	if (!l->realtime)
-		return;
-	struct sched_param sp = { .sched_priority = sched_get_priority_min(SCHED_FIFO) };
-	if (pthread_setschedparam(pthread_self(), SCHED_FIFO, &sp) == 0)
-		atomic_fetch_add(&l->senders_realtime, 1);
-}
-
 /* Wait on the CPU until at (CLOCK_MONOTONIC ns), for the last
  * SPIN_MARGIN_NS at most; d->mu not held. */
 static void spin_until(int64_t at)
@@ -281,7 +344,7 @@ static void *sender_main(void *arg)
 	dir *d = arg;
 	ql_tunlink *l = d->link;
 	thread_setup();
-	sender_priority(l);
+	thread_priority(l, &l->senders_realtime);
 	/* the packet the sender slept for: only its wake-up measures the
 	 * timer (a packet already due when seen waited behind others, which
 	 * its queue delay shows) */
@@ -320,36 +383,17 @@ static void *sender_main(void *arg)
 		slept_for = NULL;
 		if (!ql_pktq_len(&d->q))
 			d->last_tts_ns = 0;
+		d->sending = 1;   /* the reader's direct path waits its turn */
 		pthread_mutex_unlock(&d->mu);
 
 		/* lateness as the packet goes: the lock and the pop included */
 		int64_t late = mono_ns() - at;
-		ssize_t w;
-		do
-			w = write(d->out_fd, p->data, p->len);
-		while (w < 0 && errno == EINTR);
-		int err = w < 0 ? errno : 0;
-		int64_t sent = mono_ns();
-
-		pthread_mutex_lock(&d->mu);
+		int err = write_out(d, p->data, p->len, p->enq_ns, 0);
+		d->sending = 0;
 		if (timed)
 			note_lateness(d, late);
-		if (w >= 0) {
-			d->forwarded_packets++;
-			d->forwarded_bytes += p->len - d->hdr;
-			int64_t q = sent - p->enq_ns;
-			d->delay_sum_ns += q;
-			if (q > d->delay_max_ns)
-				d->delay_max_ns = q;
-			ql_impair_sent(d->model, p->len - d->hdr, sent);
-		} else if (err == EINVAL || err == EAGAIN || err == ENOBUFS) {
-			/* the kernel refused this one packet (a corrupted header
-			 * names no IP version) or its queue was full: counted,
-			 * the link goes on */
-			d->rejected_packets++;
-		}
 		free(p);
-		if (w < 0 && err != EINVAL && err != EAGAIN && err != ENOBUFS) {
+		if (err) {
 			pthread_mutex_unlock(&d->mu);
 			fail(l, err, "write to TUN device", d->out_name);
 			return NULL;
@@ -541,7 +585,8 @@ void ql_tunlink_stats_get(ql_tunlink *l, int dir_idx, ql_tunlink_stats *st)
 			}
 		}
 	}
-	st->sender_realtime = atomic_load(&l->senders_realtime) >= 2;
+	st->sender_realtime = atomic_load(&l->senders_realtime) >= 2 &&
+			      atomic_load(&l->readers_realtime) >= 2;
 	pthread_mutex_unlock(&d->mu);
 }
 

@@ -5,7 +5,9 @@
  * sch_netem would do with each, and queues them by time to send (pktq.h);
  * a sender waits for the first one's time and writes it into the other TUN
  * (it sleeps until shortly before and waits out the rest on the CPU, at a
- * real-time priority where the process may have one).
+ * real-time priority where the process may have one). A packet already due
+ * when it arrives, with nothing queued before it, the reader writes itself
+ * (a zero-delay direction never waits for a sender's wake-up).
  * Forward = a -> b (read from a's device, written to b's), reverse = b -> a.
  * Stands on impair.h, ippkt.h, pktq.h and tun.h; Lua-free.
  *
@@ -49,8 +51,8 @@ typedef struct ql_tunlink_opts {
 	 * to the model, as kernel netem sees them on a device with offloads
 	 * on; 0: every packet at most mtu_bytes, as with offloads off. */
 	int gso;
-	/* 1: run both senders SCHED_FIFO (lowest real-time priority) where
-	 * the process may (a tighter delay, at about half the zero-delay
+	/* 1: run the four threads (readers and senders) SCHED_FIFO (lowest
+	 * real-time priority) where the process may (a tighter delay, at about half the zero-delay
 	 * throughput on two cores); 0: ordinary threads. */
 	int realtime;
 } ql_tunlink_opts;
@@ -85,7 +87,7 @@ typedef struct ql_tunlink_stats {
 	 * over_budget_err (code ENOBUFS) */
 	int over_budget;
 	ql_err over_budget_err;
-	int sender_realtime;         /* both senders got SCHED_FIFO */
+	int sender_realtime;         /* all four threads got SCHED_FIFO */
 } ql_tunlink_stats;
 
 typedef struct ql_tunlink ql_tunlink;
