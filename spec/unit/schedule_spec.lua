@@ -59,13 +59,40 @@ describe('qoslab.schedule.check', function()
     assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got -1',
       err_of(schedule.check, { { at_s = 0 }, { at_s = -1 } }, 'S'))
     assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got nan',
-      err_of(schedule.check, { { at_s = 0 }, { at_s = 0 / 0 } }, 'S'):gsub('%-nan', 'nan'))
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 0 / 0 } }, 'S'))
     assert.equal('S: steps[3].at_s: expected >= steps[2].at_s = 2 (steps in time order), got 1.5',
       err_of(schedule.check, { { at_s = 0 }, { at_s = 2 }, { at_s = 1.5 } }, 'S'))
     assert.equal('S: steps: expected a non-empty list of steps, got a table that is not a list',
-      err_of(schedule.check, {}, 'S'))
+      err_of(schedule.check, { { at_s = 0 }, x = 1 }, 'S'))
+    assert.equal('S: steps: expected a non-empty list of steps, got string "x"',
+      err_of(schedule.check, 'x', 'S'))
     assert.equal('S: steps[1]: expected a table {at_s =, <spec keys>}, got number',
       err_of(schedule.check, { 5 }, 'S'))
+  end)
+
+  -- The values in these messages are written as tb:impair writes them
+  -- (qoslab.check's wording): an empty list was called "a table that is not
+  -- a list", a string time printed bare (`got 1`, as if the number 1 were
+  -- refused) and NaN printed as the C library's "-nan".
+  it('says what it got as tb:impair does: an empty list, a string, nan', function()
+    assert.equal('S: steps: expected a non-empty list of steps, got an empty list',
+      err_of(schedule.check, {}, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got string "1"',
+      err_of(schedule.check, { { at_s = '1', delay_ms = 1 } }, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got nan',
+      err_of(schedule.check, { { at_s = -(0 / 0) } }, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got nan',
+      err_of(schedule.check, { { at_s = 0 / 0 } }, 'S'))
+  end)
+
+  -- A schedule was unbounded: a trace read for 1e6 s gave ten million steps
+  -- without a word. MAX_STEPS is the C core's bound, checked first here.
+  it('takes at most MAX_STEPS steps', function()
+    assert.equal(100000, schedule.MAX_STEPS)
+    local steps = {}
+    for i = 1, schedule.MAX_STEPS + 1 do steps[i] = { at_s = 0 } end
+    assert.equal('S: steps: expected at most 100000 steps (qoslab.schedule.MAX_STEPS), got 100001',
+      err_of(schedule.check, steps, 'S'))
   end)
 
   it('refuses limit_packets = "auto" on the link', function()
@@ -162,6 +189,40 @@ describe('qoslab.schedule traces', function()
     assert.matches('opts.window_ms: expected an integer in %[1, 60000%], got 2.5',
       err_of(schedule.read_mahimahi, dir .. '/x.trace', { duration_s = 1, window_ms = 2.5 }))
     assert.matches('opts.bogus: unknown key', err_of(schedule.read_mahimahi, dir .. '/x.trace', { bogus = 1 }))
+  end)
+
+  -- read_mahimahi{duration_s = 1e6} returned ten million steps (one per
+  -- 100 ms window) without a word, and a CSV trace had no bound on its
+  -- rows: both stop at MAX_STEPS, naming the field or the line and the bound.
+  it('bounds the steps of a trace', function()
+    write(dir .. '/f.trace', '1\n')
+    assert.equal('qoslab.schedule.read_mahimahi: opts.duration_s: expected at most 100000 windows of '
+      .. 'opts.window_ms = 100 ms, i.e. 10000 s (qoslab.schedule.MAX_STEPS steps), got ' .. tostring(1e6),
+      err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1e6 }))
+    assert.matches('opts.duration_s: expected at most 100000 windows of opts.window_ms = 10 ms, i.e. 1000 s',
+      err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1000.001, window_ms = 10 }), 1, true)
+    -- the bound itself is taken
+    local steps = assert(schedule.read_mahimahi(dir .. '/f.trace', { duration_s = 1000, window_ms = 10 }))
+    assert.equal(100000, #steps)
+    assert.same({ at_s = 999.99, rate_bps = 12000000 }, steps[100000])
+    -- the longest replay is counted per window from the period's sorted
+    -- times (not ms by ms: 1e9 of them)
+    local t0 = os.clock()
+    steps = assert(schedule.read_mahimahi(dir .. '/f.trace', { duration_s = 1e6, window_ms = 60000 }))
+    assert.equal(16667, #steps)
+    assert.same({ at_s = 999960, rate_bps = 12000000 }, steps[16667])
+    assert(os.clock() - t0 < 10, 'read_mahimahi took ' .. (os.clock() - t0) .. ' s of CPU')
+    local rows = { 'time_s,delay_ms' }
+    for i = 0, schedule.MAX_STEPS do rows[#rows + 1] = i .. ',1' end
+    write(dir .. '/big.csv', table.concat(rows, '\n') .. '\n')
+    local v, msg, code = schedule.read_csv(dir .. '/big.csv')
+    assert.is_nil(v)
+    assert.equal('EINVAL', code)
+    assert.equal('qoslab.schedule.read_csv: DIR/big.csv:100002: expected at most 100000 steps (data lines; '
+      .. 'qoslab.schedule.MAX_STEPS), got more', (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR')))
+    table.remove(rows)
+    write(dir .. '/max.csv', table.concat(rows, '\n') .. '\n')
+    assert.equal(100000, #assert(schedule.read_csv(dir .. '/max.csv')))
   end)
 end)
 
