@@ -5,7 +5,9 @@
 -- A step is `{at_s = SECONDS, <netem spec keys>}` (`qoslab.netem`'s keys,
 -- units in the names). It replaces the impairment as a whole, as
 -- `qoslab.netem.apply` does: keys left out are off. Steps are in time order;
--- `at_s` counts from the schedule's start (the call that started it).
+-- `at_s` counts from the schedule's start (the call that started it). A
+-- finished schedule leaves its last step in force (the next test runs under
+-- it): `tb:impair {}` (or another spec) restores the path.
 --
 -- **Timing.** Step i is due at start + at_s (absolute CLOCK_MONOTONIC
 -- instants, so a late step never shifts the next one). A thread of the C
