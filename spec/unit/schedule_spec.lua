@@ -309,7 +309,7 @@ describe('qoslab.plot.timeseries with impairment changes', function()
   -- drawn (the step panels show them), and a step that changes nothing
   -- draws none.
   it('draws a dotted line per change only for a few changes of the spec in force', function()
-    assert.equal(12, plot.MAX_CHANGE_LINES or require('qoslab.plot.timeseries').MAX_CHANGE_LINES)
+    assert.equal(12, require('qoslab.plot.timeseries').MAX_CHANGE_LINES)
     local function changes(n, same)
       local list = {}
       for i = 1, n do
