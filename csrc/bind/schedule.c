@@ -18,6 +18,7 @@
  * sched:wait(timeout_s) -> true (all done or stopped) | false (timed out)
  * sched:start_unix_s() -> CLOCK_REALTIME of the start instant
  * sched:stop(), sched:close() (also __close, __gc; idempotent)
+ * core.SCHEDULE_MAX_STEPS: the most steps a schedule takes
  */
 #include <errno.h>
 #include <math.h>
@@ -150,6 +151,9 @@ static int l_start(lua_State *L)
 	lua_Integer n = luaL_len(L, 3);
 	if (n < 1 || n != luaL_len(L, 4) || (uint64_t)n > SIZE_MAX / sizeof(sstep))
 		return qlb_error(L, CTX, "at_s and specs: expected two lists of the same length >= 1");
+	if (n > QL_SCHED_MAX_STEPS)
+		return qlb_error(L, CTX, "steps: expected at most %d steps, got %d", QL_SCHED_MAX_STEPS,
+				 (int)n);
 
 	lsched *u = lua_newuserdatauv(L, sizeof *u, 1);  /* 5 */
 	memset(u, 0, sizeof *u);
@@ -314,4 +318,6 @@ void qlb_open_schedule(lua_State *L)
 	qlb_newclass(L, SCHED_T, methods, l_close, l_tostring);
 	lua_pushcfunction(L, l_start);
 	lua_setfield(L, -2, "schedule_start");
+	lua_pushinteger(L, QL_SCHED_MAX_STEPS);
+	lua_setfield(L, -2, "SCHEDULE_MAX_STEPS");
 }

@@ -138,6 +138,29 @@ static int jitter_reorders(const ql_netem_spec *s, ql_netem_advice *a)
 	return 1;
 }
 
+static int jitter_clips(const ql_netem_spec *s, ql_netem_advice *a)
+{
+	if (s->jitter_ns <= s->delay_ns)
+		return 0;
+	memset(a, 0, sizeof *a);
+	snprintf(a->code, sizeof a->code, "JITTER_CLIPS");
+	snprintf(a->field, sizeof a->field, "spec.jitter_ms");
+	double d = (double)s->delay_ns / 1e6, j = (double)s->jitter_ns / 1e6;
+	char mean[96];
+	if (!s->dist)  /* uniform in [d - j, d + j], below 0 taken as 0 */
+		snprintf(mean, sizeof mean, "about %.4g ms (uniform draws), not %.6g ms",
+			 (d + j) * (d + j) / (4 * j), d);
+	else
+		snprintf(mean, sizeof mean, "above %.6g ms", d);
+	snprintf(a->msg, sizeof a->msg,
+		 "spec.jitter_ms = %.6g is above spec.delay_ms = %.6g: a packet whose drawn delay is "
+		 "below 0 is sent at once (a delay of 0), so the delays are not spread around "
+		 "spec.delay_ms and their mean is %s; keep spec.jitter_ms <= spec.delay_ms for a "
+		 "spread around the delay",
+		 j, d, mean);
+	return 1;
+}
+
 int ql_netem_advise(const ql_netem_spec *s, ql_netem_advice *out, int cap)
 {
 	int n = 0;
@@ -145,6 +168,8 @@ int ql_netem_advise(const ql_netem_spec *s, ql_netem_advice *out, int cap)
 	if (correlated_loss(s, &a) && n < cap)
 		out[n++] = a;
 	if (jitter_reorders(s, &a) && n < cap)
+		out[n++] = a;
+	if (jitter_clips(s, &a) && n < cap)
 		out[n++] = a;
 	return n;
 }

@@ -23,6 +23,13 @@
  * send times, so packets closer together than the spread of the delays
  * (2 x jitter for the uniform default) overtake each other; only a rate
  * (what keep_order sets) schedules each after the one queued before.
+ *
+ * JITTER_CLIPS: jitter above the delay. The delay drawn for a packet
+ * (delay +- jitter, or the table scaled by jitter) may be below 0; netem
+ * (and the native link) then sends the packet at once, a delay of 0, so the
+ * draws are clipped there: the mean delay is above the asked delay (for
+ * uniform draws in [d - j, d + j], j > d: (d + j)^2 / 4j) and the spread
+ * narrower than asked.
  */
 #ifndef QL_NETEM_ADVICE_H
 #define QL_NETEM_ADVICE_H
@@ -35,7 +42,7 @@
 #define QL_NETEM_ADVICE_MAX 4
 
 typedef struct ql_netem_advice {
-	char code[QL_ERR_CODE_MAX];    /* stable: "CORRELATED_LOSS", "JITTER_REORDERS" */
+	char code[QL_ERR_CODE_MAX];    /* stable: "CORRELATED_LOSS", "JITTER_REORDERS", "JITTER_CLIPS" */
 	char field[40];                /* the spec field it is about */
 	char msg[QL_ERR_MSG_MAX];      /* what happens and what to use instead */
 	double kernel_loss_pct;        /* CORRELATED_LOSS: the loss the kernel's generator gives */

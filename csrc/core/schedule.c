@@ -75,6 +75,9 @@ int ql_sched_start(const int64_t *offset_ns, size_t n, int64_t start_ns,
 	*out = NULL;
 	if (n == 0)
 		return ql_err_usage(e, "steps: expected a non-empty list of steps");
+	if (n > QL_SCHED_MAX_STEPS)
+		return ql_err_usage(e, "steps: expected at most %d steps, got %zu",
+				    QL_SCHED_MAX_STEPS, n);
 	for (size_t i = 0; i < n; i++) {
 		if (offset_ns[i] < 0)
 			return ql_err_usage(e, "steps[%zu].at_s: expected >= 0", i + 1);

@@ -36,11 +36,15 @@ typedef struct ql_sched_entry {
 
 typedef struct ql_sched ql_sched;
 
+/* The most steps one schedule takes (the bound of every trace reader): a
+ * record of about 100 bytes each here and a spec per step in the caller. */
+#define QL_SCHED_MAX_STEPS 100000
+
 /*
  * Start the thread. offset_ns: n offsets >= 0, non-decreasing (copied);
  * start_ns <= 0 means now. fn and ctx must stay valid until ql_sched_free.
- * Usage errors (n == 0, a negative or decreasing offset) name
- * steps[i].at_s (1-based); a failed thread start is ENOMEM/EAGAIN.
+ * Usage errors (n == 0 or above QL_SCHED_MAX_STEPS, a negative or
+ * decreasing offset) name steps or steps[i].at_s (1-based); a failed thread start is ENOMEM/EAGAIN.
  */
 int ql_sched_start(const int64_t *offset_ns, size_t n, int64_t start_ns,
 		   ql_sched_apply_fn fn, void *ctx, ql_sched **out, ql_err *e);

@@ -78,13 +78,18 @@
 -- plans) report what a valid spec does that its fields do not say, as a
 -- list of `{code =, field =, message =, ...}`; `apply` also prints each
 -- message as a warning (unless `opts.quiet`) and applies the spec as given.
--- Match `code`; the message is prose for people. Two codes so far:
+-- Match `code`; the message is prose for people. Three codes so far:
 --
 -- * `JITTER_REORDERS` (`field = "spec.jitter_ms"`): jitter without
 --   `keep_order`, `rate_bps` or `reorder_pct`: each packet's delay is drawn
 --   on its own, so packets sent closer than about 2 × jitter apart overtake
 --   each other (manual/errors.md, netem's traps); `keep_order = true` keeps
 --   the order.
+--
+-- * `JITTER_CLIPS` (`field = "spec.jitter_ms"`): jitter above the delay: a
+--   packet whose drawn delay is below 0 is sent at once, so the delays are
+--   clipped at 0 and their mean is above `delay_ms` (0 ± 20 ms uniform:
+--   about 5 ms).
 --
 -- * `CORRELATED_LOSS` (`field = "spec.loss_corr_pct"`): sch_netem's
 --   correlated generator returns a weighted mean of a fresh random number

@@ -5,7 +5,9 @@
 -- A step is `{at_s = SECONDS, <netem spec keys>}` (`qoslab.netem`'s keys,
 -- units in the names). It replaces the impairment as a whole, as
 -- `qoslab.netem.apply` does: keys left out are off. Steps are in time order;
--- `at_s` counts from the schedule's start (the call that started it).
+-- `at_s` counts from the schedule's start (the call that started it). A
+-- finished schedule leaves its last step in force (the next test runs under
+-- it): `tb:impair {}` (or another spec) restores the path.
 --
 -- **Timing.** Step i is due at start + at_s (absolute CLOCK_MONOTONIC
 -- instants, so a late step never shifts the next one). A thread of the C
@@ -33,6 +35,12 @@ local M = {}
 -- The netem module, loaded when first needed (it requires this one).
 local function netem() return require 'qoslab.netem' end
 
+--- The most steps a schedule takes, and so the bound of the trace readers
+-- (`read_csv`'s data lines, `read_mahimahi`'s windows): 100000, the C
+-- core's bound (a spec per step is kept in memory; 100000 windows of 100 ms
+-- are 10000 s of trace).
+M.MAX_STEPS = core.SCHEDULE_MAX_STEPS
+
 local function is_list(t)
   if type(t) ~= 'table' then return false end
   local n = 0
@@ -46,7 +54,8 @@ local function pat(s) return (s:gsub('%p', '%%%0')) end
 -- form: a list of `{at_s =, spec = canonical spec}` (the spec as
 -- `qoslab.netem.check` returns it).
 -- @tparam table steps a non-empty list of `{at_s = number >= 0, <spec keys>}`
---   in time order (equal times allowed: the later step wins at once)
+--   in time order (equal times allowed: the later step wins at once), at
+--   most `MAX_STEPS` of them
 -- @tparam[opt] string ctx prefix of error messages (default
 --   "qoslab.schedule.check")
 -- @tparam[opt] string backend "netem" (default) or "link" (which has no
@@ -54,13 +63,21 @@ local function pat(s) return (s:gsub('%p', '%%%0')) end
 -- @treturn table the canonical steps
 -- @raise `"<ctx>: steps[3].delay_ms: expected ..."`: netem's own checks and
 --   wording with the step named in place of `spec`; `steps[2].at_s` when a
---   time is missing, negative, not finite or before the previous step's
+--   time is missing, negative, not finite or before the previous step's;
+--   `steps` when the list is empty, not a list or longer than `MAX_STEPS`
 -- @usage local s = schedule.check{{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200}}
 function M.check(steps, ctx, backend)
   ctx = ctx or 'qoslab.schedule.check'
   if not is_list(steps) or #steps == 0 then
-    error(string.format('%s: steps: expected a non-empty list of steps, got %s', ctx,
-      type(steps) == 'table' and 'a table that is not a list' or type(steps)), 2)
+    local got = check.describe(steps)
+    if type(steps) == 'table' then
+      got = next(steps) == nil and 'an empty list' or 'a table that is not a list'
+    end
+    error(string.format('%s: steps: expected a non-empty list of steps, got %s', ctx, got), 2)
+  end
+  if #steps > M.MAX_STEPS then
+    error(string.format('%s: steps: expected at most %d steps (qoslab.schedule.MAX_STEPS), got %d',
+      ctx, M.MAX_STEPS, #steps), 2)
   end
   local out, prev = {}, nil
   for i, step in ipairs(steps) do
@@ -72,7 +89,7 @@ function M.check(steps, ctx, backend)
     local at = step.at_s
     if math.type(at) == nil or at ~= at or at < 0 or at > 1e9 then
       error(string.format('%s: %s.at_s: expected a finite number of seconds in [0, 1e9], got %s',
-        ctx, field, tostring(at)), 2)
+        ctx, field, check.describe(at)), 2)
     end
     if prev and at < prev then
       error(string.format('%s: %s.at_s: expected >= steps[%d].at_s = %s (steps in time order), got %s',
@@ -98,14 +115,21 @@ function M.check(steps, ctx, backend)
   return out
 end
 
+-- The lines of a file, one at a time (a reader that stops early reads no
+-- further): an iterator giving line number and line (without a trailing
+-- CR), and a function closing the file; or nil, message, "ENOENT".
 local function read_lines(ctx, path)
   check.string(ctx, 'path', path)
   local f, msg = io.open(path, 'r')
   if not f then return nil, string.format('%s: cannot open %s', ctx, msg), 'ENOENT' end
-  local lines = {}
-  for line in f:lines() do lines[#lines + 1] = (line:gsub('\r$', '')) end
-  f:close()
-  return lines
+  local ln = 0
+  local it = f:lines()
+  return function()
+    local line = it()
+    if line == nil then return nil end
+    ln = ln + 1
+    return ln, (line:gsub('\r$', ''))
+  end, function() f:close() end
 end
 
 local function cell_value(s)
@@ -115,6 +139,8 @@ local function cell_value(s)
   if n ~= nil then return n end
   return s
 end
+
+local csv_steps
 
 --- Read a CSV trace into steps. The first line is the header: `time_s`
 -- first, then any of `qoslab.netem`'s top-level spec keys (e.g.
@@ -127,14 +153,23 @@ end
 -- @tparam string path the file
 -- @treturn table steps `{{at_s =, <key> = value, ...}, ...}`
 -- @return or nil, message, "ENOENT" (cannot open) | "EINVAL" (a malformed
---   line: the message names the file, line and column)
+--   line: the message names the file, line and column; more than
+--   `MAX_STEPS` data lines: it names the first line past the bound)
 -- @usage local steps = assert(schedule.read_csv('path.csv'))
 function M.read_csv(path)
   local ctx = 'qoslab.schedule.read_csv'
-  local lines, msg, code = read_lines(ctx, path)
-  if not lines then return nil, msg, code end
+  local lines, close_or_msg, code = read_lines(ctx, path)
+  if not lines then return nil, close_or_msg, code end
+  local steps, msg
+  steps, msg, code = csv_steps(ctx, path, lines)
+  close_or_msg()
+  return steps, msg, code
+end
+
+-- read_csv's parser over the lines of read_lines.
+function csv_steps(ctx, path, lines)
   local head, steps = nil, {}
-  for ln, line in ipairs(lines) do
+  for ln, line in lines do
     if line:match('^%s*$') or line:match('^%s*#') then goto continue end
     local cells = {}
     for c in (line .. ','):gmatch('([^,]*),') do cells[#cells + 1] = c:match('^%s*(.-)%s*$') end
@@ -160,6 +195,10 @@ function M.read_csv(path)
         return nil, string.format('%s: %s:%d: time_s: expected a number, got %q', ctx, path, ln,
           cells[1]), 'EINVAL'
       end
+      if #steps == M.MAX_STEPS then
+        return nil, string.format('%s: %s:%d: expected at most %d steps (data lines; '
+          .. 'qoslab.schedule.MAX_STEPS), got more', ctx, path, ln, M.MAX_STEPS), 'EINVAL'
+      end
       local step = { at_s = t }
       for j = 2, #head do
         if cells[j] ~= '' then step[head[j]] = cell_value(cells[j]) end
@@ -174,6 +213,37 @@ function M.read_csv(path)
 end
 
 local MAHIMAHI_PACKET_BYTES = 1500
+
+-- The delivery opportunities of a mahimahi trace as ms of one period, in
+-- order (`ks.period` the period): a time t >= 1 is ms t - 1, a time 0 the
+-- period's last ms (the trace repeats: 0 and the period are one instant);
+-- or nil, message, "EINVAL".
+local function mahimahi_times(ctx, path, lines)
+  local times, zeros, prev = {}, 0, 0
+  for ln, line in lines do
+    if not line:match('^%s*$') then
+      local t = line:match('^%s*(%d+)%s*$')
+      t = t and math.tointeger(tonumber(t))
+      if not t then
+        return nil, string.format('%s: %s:%d: expected an integer of ms, got %q', ctx, path, ln, line),
+          'EINVAL'
+      end
+      if t < prev then
+        return nil, string.format('%s: %s:%d: times must not decrease (%d after %d)', ctx, path, ln,
+          t, prev), 'EINVAL'
+      end
+      if t == 0 then zeros = zeros + 1 else times[#times + 1] = t - 1 end
+      prev = t
+    end
+  end
+  if prev == 0 then
+    return nil, string.format('%s: %s: expected times with a last one > 0 ms (the period)', ctx, path),
+      'EINVAL'
+  end
+  for _ = 1, zeros do times[#times + 1] = prev - 1 end
+  times.period = prev
+  return times
+end
 --- The smallest rate netem takes (bits/s): what a window without a delivery
 -- opportunity becomes (the packets wait, as on the real path), since rate 0
 -- means "no limit".
@@ -190,8 +260,8 @@ M.MIN_RATE_BPS = 8
 -- instants; over each window the bytes delivered are the trace's exactly.
 -- @tparam string path the file
 -- @tparam table opts
---   * `duration_s` (number > 0, required): how long to replay (the trace
---     loops)
+--   * `duration_s` (number in (0, 1e6], required): how long to replay (the
+--     trace loops); at most `MAX_STEPS` windows (10000 s of 100 ms windows)
 --   * `window_ms` (integer 1..60000, default 100)
 --   * `spec` (table, default {}): other spec keys every step carries (e.g.
 --     `{delay_ms = 20}`); its `rate_bps` is overridden
@@ -199,7 +269,8 @@ M.MIN_RATE_BPS = 8
 --   an opportunity gets `MIN_RATE_BPS`)
 -- @return or nil, message, "ENOENT" | "EINVAL" (a line that is not a
 --   non-negative integer, times that decrease, or a trace whose last time is 0)
--- @raise on bad opts, naming the field
+-- @raise on bad opts, naming the field (`opts.duration_s` also when its
+--   windows would be more than `MAX_STEPS`)
 -- @usage local steps = assert(schedule.read_mahimahi('cell.up', {duration_s = 10}))
 function M.read_mahimahi(path, opts)
   local ctx = 'qoslab.schedule.read_mahimahi'
@@ -213,44 +284,35 @@ function M.read_mahimahi(path, opts)
   if math.type(win) ~= 'integer' or win < 1 or win > 60000 then
     check.fail(ctx, 'opts.window_ms', 'an integer in [1, 60000]', win)
   end
+  local total_ms = math.ceil(dur * 1000)
+  if (total_ms + win - 1) // win > M.MAX_STEPS then
+    check.fail(ctx, 'opts.duration_s', string.format('at most %d windows of opts.window_ms = %d ms, '
+      .. 'i.e. %g s (qoslab.schedule.MAX_STEPS steps)', M.MAX_STEPS, win, M.MAX_STEPS * win / 1000), dur)
+  end
   local base = opts.spec or {}
   check.table(ctx, 'opts.spec', base)
-  local lines, msg, code = read_lines(ctx, path)
-  if not lines then return nil, msg, code end
-  local times, prev = {}, 0
-  for ln, line in ipairs(lines) do
-    if not line:match('^%s*$') then
-      local t = line:match('^%s*(%d+)%s*$')
-      t = t and math.tointeger(tonumber(t))
-      if not t then
-        return nil, string.format('%s: %s:%d: expected an integer of ms, got %q', ctx, path, ln, line),
-          'EINVAL'
-      end
-      if t < prev then
-        return nil, string.format('%s: %s:%d: times must not decrease (%d after %d)', ctx, path, ln,
-          t, prev), 'EINVAL'
-      end
-      times[#times + 1], prev = t, t
+  local lines, close_or_msg, code = read_lines(ctx, path)
+  if not lines then return nil, close_or_msg, code end
+  local ks, msg
+  ks, msg, code = mahimahi_times(ctx, path, lines)
+  close_or_msg()
+  if not ks then return nil, msg, code end
+  -- Opportunities in ms [0, x) of the replay, x >= 0: whole periods, then
+  -- the ms of the period below x % period (a binary search in ks).
+  local period, per_period = ks.period, #ks
+  local function before(x)
+    local r, lo, hi = x % period, 1, per_period + 1
+    while lo < hi do
+      local mid = (lo + hi) // 2
+      if ks[mid] < r then lo = mid + 1 else hi = mid end
     end
-  end
-  local period = times[#times]
-  if not period or period == 0 then
-    return nil, string.format('%s: %s: expected times with a last one > 0 ms (the period)', ctx, path),
-      'EINVAL'
-  end
-  -- Opportunities per ms of one period, then per window over the replay.
-  local per_ms = {}
-  for _, t in ipairs(times) do
-    local k = (t - 1) % period  -- a time of `period` is the period's last ms
-    per_ms[k] = (per_ms[k] or 0) + 1
+    return (x // period) * per_period + lo - 1
   end
   local steps = {}
-  local total_ms = math.ceil(dur * 1000)
   for w0 = 0, total_ms - 1, win do
-    local count = 0
-    for ms = w0, math.min(w0 + win, total_ms) - 1 do count = count + (per_ms[ms % period] or 0) end
-    local len_ms = math.min(win, total_ms - w0)
-    local rate = count * MAHIMAHI_PACKET_BYTES * 8 * 1000 // len_ms
+    local w1 = math.min(w0 + win, total_ms)
+    local count = before(w1) - before(w0)
+    local rate = count * MAHIMAHI_PACKET_BYTES * 8 * 1000 // (w1 - w0)
     local step = {}
     for k, v in pairs(base) do step[k] = v end
     step.at_s = w0 / 1000

@@ -143,6 +143,41 @@ TEST(advice_for_jitter_without_order)
 	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
 }
 
+/* Jitter above the delay was taken without a word (tc netem's `delay 0ms
+ * 20ms` too): the draws below 0 are sent at once, so the mean delay is not
+ * the asked one. JITTER_CLIPS gives the clipped mean of the uniform draws,
+ * (d + j)^2 / 4j, 5 ms for 0 +- 20 ms; jitter up to the delay says nothing. */
+TEST(advice_for_jitter_above_the_delay)
+{
+	ql_netem_spec s;
+	ql_netem_advice a[QL_NETEM_ADVICE_MAX];
+	ql_netem_spec_init(&s);
+	s.jitter_ns = 20000000;
+	s.keep_order = 1;  /* JITTER_REORDERS apart */
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 1);
+	CHECK_STR(a[0].code, "JITTER_CLIPS");
+	CHECK_STR(a[0].field, "spec.jitter_ms");
+	CHECK(strstr(a[0].msg, "spec.jitter_ms = 20 is above spec.delay_ms = 0: ") != NULL);
+	CHECK(strstr(a[0].msg, "their mean is about 5 ms (uniform draws), not 0 ms") != NULL);
+	s.delay_ns = 10000000;  /* 10 +- 20: (30)^2 / 80 = 11.25 */
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 1);
+	CHECK(strstr(a[0].msg, "about 11.25 ms (uniform draws), not 10 ms") != NULL);
+	static const int16_t table[] = { -4096, 0, 4096 };
+	s.dist = table;
+	s.dist_len = 3;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 1);
+	CHECK(strstr(a[0].msg, "their mean is above 10 ms;") != NULL);
+	s.dist = NULL;
+	s.dist_len = 0;
+	s.delay_ns = 20000000;  /* jitter = delay: nothing below 0 */
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 0);
+	s.keep_order = 0;  /* both jitter advice, in a fixed order */
+	s.delay_ns = 0;
+	CHECK_EQ_INT(ql_netem_advise(&s, a, QL_NETEM_ADVICE_MAX), 2);
+	CHECK_STR(a[0].code, "JITTER_REORDERS");
+	CHECK_STR(a[1].code, "JITTER_CLIPS");
+}
+
 /* The suggested model run as the kernel runs GE: mean loss and mean burst. */
 TEST(suggested_gilbert_gives_the_asked_loss)
 {
@@ -216,6 +251,7 @@ int main(void)
 	RUN(gilbert_from_loss_and_burst);
 	RUN(advice_for_correlated_loss_only);
 	RUN(advice_for_jitter_without_order);
+	RUN(advice_for_jitter_above_the_delay);
 	RUN(suggested_gilbert_gives_the_asked_loss);
 	RUN(keep_order_rules);
 	RUN(short_percent);

@@ -6,6 +6,7 @@
  * the step.
  */
 #include <errno.h>
+#include <stdlib.h>
 #include <time.h>
 
 #include "../../csrc/core/schedule.h"
@@ -123,8 +124,32 @@ TEST(bad_offsets_are_usage_errors_naming_the_step)
 	CHECK_EQ_INT(r.calls, 0);
 }
 
+/* A schedule has a bound on its steps (a trace read for 1e6 s would be ten
+ * million): one past it is refused before anything is allocated, naming
+ * the bound; the bound itself is taken. */
+TEST(steps_are_bounded)
+{
+	rec r = { .fail_step = -1, .slow_step = -1 };
+	ql_sched *s = NULL;
+	ql_err e;
+	int64_t *off = calloc(QL_SCHED_MAX_STEPS + 1, sizeof *off);
+	CHECK(off != NULL);
+	for (size_t i = 0; i <= QL_SCHED_MAX_STEPS; i++)
+		off[i] = 3600 * QL_NS_PER_S;  /* due in an hour: stopped first */
+	CHECK_EQ_INT(ql_sched_start(off, QL_SCHED_MAX_STEPS + 1, 0, apply, &r, &s, &e), -EINVAL);
+	CHECK(s == NULL);
+	CHECK(e.usage);
+	CHECK_STR(e.msg, "steps: expected at most 100000 steps, got 100001");
+	CHECK_EQ_INT(ql_sched_start(off, QL_SCHED_MAX_STEPS, 0, apply, &r, &s, &e), 0);
+	CHECK_EQ_INT((int)ql_sched_steps(s), QL_SCHED_MAX_STEPS);
+	ql_sched_free(s);
+	CHECK_EQ_INT(r.calls, 0);
+	free(off);
+}
+
 int main(void)
 {
+	RUN(steps_are_bounded);
 	RUN(steps_run_in_order_at_their_instants);
 	RUN(a_failed_step_is_recorded_and_the_next_runs);
 	RUN(stop_drops_the_steps_not_yet_due);

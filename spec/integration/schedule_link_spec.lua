@@ -110,3 +110,54 @@ describe('qoslab.Testbed:schedule on the link', function()
     assert.equal(1, #sched:changes())
   end)
 end)
+
+-- examples/schedule.lua, natively (backend auto takes the native link on a
+-- kernel without sch_netem): both points run under their schedule, every
+-- record names the link and carries its changes, the plots and the trace are
+-- left behind, and no namespace is.
+describe('bin/qoslab run examples/schedule.lua --quick', function()
+  local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
+  local function netns_count()
+    local p = assert(io.popen('ip netns list 2>/dev/null | wc -l'))
+    local n = tonumber(p:read('l'))
+    p:close()
+    return n
+  end
+
+  it('runs steps and a trace on the link, records the changes, draws both', function()
+    local defer = cleanups()
+    local p = assert(io.popen('mktemp -d /tmp/qoslab-schedule-example.XXXXXX'))
+    local dir = p:read('l')
+    p:close()
+    defer(function() os.execute('rm -rf ' .. q(dir)) end)
+    local before = netns_count()
+    p = assert(io.popen('env -u QOSLAB_BUILD lua5.4 bin/qoslab run examples/schedule.lua --quick --out '
+      .. q(dir .. '/o') .. ' 2>&1; echo "rc=$?"'))
+    local out = p:read('a')
+    p:close()
+    assert.equal('0', out:match('rc=(%d+)%s*$'), out)
+    assert.matches('on this host, backend link', out, 1, true)
+    assert.matches('plot: ' .. dir .. '/o/schedule-steps.png', out, 1, true)
+    assert.matches('plot: ' .. dir .. '/o/schedule-trace.png', out, 1, true)
+    local recs = assert(require('qoslab.plan').load(dir .. '/o/results.jsonl'))
+    assert.equal(2, #recs)
+    for i, want in ipairs { 3, 30 } do
+      assert.equal('link', recs[i].backend)
+      local res = recs[i].results[1]
+      assert.equal(want, #res.impairment_changes)
+      for _, c in ipairs(res.impairment_changes) do assert.is_true(c.ok, tostring(c.message)) end
+      assert.equal(want, res.impairment_lag_ms.n)
+    end
+    for _, f in ipairs { 'schedule-steps.png', 'schedule-trace.png', 'schedule.csv', 'cell.trace' } do
+      local h = io.open(dir .. '/o/' .. f, 'rb')
+      assert.is_not_nil(h, f)
+      local head = h:read(4)
+      h:close()
+      if f:match('%.png$') then assert.equal('\137PNG', head, f) end
+    end
+    -- the steps set a rate only in their last third: a gap before it
+    local imp = assert(io.open(dir .. '/o/schedule-steps.impairment.dat')):read('a')
+    assert.matches('\n0 10 0 NaN\n', imp, 1, true)
+    assert.equal(before, netns_count())
+  end)
+end)

@@ -27,7 +27,8 @@ describe('examples with kernel netem (quick form)', function()
   end)
   after_each(function() os.execute('rm -rf ' .. q(dir)) end)
 
-  for _, ex in ipairs { 'delay_sweep', 'loss_delay_matrix', 'window_sweep', 'parallel_clients', 'udp_bitrate' } do
+  for _, ex in ipairs { 'delay_sweep', 'loss_delay_matrix', 'window_sweep', 'parallel_clients', 'udp_bitrate',
+                        'schedule' } do
     it(ex, function()
       local before = netns_count()
       local rc, out = run('bin/qoslab run examples/' .. ex .. '.lua --host --quick --out ' .. q(dir))

@@ -79,6 +79,19 @@ describe('qoslab.netem advice on correlated random loss', function()
     end
   end)
 
+  -- jitter above the delay was taken silently (as tc netem takes it): the
+  -- draws below 0 are sent at once, so the mean delay is not the asked one
+  it('jitter above the delay: JITTER_CLIPS, with the clipped mean', function()
+    local _, advice = netem.check { jitter_ms = 20, keep_order = true }
+    assert.equal(1, #advice)
+    assert.equal('JITTER_CLIPS', advice[1].code)
+    assert.equal('spec.jitter_ms', advice[1].field)
+    assert.matches('spec.jitter_ms = 20 is above spec.delay_ms = 0: ', advice[1].message, 1, true)
+    assert.matches('their mean is about 5 ms (uniform draws), not 0 ms', advice[1].message, 1, true)
+    _, advice = netem.check { delay_ms = 20, jitter_ms = 20, keep_order = true }
+    assert.same({}, advice)
+  end)
+
   it('a 100 % correlation has no equivalent model: advice without changes', function()
     local _, advice = netem.check { loss_pct = 5, loss_corr_pct = 100 }
     assert.equal('CORRELATED_LOSS', advice[1].code)

@@ -59,13 +59,40 @@ describe('qoslab.schedule.check', function()
     assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got -1',
       err_of(schedule.check, { { at_s = 0 }, { at_s = -1 } }, 'S'))
     assert.equal('S: steps[2].at_s: expected a finite number of seconds in [0, 1e9], got nan',
-      err_of(schedule.check, { { at_s = 0 }, { at_s = 0 / 0 } }, 'S'):gsub('%-nan', 'nan'))
+      err_of(schedule.check, { { at_s = 0 }, { at_s = 0 / 0 } }, 'S'))
     assert.equal('S: steps[3].at_s: expected >= steps[2].at_s = 2 (steps in time order), got 1.5',
       err_of(schedule.check, { { at_s = 0 }, { at_s = 2 }, { at_s = 1.5 } }, 'S'))
     assert.equal('S: steps: expected a non-empty list of steps, got a table that is not a list',
-      err_of(schedule.check, {}, 'S'))
+      err_of(schedule.check, { { at_s = 0 }, x = 1 }, 'S'))
+    assert.equal('S: steps: expected a non-empty list of steps, got string "x"',
+      err_of(schedule.check, 'x', 'S'))
     assert.equal('S: steps[1]: expected a table {at_s =, <spec keys>}, got number',
       err_of(schedule.check, { 5 }, 'S'))
+  end)
+
+  -- The values in these messages are written as tb:impair writes them
+  -- (qoslab.check's wording): an empty list was called "a table that is not
+  -- a list", a string time printed bare (`got 1`, as if the number 1 were
+  -- refused) and NaN printed as the C library's "-nan".
+  it('says what it got as tb:impair does: an empty list, a string, nan', function()
+    assert.equal('S: steps: expected a non-empty list of steps, got an empty list',
+      err_of(schedule.check, {}, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got string "1"',
+      err_of(schedule.check, { { at_s = '1', delay_ms = 1 } }, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got nan',
+      err_of(schedule.check, { { at_s = -(0 / 0) } }, 'S'))
+    assert.equal('S: steps[1].at_s: expected a finite number of seconds in [0, 1e9], got nan',
+      err_of(schedule.check, { { at_s = 0 / 0 } }, 'S'))
+  end)
+
+  -- A schedule was unbounded: a trace read for 1e6 s gave ten million steps
+  -- without a word. MAX_STEPS is the C core's bound, checked first here.
+  it('takes at most MAX_STEPS steps', function()
+    assert.equal(100000, schedule.MAX_STEPS)
+    local steps = {}
+    for i = 1, schedule.MAX_STEPS + 1 do steps[i] = { at_s = 0 } end
+    assert.equal('S: steps: expected at most 100000 steps (qoslab.schedule.MAX_STEPS), got 100001',
+      err_of(schedule.check, steps, 'S'))
   end)
 
   it('refuses limit_packets = "auto" on the link', function()
@@ -163,6 +190,40 @@ describe('qoslab.schedule traces', function()
       err_of(schedule.read_mahimahi, dir .. '/x.trace', { duration_s = 1, window_ms = 2.5 }))
     assert.matches('opts.bogus: unknown key', err_of(schedule.read_mahimahi, dir .. '/x.trace', { bogus = 1 }))
   end)
+
+  -- read_mahimahi{duration_s = 1e6} returned ten million steps (one per
+  -- 100 ms window) without a word, and a CSV trace had no bound on its
+  -- rows: both stop at MAX_STEPS, naming the field or the line and the bound.
+  it('bounds the steps of a trace', function()
+    write(dir .. '/f.trace', '1\n')
+    assert.equal('qoslab.schedule.read_mahimahi: opts.duration_s: expected at most 100000 windows of '
+      .. 'opts.window_ms = 100 ms, i.e. 10000 s (qoslab.schedule.MAX_STEPS steps), got ' .. tostring(1e6),
+      err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1e6 }))
+    assert.matches('opts.duration_s: expected at most 100000 windows of opts.window_ms = 10 ms, i.e. 1000 s',
+      err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1000.001, window_ms = 10 }), 1, true)
+    -- the bound itself is taken
+    local steps = assert(schedule.read_mahimahi(dir .. '/f.trace', { duration_s = 1000, window_ms = 10 }))
+    assert.equal(100000, #steps)
+    assert.same({ at_s = 999.99, rate_bps = 12000000 }, steps[100000])
+    -- the longest replay is counted per window from the period's sorted
+    -- times (not ms by ms: 1e9 of them)
+    local t0 = os.clock()
+    steps = assert(schedule.read_mahimahi(dir .. '/f.trace', { duration_s = 1e6, window_ms = 60000 }))
+    assert.equal(16667, #steps)
+    assert.same({ at_s = 999960, rate_bps = 12000000 }, steps[16667])
+    assert(os.clock() - t0 < 10, 'read_mahimahi took ' .. (os.clock() - t0) .. ' s of CPU')
+    local rows = { 'time_s,delay_ms' }
+    for i = 0, schedule.MAX_STEPS do rows[#rows + 1] = i .. ',1' end
+    write(dir .. '/big.csv', table.concat(rows, '\n') .. '\n')
+    local v, msg, code = schedule.read_csv(dir .. '/big.csv')
+    assert.is_nil(v)
+    assert.equal('EINVAL', code)
+    assert.equal('qoslab.schedule.read_csv: DIR/big.csv:100002: expected at most 100000 steps (data lines; '
+      .. 'qoslab.schedule.MAX_STEPS), got more', (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR')))
+    table.remove(rows)
+    write(dir .. '/max.csv', table.concat(rows, '\n') .. '\n')
+    assert.equal(100000, #assert(schedule.read_csv(dir .. '/max.csv')))
+  end)
 end)
 
 describe('qoslab.plot.timeseries with impairment changes', function()
@@ -184,13 +245,101 @@ describe('qoslab.plot.timeseries with impairment changes', function()
     local f = assert(plot.timeseries(res, { out = dir .. '/i.png' }))
     assert.same({ 'throughput', 'rtt', 'impairment delay', 'impairment loss' }, f.panels)
     assert.equal(dir .. '/i.impairment.dat', f.impairment_dat)
-    assert.equal('# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on)\n'
-      .. '0 10 0 0\n2.001 100 1 0\n4 100 1 0\n', slurp(f.impairment_dat))
+    assert.equal('# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on; '
+      .. 'rate NaN: no rate limit)\n'
+      .. '0 10 0 NaN\n2.001 100 1 NaN\n4 100 1 NaN\n', slurp(f.impairment_dat))
+    assert.equal(1, f.change_lines)
     local gp = slurp(f.gp)
     -- the applied change inside the test is a dotted line; the failed one is not drawn
     assert.matches('set arrow from 2.001, graph 0 to 2.001, graph 1 nohead dt 3', gp, 1, true)
     assert.is_nil(gp:find('set arrow from 1,', 1, true))
     assert.matches("using 1:2 with steps", gp, 1, true)
     assert.matches("using 1:3 with steps", gp, 1, true)
+  end)
+
+  local function result(n_iv, changes)
+    local ivs = {}
+    for i = 1, n_iv do
+      ivs[i] = { start_s = i - 1, end_s = i, seconds = 1, streams = {
+        { id = 1, direction = 'forward', role = 'sender', side = 'client', bits_per_second = 7e8, rtt_us = 20000 } } }
+    end
+    return { proto = 'tcp', host = '10.0.0.2', duration_s = n_iv, intervals = ivs, impairment_changes = changes }
+  end
+
+  -- Steps without rate_bps (no rate limit) were drawn at 0 Mbit/s in the
+  -- rate panel, under a throughput of 700 Mbit/s: "no limit" read as "rate 0".
+  it('draws no rate limit as a gap in the rate line, labelled, never as 0', function()
+    local res = result(6, {
+      { ok = true, test_s = -0.01, spec = { delay_ms = 10 } },
+      { ok = true, test_s = 2, spec = { delay_ms = 100 } },
+      { ok = true, test_s = 4, spec = { delay_ms = 20, loss_pct = 2, rate_bps = 100e6 } },
+      { ok = true, test_s = 5.5, spec = { delay_ms = 20 } },
+    })
+    local f = assert(plot.timeseries(res, { out = dir .. '/r.png' }))
+    assert.same({ 'throughput', 'rtt', 'impairment delay', 'impairment loss', 'impairment rate' }, f.panels)
+    -- the rate column is NaN (a gap) where no rate is set; a row holding
+    -- 100 Mbit/s ends its line at 5.5 s, where the limit is lifted
+    assert.equal('# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on; '
+      .. 'rate NaN: no rate limit)\n'
+      .. '0 10 0 NaN\n2 100 0 NaN\n4 20 2 100\n5.5 20 2 100\n5.5 20 0 NaN\n6 20 0 NaN\n', slurp(f.impairment_dat))
+    local gp = slurp(f.gp)
+    assert.matches('set datafile missing NaN', gp, 1, true)
+    -- the span 0..4 s is wide enough for its label, 5.5..6 s is not
+    assert.matches("set label 'no rate limit' at 2, graph 0.5", gp, 1, true)
+    assert.is_nil(gp:find("set label 'no rate limit' at 5.75", 1, true))
+    -- the script's strings with gnuplot's octal escapes read back
+    local function plain(text) return (text:gsub('\\(%d%d%d)', function(o) return string.char(tonumber(o, 8)) end)) end
+    assert.matches('rate in force\n(changes: dotted; gap: no limit)', plain(gp), 1, true)
+    -- the label is the rate panel's alone
+    local rate_panel = gp:match('# panel 5: impairment rate(.*)$')
+    assert.matches("set label 'no rate limit'", rate_panel, 1, true)
+    assert.equal(1, select(2, gp:gsub("set label 'no rate limit'", '')))
+    assert.matches('unset label', rate_panel, 1, true)
+    -- with a rate in every step there is no gap and no label
+    local all = result(4, { { ok = true, test_s = 0, spec = { rate_bps = 10e6 } },
+      { ok = true, test_s = 2, spec = { rate_bps = 20e6 } } })
+    local g = assert(plot.timeseries(all, { out = dir .. '/a.png' }))
+    assert.is_nil(slurp(g.impairment_dat):find('NaN\n', 1, true))
+    assert.is_nil(slurp(g.gp):find('no rate limit', 1, true))
+    assert.is_nil(plain(slurp(g.gp)):find('gap: no limit', 1, true))
+  end)
+
+  -- A mahimahi trace's 40 steps drew 40 dotted lines through every panel,
+  -- which read as a grid of dots: past MAX_CHANGE_LINES changes none is
+  -- drawn (the step panels show them), and a step that changes nothing
+  -- draws none.
+  it('draws a dotted line per change only for a few changes of the spec in force', function()
+    assert.equal(12, require('qoslab.plot.timeseries').MAX_CHANGE_LINES)
+    local function changes(n, same)
+      local list = {}
+      for i = 1, n do
+        list[i] = { ok = true, test_s = (i - 1) * 0.1,
+          spec = { rate_bps = same and 12e6 or (12e6 + (i % 2) * 1e5), limit_packets = 1000 } }
+      end
+      return list
+    end
+    local function lines(list)
+      local f = assert(plot.timeseries(result(5, list), { out = dir .. '/c.png' }))
+      local gp = slurp(f.gp)
+      local n = select(2, gp:gsub('set arrow from', ''))
+      assert.equal(f.change_lines, n)
+      return n, gp
+    end
+    -- 40 steps of a trace: no line, and the key does not promise any
+    local n, gp = lines(changes(40))
+    assert.equal(0, n)
+    assert.is_nil(gp:gsub('\\(%d%d%d)', function(o) return string.char(tonumber(o, 8)) end)
+      :find('changes: dotted', 1, true))
+    assert.matches('with steps', gp, 1, true)
+    -- 13 steps: 12 changes inside the test (the first is at 0), the most drawn
+    assert.equal(12, (lines(changes(13))))
+    assert.equal(0, (lines(changes(14))))
+    -- steps that repeat the spec in force change nothing and draw nothing
+    assert.equal(0, (lines(changes(40, true))))
+    local rep = { { ok = true, test_s = 0, spec = { delay_ms = 10 } }, { ok = true, test_s = 1, spec = { delay_ms = 10 } },
+      { ok = true, test_s = 2, spec = { delay_ms = 50 } } }
+    local k, gp2 = lines(rep)
+    assert.equal(1, k)
+    assert.matches('set arrow from 2, graph 0', gp2, 1, true)
   end)
 end)

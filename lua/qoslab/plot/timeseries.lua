@@ -124,31 +124,63 @@ local IMPAIRMENT_PANELS = {
   { key = 'rate_bps', label = 'rate', unit = 'Mbit/s', f = 1e-6 },
 }
 
+--- Past this many changes of the spec in force inside the test, the
+-- dotted vertical line per change is left out (a trace's steps, one per
+-- 100 ms window, read as a grid of dots through every panel); the step
+-- panels show the changes then.
+-- @table MAX_CHANGE_LINES
+M.MAX_CHANGE_LINES = 12
+
+-- Whether two specs are the same (canonical: flat but for tables of
+-- numbers such as a distribution's or a loss model's).
+local function same_spec(a, b)
+  if type(a) ~= 'table' or type(b) ~= 'table' then return a == b end
+  for k, v in pairs(a) do if not same_spec(v, b[k]) then return false end end
+  for k in pairs(b) do if a[k] == nil then return false end end
+  return true
+end
+
 -- Rows "time delay loss rate" of the spec in force from each successful
 -- change on (on the test's clock, from 0 to t_end; a change before the test
--- started counts from 0), and which keys any change set; nil without changes.
+-- started counts from 0), which keys any change set, the times (inside the
+-- test) where the spec in force changed, and the spans without a rate limit
+-- ({from, to}, only when some step had one); nil without changes. A key
+-- left out is 0 (off) for delay and loss; for the rate it is NaN (no limit,
+-- a gap in its step line), and a row holding the last rate ends its line at
+-- the change that lifts it.
 local function impairment_rows(res, t_end)
   local list = res.impairment_changes
   if type(list) ~= 'table' or #list == 0 then return nil end
-  local rows, marks, last = { '# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on)' }, {}, nil
+  local rows, marks, last = { '# time_s delay_ms loss_pct rate_mbps (the spec in force from time_s on; '
+    .. 'rate NaN: no rate limit)' }, {}, nil
+  local changes, free, free_from = {}, {}, nil
   local function row(t, spec)
     local r = { num(t) }
     for _, q in ipairs(IMPAIRMENT_PANELS) do
       local v = spec[q.key]
       if v ~= nil then marks[q.key] = true end
-      r[#r + 1] = num((v or 0) * q.f)
+      if v == nil and q.key == 'rate_bps' then r[#r + 1] = 'NaN' else r[#r + 1] = num((v or 0) * q.f) end
     end
     rows[#rows + 1] = table.concat(r, ' ')
   end
   for _, c in ipairs(list) do
     if c.ok and type(c.test_s) == 'number' and type(c.spec) == 'table' and c.test_s <= t_end then
-      row(math.max(0, c.test_s), c.spec)
+      local t = math.max(0, c.test_s)
+      if last and last.rate_bps ~= nil and c.spec.rate_bps == nil then row(t, last) end
+      if last and not same_spec(last, c.spec) and t > 0 and t < t_end then changes[#changes + 1] = t end
+      if c.spec.rate_bps == nil and not free_from then free_from = t end
+      if c.spec.rate_bps ~= nil and free_from then
+        if t > free_from then free[#free + 1] = { free_from, t } end
+        free_from = nil
+      end
+      row(t, c.spec)
       last = c.spec
     end
   end
   if not last then return nil end
+  if free_from and t_end > free_from then free[#free + 1] = { free_from, t_end } end
   row(t_end, last)
-  return rows, marks
+  return rows, marks, changes, marks.rate_bps and free or {}
 end
 
 --- Time series of one test: stacked panels sharing the time axis.
@@ -168,9 +200,14 @@ end
 -- * `jitter`: UDP, RFC 3550 jitter in ms at each interval's end;
 -- * `impairment delay`, `impairment loss`, `impairment rate`: with
 --   `res.impairment_changes` (a schedule's `attach`), the spec in force over
---   time as a step line, one panel per quantity any change set (a key left
---   out of a step draws as 0, i.e. off), from `FILE.impairment.dat`; each
---   change is also a dotted vertical line through every panel.
+--   time as a step line, one panel per quantity any change set, from
+--   `FILE.impairment.dat`. A delay or loss left out of a step draws as 0
+--   (off); a rate left out is no rate limit, drawn as a gap in the rate's
+--   line (labelled "no rate limit" where it is wide enough), never as 0.
+--   Each change of the spec in force inside the test is also a dotted
+--   vertical line through every panel, unless there are more than
+--   `MAX_CHANGE_LINES` of them (a trace): then the step panels alone show
+--   them.
 --
 -- Values sit at the interval's midpoint (retransmits as a bar over the
 -- interval); warm-up intervals (`omit_s`) are shaded grey. Past
@@ -185,7 +222,8 @@ end
 --   * `formats` ({"png"|"svg", ...}: with an `out` without extension)
 --   * `size` ({w, h} pixels, default {1100, 160 + 190 per panel})
 -- @treturn table files `{png =, svg =, dat =, gp =, panels = {name, ...}}`
---   (and `impairment_dat =` when impairment panels were drawn)
+--   (and `impairment_dat =`, `change_lines =` (how many dotted lines were
+--   drawn) when impairment panels were drawn)
 --   (the panels drawn, top to bottom)
 -- @return or nil, message, "ENOENT" (no gnuplot; dat and gp written) |
 --   "EIO" (gnuplot failed)
@@ -410,17 +448,37 @@ function M.timeseries(res, opts)
   -- changes do not fall on the interval grid)
   local t_last = 0
   for _, iv in ipairs(ivs) do if iv.end_s > t_last then t_last = iv.end_s end end
-  local imp_rows, imp_marks = impairment_rows(res, t_last)
+  local imp_rows, imp_marks, imp_changes, imp_free = impairment_rows(res, t_last)
   local impfile = base .. '.impairment.dat'
+  local change_lines = {}
+  if imp_rows and #imp_changes <= M.MAX_CHANGE_LINES then change_lines = imp_changes end
   if imp_rows then
     local okw, werr, wc = gnuplot.write_file(impfile, table.concat(imp_rows, '\n') .. '\n')
     if not okw then return nil, werr, wc end
     for k, q in ipairs(IMPAIRMENT_PANELS) do
       if imp_marks[q.key] then
+        local title = q.label .. ' in force'
+        -- headroom above the highest step, so that a line at the top is
+        -- not drawn on the panel's border
+        local notes, extra = {}, { 'set offsets 0, 0, graph 0.12, 0' }
+        if #change_lines > 0 then notes[#notes + 1] = 'changes: dotted' end
+        if q.key == 'rate_bps' and #imp_free > 0 then
+          -- no rate limit is no line, never 0: a gap, labelled where it is
+          -- wide enough for the words
+          notes[#notes + 1] = 'gap: no limit'
+          for _, span in ipairs(imp_free) do
+            if span[2] - span[1] >= 0.12 * t_last and #extra < 7 then
+              extra[#extra + 1] = string.format("set label %s at %.10g, graph 0.5 center front boxed "
+                .. "tc rgb '#555555'",
+                gq('no rate limit'), (span[1] + span[2]) / 2)
+            end
+          end
+        end
+        if #notes > 0 then title = title .. '\n(' .. table.concat(notes, '; ') .. ')' end
         panel('impairment ' .. q.label, 'impairment\n' .. q.label .. ' (' .. q.unit .. ')', {
           string.format("%s using 1:%d with steps lw 2 lc rgb '#000000' title %s", gq(impfile), k + 1,
-            gq(q.label .. ' in force (scheduled changes: dotted)')),
-        })
+            gq(title)),
+        }, extra)
       end
     end
   end
@@ -472,6 +530,7 @@ function M.timeseries(res, opts)
     'set rmargin at screen 0.64',
     'set ytics nomirror',
     'set mxtics 2',
+    'set style textbox opaque noborder',
   }
   for _, iv in ipairs(ivs) do
     if iv.omitted then
@@ -480,11 +539,9 @@ function M.timeseries(res, opts)
         iv.start_s, iv.end_s)
     end
   end
-  for _, c in ipairs(res.impairment_changes or {}) do
-    if c.ok and type(c.test_s) == 'number' and c.test_s > 0 and c.test_s < t_end then
-      pre[#pre + 1] = string.format(
-        "set arrow from %.10g, graph 0 to %.10g, graph 1 nohead dt 3 lw 1.5 lc rgb '#555555'", c.test_s, c.test_s)
-    end
+  for _, t in ipairs(change_lines) do
+    pre[#pre + 1] = string.format(
+      "set arrow from %.10g, graph 0 to %.10g, graph 1 nohead dt 3 lw 1.5 lc rgb '#555555'", t, t)
   end
   local body = { string.format('set multiplot title %s font \',14\'', gq(title)) }
   local names = {}
@@ -494,6 +551,9 @@ function M.timeseries(res, opts)
     body[#body + 1] = string.format('set tmargin at screen %.4f', top - (k - 1) * h)
     body[#body + 1] = string.format('set bmargin at screen %.4f', top - k * h + 0.012)
     body[#body + 1] = 'set ylabel ' .. gq(p.ylabel) .. ' offset -0.8,0'
+    if type(p.extra) == 'table' then
+      for _, cmd in ipairs(p.extra) do body[#body + 1] = cmd end
+    end
     if p.extra == 'log' then
       body[#body + 1] = 'set logscale y'
       body[#body + 1] = 'set yrange [*:*]'
@@ -511,12 +571,19 @@ function M.timeseries(res, opts)
     local ps = {}
     for j, s in ipairs(p.plots) do ps[j] = s:gsub('^DAT', function() return datq end) end
     body[#body + 1] = 'plot ' .. table.concat(ps, ', \\\n  ')
+    if type(p.extra) == 'table' then
+      body[#body + 1] = 'unset label'
+      body[#body + 1] = 'set offsets 0, 0, 0, 0'
+    end
   end
   body[#body + 1] = 'unset multiplot'
   local files, e2, code = gnuplot.render(base, table.concat(pre, '\n'), table.concat(body, '\n'), formats, size)
   if not files then return nil, e2, code end
   files.dat = datfile
-  if imp_rows then files.impairment_dat = impfile end
+  if imp_rows then
+    files.impairment_dat = impfile
+    files.change_lines = #change_lines
+  end
   files.panels = names
   return files
 end
