@@ -13,7 +13,6 @@
 -- crosses the link.
 local link = require 'qoslab.link'
 local traffic = require 'qoslab.traffic'
-local latency = require 'qoslab.latency'
 local H = require 'integration.traffic_helper'
 
 -- Two namespaces with lo up and IPv6 off; .close() removes them.
