@@ -6,7 +6,11 @@
 -- UDP 1400 B and 64 B unpaced, UDP with GSO/GRO, and pacing at 100 Mbit/s
 -- and 1 Gbit/s judged on every 10 ms window of the arrivals, with a 1 s
 -- SIGSTOP of the sender in the middle. Best of N alternating runs; CPU
--- seconds per GB at each end of each tool.
+-- seconds per GB at each end of each tool. Each missed target carries the
+-- reasons the run itself shows (CPU per GB against the program it missed
+-- against, a CPU-bound end, late windows, the host's load); a row where
+-- qoslab beats the bare program is noted (no ceiling there), and a load
+-- average above the cores before or after is a warning.
 --
 --   qoslab run --host bench/ceiling.lua [quick]      (root: namespaces, packet socket)
 --   QUICK=1: N = 2, 1 s runs. BENCH_PATHS=loopback (or veth): one path.
@@ -198,7 +202,7 @@ local function tcp_q(P, S, streams, extra)
   local shares = {}
   for i, st in ipairs(r.streams or {}) do shares[i] = st.receiver and st.receiver.bytes or 0 end
   return { value = r.received.bits_per_second, bytes = r.received.bytes, tx_cpu_s = tx,
-    rx_cpu_s = rx, shares = shares }
+    rx_cpu_s = rx, shares = shares, seconds = r.received.seconds or SECS }
 end
 
 local function tests_q(P, S, n)
@@ -212,7 +216,8 @@ local function tests_q(P, S, n)
     sum, bytes = sum + r.received.bits_per_second, bytes + r.received.bytes
     shares[i] = r.received.bits_per_second
   end
-  return { value = sum, bytes = bytes, tx_cpu_s = tx, rx_cpu_s = rx, shares = shares }
+  return { value = sum, bytes = bytes, tx_cpu_s = tx, rx_cpu_s = rx, shares = shares,
+    seconds = SECS }
 end
 
 local function udp_q(P, S, len, gso)
@@ -222,7 +227,7 @@ local function udp_q(P, S, len, gso)
   if not r then return nil end
   local rcv = r.received
   return { value = rcv.unique_packets / rcv.seconds, bytes = rcv.bytes, tx_cpu_s = tx,
-    rx_cpu_s = rx }
+    rx_cpu_s = rx, seconds = rcv.seconds }
 end
 
 local function timed(P, cmd, name)
@@ -252,7 +257,7 @@ local function tcp_i3(P, S, streams, flags)
   local shares = {}
   for i, st in ipairs(j['end'].streams or {}) do shares[i] = st.receiver and st.receiver.bytes or 0 end
   return { value = j['end'].sum_received.bits_per_second, bytes = j['end'].sum_received.bytes,
-    tx_cpu_s = tx, rx_cpu_s = rx, shares = shares }
+    tx_cpu_s = tx, rx_cpu_s = rx, shares = shares, seconds = j['end'].sum_received.seconds }
 end
 
 local function udp_i3(P, S, len)
@@ -260,7 +265,8 @@ local function udp_i3(P, S, len)
   if not j then return nil end
   local s = j['end'].sum
   local got = s.packets - s.lost_packets
-  return { value = got / s.seconds, bytes = got * len, tx_cpu_s = tx, rx_cpu_s = rx }
+  return { value = got / s.seconds, bytes = got * len, tx_cpu_s = tx, rx_cpu_s = rx,
+    seconds = s.seconds }
 end
 
 -- iperf 2 CSV: time,src,sport,dst,dport,id,interval,bytes,bps[,jitter,lost,total,...]
@@ -293,7 +299,7 @@ local function tcp_i2(P, S, streams)
     shares[i] = tonumber(f[8])
   end
   return { value = bps, bytes = bytes, tx_cpu_s = tx, rx_cpu_s = s0 and s1 and s1 - s0,
-    shares = shares }
+    shares = shares, seconds = SECS }
 end
 
 local function tests_i2(P, S, n)
@@ -312,7 +318,8 @@ local function tests_i2(P, S, n)
     sum, bytes = sum + tonumber(l[9]), bytes + tonumber(l[8])
     shares[i] = tonumber(l[9])
   end
-  return { value = sum, bytes = bytes, rx_cpu_s = s0 and s1 and s1 - s0, shares = shares }
+  return { value = sum, bytes = bytes, rx_cpu_s = s0 and s1 and s1 - s0, shares = shares,
+    seconds = SECS }
 end
 
 local function udp_i2(P, S, len)
@@ -327,7 +334,8 @@ local function udp_i2(P, S, len)
   local l = csv_lines(slurp(sf))[1]
   if not l or not l[12] then return nil end
   local got = tonumber(l[12]) - tonumber(l[11])
-  return { value = got / interval_s(l), bytes = got * len, tx_cpu_s = tx, rx_cpu_s = rx }
+  return { value = got / interval_s(l), bytes = got * len, tx_cpu_s = tx, rx_cpu_s = rx,
+    seconds = interval_s(l) }
 end
 
 local function tcp_bare(P, streams, trunc)
@@ -335,7 +343,7 @@ local function tcp_bare(P, streams, trunc)
     trunc and '-T' or '', P.cli_ns and '-s ' .. P.cli_ns or '', P.srv_ns and '-r ' .. P.srv_ns or ''))
   if not t then return nil end
   return { value = t.bytes * 8 / t.seconds, bytes = t.bytes, tx_cpu_s = t.tx_cpu_s,
-    rx_cpu_s = t.rx_cpu_s }
+    rx_cpu_s = t.rx_cpu_s, seconds = t.seconds }
 end
 
 local function udp_bare(P, len, gso)
@@ -343,7 +351,7 @@ local function udp_bare(P, len, gso)
     gso and '-G' or '', P.cli_ns and '-s ' .. P.cli_ns or '', P.srv_ns and '-r ' .. P.srv_ns or ''))
   if not t then return nil end
   return { value = t.datagrams / t.seconds, bytes = t.bytes, tx_cpu_s = t.tx_cpu_s,
-    rx_cpu_s = t.rx_cpu_s }
+    rx_cpu_s = t.rx_cpu_s, seconds = t.seconds }
 end
 
 -- A paced run: the packet-socket observer on the server's interface, the
@@ -389,7 +397,7 @@ local function paced(P, S, tool, rate_bps)
   local score = (v.steady.n > 0 and v.steady.within / v.steady.n or 0)
     - (v.after and v.after.above or 1000) / 1000
   return { value = score, verdict = v, drops = t.drops, bytes = t.bytes,
-    rx_cpu_s = s0 and s1 and s1 - s0 }
+    rx_cpu_s = s0 and s1 and s1 - s0, seconds = PACE_SECS }
 end
 
 -- ------------------------------------------------------------ the rows
@@ -497,6 +505,10 @@ sh('rm -rf ' .. tmp)
 assert(ok, err)
 local load1 = (slurp('/proc/loadavg'):match('^(%S+ %S+ %S+)'))
 local elapsed = os.time() - t_start
+local NCPU = math.tointeger(tonumber(sh('nproc'))) or 1
+local L0, L1 = lib.load1(load0), lib.load1(load1)
+local LOAD = math.max(L0 or 0, L1 or 0)
+local load_warning = lib.load_warning(L0, L1, NCPU)
 
 -- ------------------------------------------------------------ the report
 local F = lib.fmt
@@ -530,6 +542,10 @@ w('bare: bench/ceiling/tcp.c (blocking send/recv of 128 KiB, one thread per end 
   .. 'namespaces joined by a veth pair, default qdiscs, offloads on.'
   .. (#variants > 0 and '' or ' The engine offered none of skip_rx_copy, zerocopy, cpu_affinity.'))
 w('')
+if load_warning then
+  w(load_warning)
+  w('')
+end
 
 local verdicts = {}
 for _, P in ipairs(paths) do
@@ -540,6 +556,11 @@ for _, P in ipairs(paths) do
   w('|---|---|---|---|---|---|---|---|---|---|')
   local R = results[P.name]
   local four = lib.best(R.tcp4 and R.tcp4.qoslab)
+  local notes = {}
+  local function note(label, rb, q, b)
+    local n = lib.ceiling_note(rb, q, b, LOAD, NCPU)
+    if n then notes[#notes + 1] = string.format('- %s: %s', label, n) end
+  end
   for _, row in ipairs(ROWS) do
     local b = {}
     for _, t in ipairs(row.tools) do b[t[1]] = lib.best(R[row.id] and R[row.id][t[1]]) end
@@ -557,22 +578,35 @@ for _, P in ipairs(paths) do
         show(row, b.iperf), F(rb), F(r3), F(r2),
         (jq or j3 or j2) and string.format('%s / %s / %s', F(jq or nil, 3), F(j3 or nil, 3),
           F(j2 or nil, 3)) or ''))
-      -- the targets
+      note(row.label, rb, q, b.bare)
+      -- the targets, and the measured reasons of a miss
       local v = { path = P.name, row = row.label }
+      local refs = {}
       if row.kind == 'tcp' or row.kind == 'udp' then
         v.met = rb and rb >= 0.95 and (r3 == nil or r3 >= 1.0) and (r2 == nil or r2 >= 1.0)
         v.why = string.format('≥ 0.95 × bare and ≥ 1.0 × iperf3, iperf: %s, %s, %s', F(rb), F(r3), F(r2))
+        if not rb or rb < 0.95 then refs[#refs + 1] = { name = 'bare', run = b.bare } end
+        if r3 and r3 < 1.0 then refs[#refs + 1] = { name = 'iperf3', run = b.iperf3 } end
+        if r2 and r2 < 1.0 then refs[#refs + 1] = { name = 'iperf', run = b.iperf } end
       elseif row.kind == 'gso' then
         v.met = rb and rb >= 0.9
         v.why = string.format('≥ 0.9 × bare GSO/GRO: %s', F(rb))
+        refs[1] = { name = 'bare', run = b.bare }
       elseif row.kind == 'many' then
         local r4 = lib.ratio(q and q.value, four and four.value)
         v.met = r4 and math.abs(r4 - 1) <= 0.05
         v.why = string.format('sum within 5 %% of qoslab\'s 4 streams: %s × (Jain %s)', F(r4), F(jq or nil, 3))
+        refs[1] = { name = 'qoslab 4 streams', run = four }
         if row.id == 'tcp128' then
           v.met = v.met and (r3 == nil or r3 >= 1.0)
           v.why = v.why .. string.format('; ≥ 1.0 × iperf3: %s', F(r3))
+          if r3 and r3 < 1.0 then refs[#refs + 1] = { name = 'iperf3', run = b.iperf3 } end
         end
+      end
+      if not v.met then
+        v.reason = table.concat(lib.miss_reasons { q = q, refs = refs, ncpu = NCPU, load = LOAD,
+          streams = row.kind == 'tcp' and row.streams or row.kind == 'many' and NCPU or 1,
+          jain = jq or nil }, '; ')
       end
       verdicts[#verdicts + 1] = v
     end
@@ -581,12 +615,19 @@ for _, P in ipairs(paths) do
   for _, t in ipairs(R.tcp1 and ROWS[1].tools or {}) do
     if t[1]:match('^qoslab .') or t[1]:match('^iperf3 .') then
       local r, vs = R.tcp1.best[t[1]], R.tcp1.best[t.vs or 'bare']
+      if t[1]:match('^qoslab') then
+        note('TCP 1 stream, ' .. t[1], lib.ratio(r and r.value, vs and vs.value), r, vs)
+      end
       w(string.format('| TCP 1 stream, %s (against %s) | | | %s | | | %s | %s | | |', t[1],
         t.vs or 'bare', show(ROWS[1], r), F(lib.ratio(r and r.value, vs and vs.value)),
         F(lib.ratio(r and r.value, R.tcp1.best.iperf3 and R.tcp1.best.iperf3.value))))
     end
   end
   w('')
+  if #notes > 0 then
+    for _, n in ipairs(notes) do w(n) end
+    w('')
+  end
   -- pacing
   w('| pacing | tool | steady windows within ±5 % | worst steady window | stall windows | '
     .. 'after the stall: highest window | windows above +10 % | observer drops | receiver CPU s/GB |')
@@ -603,8 +644,11 @@ for _, P in ipairs(paths) do
             v.after and tostring(v.after.above) or 'n/a', tostring(r.drops),
             F(lib.cpu_s_per_gb(r.rx_cpu_s, r.bytes), 2)))
           if t[1] == 'qoslab' then
-            verdicts[#verdicts + 1] = { path = P.name, row = row.label,
-              met = v.steady.n > 0 and v.steady.within == v.steady.n and v.after ~= nil and v.after.above == 0,
+            local met = v.steady.n > 0 and v.steady.within == v.steady.n and v.after ~= nil
+              and v.after.above == 0
+            verdicts[#verdicts + 1] = { path = P.name, row = row.label, met = met,
+              reason = not met and table.concat(lib.miss_reasons { q = r, pace = v, ncpu = NCPU,
+                load = LOAD }, '; ') or nil,
               why = string.format('every 10 ms window within ±5 %%: %d / %d (worst %+.1f %%); '
                 .. 'after the stall none above +10 %%: highest %s',
                 v.steady.within, v.steady.n, v.steady.worst_pct,
@@ -632,7 +676,10 @@ for _, P in ipairs(paths) do
           F(lib.cpu_s_per_gb(r and r.rx_cpu_s, r and r.bytes), 3), rq and F(rq) or ''))
         if rq and (row.kind == 'tcp' or row.kind == 'udp') then
           verdicts[#verdicts + 1] = { path = P.name, row = row.label .. ', receiver CPU per GB',
-            met = rq <= 0.8, why = string.format('≤ 0.8 × iperf3\'s: %s', F(rq)) }
+            met = rq <= 0.8, why = string.format('≤ 0.8 × iperf3\'s: %s', F(rq)),
+            reason = rq > 0.8 and table.concat(lib.miss_reasons { q = r, ncpu = NCPU, load = LOAD,
+              refs = { { name = 'iperf3', run = b.iperf3 } },
+              streams = row.kind == 'tcp' and row.streams or 1 }, '; ') or nil }
         end
       end
     end
@@ -665,10 +712,15 @@ end
 w('')
 w('### Targets')
 w('')
-w('| path | row | met | measured |')
-w('|---|---|---|---|')
+if load_warning then
+  w(load_warning)
+  w('')
+end
+w('| path | row | met | measured | reason of a miss (from this run) |')
+w('|---|---|---|---|---|')
 for _, v in ipairs(verdicts) do
-  w(string.format('| %s | %s | %s | %s |', v.path, v.row, v.met and 'yes' or '**no**', v.why))
+  w(string.format('| %s | %s | %s | %s | %s |', v.path, v.row, v.met and 'yes' or '**no**', v.why,
+    v.reason or ''))
 end
 w('')
 local text = table.concat(out, '\n')

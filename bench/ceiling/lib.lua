@@ -1,8 +1,9 @@
 --- bench/ceiling/lib.lua - the arithmetic of bench/ceiling.lua, free of
 -- processes and sockets so that a spec can check it on known inputs: the
 -- bare programs' result line, best of N, ratios, CPU seconds per GB, Jain's
--- fairness index, the 10 ms pacing windows against their target, and the
--- verdict of each row against its target.
+-- fairness index, the 10 ms pacing windows against their target, the
+-- verdict of each row against its target, the measured reasons of a miss,
+-- the note where the bare program is no ceiling, and the load warning.
 local M = {}
 
 --- Keys every bare program's line carries (bench/ceiling/common.h).
@@ -158,6 +159,131 @@ end
 function M.cores_at(rate_bps, s_per_gb)
   if type(s_per_gb) ~= 'number' then return nil end
   return rate_bps / 8 / 1e9 * s_per_gb
+end
+
+--- The 1-minute load average of a /proc/loadavg text ("1.33 0.9 0.5 ...").
+-- @treturn number|nil
+function M.load1(text)
+  return tonumber(type(text) == 'string' and text:match('^%s*(%S+)') or nil)
+end
+
+--- A warning when the 1-minute load average before or after the run exceeds
+-- the cores: other work shared the CPUs, so the figures measure that too.
+-- @tparam number|nil before 1-minute load average at the start
+-- @tparam number|nil after at the end
+-- @tparam integer ncpu cores
+-- @treturn string|nil
+function M.load_warning(before, after, ncpu)
+  local hi = math.max(before or 0, after or 0)
+  if not ncpu or hi <= ncpu then return nil end
+  return string.format('**Warning: the 1-minute load average was %s before and %s after the run '
+    .. 'on %d cores: other work shared the CPUs, so these figures (the ratios most of all) '
+    .. 'are not reliable; run it again on a quiet host.**', M.fmt(before, 2), M.fmt(after, 2), ncpu)
+end
+
+-- Cores a run kept busy at one end: CPU seconds over the run's seconds.
+local function cores(cpu_s, seconds)
+  if type(cpu_s) ~= 'number' or type(seconds) ~= 'number' or seconds <= 0 then return nil end
+  return cpu_s / seconds
+end
+
+--- The measured reasons a row of qoslab missed its target, from the run
+-- itself: qoslab's CPU per GB at an end where it spends over 10 % more than
+-- the program it missed against, an end that kept its threads' cores busy
+-- (at least 90 % of min(streams, cores)), a host loaded above its cores,
+-- and, for paced runs, the windows off target. Never empty: with no such
+-- figure it says so.
+-- @tparam table c `q` (qoslab's best run: tx_cpu_s, rx_cpu_s, bytes,
+--   seconds), `refs` (list of `{name =, run =}` the row missed against),
+--   `streams` (threads per end; default 1), `ncpu`, `load` (the highest
+--   1-minute load average seen), `pace` (a pace_verdict, for a paced row),
+--   `jain` (qoslab's index, for the rows of many streams or tests)
+-- @treturn {string,...}
+function M.miss_reasons(c)
+  if not c.q then return { 'no qoslab result in this run (its error is on the bench\'s stderr)' } end
+  local why = {}
+  local q = c.q
+  for _, e in ipairs { { 'rx_cpu_s', 'receiver' }, { 'tx_cpu_s', 'sender' } } do
+    local mine, vs = M.cpu_s_per_gb(q[e[1]], q.bytes), {}
+    for _, ref in ipairs(c.refs or {}) do
+      local r = ref.run or {}
+      local theirs = M.cpu_s_per_gb(r[e[1]], r.bytes)
+      if mine and theirs and mine > 1.1 * theirs then
+        vs[#vs + 1] = ref.name .. ' ' .. M.fmt(theirs, 3)
+      end
+    end
+    if #vs > 0 then
+      why[#why + 1] = string.format('%s CPU s/GB %s vs %s', e[2], M.fmt(mine, 3),
+        table.concat(vs, ', '))
+    end
+  end
+  local busy = math.min(c.streams or 1, c.ncpu or 1)
+  for _, e in ipairs { { 'tx_cpu_s', 'sender' }, { 'rx_cpu_s', 'receiver' } } do
+    local n = cores(q[e[1]], q.seconds)
+    if n and n >= 0.9 * busy then
+      why[#why + 1] = busy == 1 and string.format('%s CPU-bound: %s of a core', e[2], M.fmt(n, 2))
+        or string.format('%s CPU-bound: %s of %d cores', e[2], M.fmt(n, 2), busy)
+    end
+  end
+  if c.jain and c.jain < 0.9 then
+    why[#why + 1] = string.format('unfair shares: Jain %s', M.fmt(c.jain, 3))
+  end
+  local loaded = c.load and c.ncpu and c.load > c.ncpu
+  if c.pace then
+    local st = c.pace.steady
+    if st.n > st.within then
+      why[#why + 1] = string.format('windows late: %d of %d off by more than 5 %% (worst %+.1f %%)%s',
+        st.n - st.within, st.n, st.worst_pct,
+        loaded and string.format(', host load %s', M.fmt(c.load, 1)) or '')
+      loaded = false
+    end
+    if c.pace.after and c.pace.after.above > 0 then
+      why[#why + 1] = string.format('burst after the stall: %d window%s above +10 %% (highest %+.1f %%)',
+        c.pace.after.above, c.pace.after.above == 1 and '' or 's', c.pace.after.max_pct)
+    elseif not c.pace.after then
+      why[#why + 1] = 'no stall seen in the arrivals'
+    end
+  end
+  if loaded then
+    why[#why + 1] = string.format('host load %s on %d cores', M.fmt(c.load, 1), c.ncpu)
+  end
+  if #why == 0 then
+    why[1] = 'no cause in this run\'s figures (CPU per GB within 10 % of the reference, no end '
+      .. 'CPU-bound, load below the cores)'
+  end
+  return why
+end
+
+--- The note for a row where qoslab beats the bare program by more than 5 %:
+-- the bare program is then no ceiling in this run, and the note says which
+-- of its own figures show why where the run shows it.
+-- @tparam number|nil rb qoslab / bare
+-- @tparam table|nil q qoslab's best run
+-- @tparam table|nil b the bare program's best run
+-- @tparam[opt] number load the highest 1-minute load average
+-- @tparam[opt] integer ncpu
+-- @treturn string|nil nil when qoslab / bare <= 1.05
+function M.ceiling_note(rb, q, b, load, ncpu)
+  if not rb or rb <= 1.05 then return nil end
+  local see = {}
+  q, b = q or {}, b or {}
+  for _, e in ipairs { { 'tx_cpu_s', 'sender' }, { 'rx_cpu_s', 'receiver' } } do
+    local n = cores(b[e[1]], b.seconds)
+    if n and n >= 0.9 then
+      see[#see + 1] = string.format('bare\'s %s used %s of a core', e[2], M.fmt(n, 2))
+    end
+    local mine, theirs = M.cpu_s_per_gb(q[e[1]], q.bytes), M.cpu_s_per_gb(b[e[1]], b.bytes)
+    if mine and theirs and theirs > 1.1 * mine then
+      see[#see + 1] = string.format('bare\'s %s CPU s/GB %s vs qoslab %s', e[2], M.fmt(theirs, 3),
+        M.fmt(mine, 3))
+    end
+  end
+  if load and ncpu and load > ncpu then
+    see[#see + 1] = string.format('host load %s on %d cores', M.fmt(load, 1), ncpu)
+  end
+  if #see == 0 then see[1] = 'the CPU per GB table below; best of N runs only' end
+  return string.format('bare below qoslab in this run (qoslab/bare %s): not a ceiling here; see %s',
+    M.fmt(rb, 2), table.concat(see, ', '))
 end
 
 return M

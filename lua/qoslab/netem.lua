@@ -643,6 +643,7 @@ local function parse_tokens(text, ctx)
     return v
   end
   local function time_ms(tok, what)
+    if (tok or ''):match('^%-[%d%.]') then fail(what, 'a time >= 0', tok) end
     local n, u = (tok or ''):match('^([%d%.]+[eE]?[%-+]?%d*)(%a+)$')
     local mul = u and TIME_UNITS[u:lower()]
     if not n or not mul or not tonumber(n) then
@@ -671,7 +672,7 @@ local function parse_tokens(text, ctx)
     elseif kw == 'delay' or kw == 'latency' then
       once('delay_ms', 'delay')
       spec.delay_ms = time_ms(toks[i], 'delay'); i = i + 1
-      if is_num(toks[i]) then
+      if is_snum(toks[i]) then
         spec.jitter_ms = time_ms(toks[i], 'delay jitter'); i = i + 1
         if is_num(toks[i]) then spec.delay_corr_pct = pct(toks[i], 'delay correlation'); i = i + 1 end
       end

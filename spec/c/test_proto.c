@@ -119,6 +119,24 @@ TEST(params_hostile_input_rejected)
 			fprintf(stderr, "  accepted: %s\n", bad[i]);
 		CHECK(rc < 0);
 	}
+	/* A number out of its range is refused with the range and the value
+	 * (these used to say only "value out of range"). */
+	static const struct { const char *js, *msg; } range[] = {
+		{ "{\"parallel\":100000}", "peer parameters: \"parallel\": expected 1..128, got 100000" },
+		{ "{\"parallel\":-5}", "peer parameters: \"parallel\": expected 1..128, got -5" },
+		{ "{\"len\":2147483648}",
+		  "peer parameters: \"len\": expected 0..16777216, got 2147483648" },
+		{ "{\"omit\":1e9}", "peer parameters: \"omit\": expected 0..86400, got 1000000000" },
+		{ "{\"qoslab_interval\":0.05}",
+		  "peer parameters: \"qoslab_interval\": expected 0.1..3600, got 0.05" },
+		{ "{\"server_affinity\":1024}",
+		  "peer parameters: \"server_affinity\": expected 0..1023, got 1024" },
+	};
+	for (size_t i = 0; i < sizeof range / sizeof *range; i++) {
+		CHECK(ql_params_from_json(range[i].js, strlen(range[i].js), &q, &e) < 0);
+		CHECK_STR(e.code, "EPROTO");
+		CHECK_STR(e.msg, range[i].msg);
+	}
 	/* iperf3 3.12's own parameter object is accepted. */
 	const char *ok = "{\"tcp\":true,\"omit\":0,\"time\":10,\"num\":0,\"blockcount\":0,"
 			 "\"parallel\":1,\"len\":131072,\"pacing_timer\":1000,"
@@ -458,6 +476,11 @@ TEST(results_values_sane)
 		if (rc >= 0)
 			ql_peer_results_free(&pr);
 	}
+	/* an out-of-range number names its range and the value */
+	const char *late = RES_STREAM("1000", "3", "0", "1") ",\"qoslab\":{\"duration_s\":1e9}}";
+	CHECK(ql_results_parse_capped(late, strlen(late), &c, &pr, &e) < 0);
+	CHECK(strstr(e.msg, "peer results: \"duration_s\": expected 0..") != NULL);
+	CHECK(strstr(e.msg, ", got 1000000000") != NULL);
 	/* a negative count is refused as negative, not as over the upper limit */
 	const char *neg = RES_STREAM("-5", "3", "0", "1") "}";
 	CHECK(ql_results_parse_capped(neg, strlen(neg), &c, &pr, &e) < 0);

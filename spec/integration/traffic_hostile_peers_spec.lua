@@ -387,7 +387,7 @@ b = json.dumps({"tcp": True, "time": 1, "omit": 1e9, "parallel": 1, "len": 13107
 c.sendall(struct.pack(">I", len(b)) + b)
 assert c.recv(1) == struct.pack("b", -2)']], port))
     pat = '^control connection rejected from 127%.0%.0%.2 port %d+: peer parameters: "omit": '
-      .. 'value out of range$'
+      .. 'expected 0%.%.86400, got 1000000000$'
     assert.matches(pat, last_problem(srv, pat))
     -- within the limit: served
     assert(traffic.run { host = '127.0.0.1', port = port, duration_s = 1 })
@@ -404,6 +404,48 @@ assert c.recv(1) == struct.pack("b", -2)']], port))
       .. "past the server's max_duration_s 1%.5 s"
     assert.matches(pat, last_problem(srv2, pat))
     assert.equal(1, select(2, srv2:problems()))
+  end)
+
+  -- A peer's request the server will not honour used to be dropped without a
+  -- word in the server's log (a server CPU it may not run on; zerocopy asked
+  -- for a UDP test): each is now one line of the problem log, with the test.
+  it('logs one line for each request of a peer it runs the test without', function()
+    local srv, port = srv_of { bind_address = '127.0.0.1' }
+    local function logged(pattern)
+      local t_end = H.now() + 3
+      repeat
+        for _, p in ipairs(select(4, srv:problems())) do
+          if p.reason:match(pattern) then return p end
+        end
+        H.sleep(0.02)
+      until H.now() > t_end
+    end
+    local r = assert(traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD,
+      duration_s = 1, bitrate_bps = 10e6, server_cpu_affinity = 1023 })
+    assert.matches('server_affinity: CPU 1023 is not one', table.concat(r.warnings, '\n'), 1, true)
+    local p = logged('^request ignored from 127%.0%.0%.3 port %d+: server_affinity: CPU 1023 is '
+      .. "not one this process may run on .*; the server's streams were not pinned$")
+    assert(p, 'no log line for the ignored affinity')
+    assert.equal(1, p.test)
+    -- a stock-format peer asking zerocopy for a UDP test: logged, then it leaves
+    H.must(string.format([[python3 -c '
+import socket, struct, json
+c = socket.socket(); c.bind(("127.0.0.2", 0)); c.connect(("127.0.0.1", %d)); c.settimeout(5)
+c.sendall(b"b" * 36 + b"\0")
+assert c.recv(1) == struct.pack("b", 9)
+b = json.dumps({"udp": True, "time": 1, "parallel": 1, "len": 1400, "bandwidth": 1000000,
+                "qoslab_zerocopy": 1}).encode()
+c.sendall(struct.pack(">I", len(b)) + b)
+st = c.recv(1); assert st == struct.pack("b", 10), st']], port))
+    assert(logged('^request ignored from 127%.0%.0%.2 port %d+: qoslab_zerocopy on a UDP test '
+      .. '%(TCP only%); the test runs without it$'), 'no log line for the ignored zerocopy')
+    -- an honest test asks nothing that is ignored: no such line for it
+    local before = select(4, srv:problems())
+    assert(traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD, duration_s = 1,
+      bitrate_bps = 10e6 })
+    for _, q in ipairs(select(4, srv:problems(#before > 0 and before[#before].seq or 0))) do
+      assert.is_nil(q.reason:match('^request ignored'), q.reason)
+    end
   end)
 
   it('tells a refused client which limit refused it and its value', function()

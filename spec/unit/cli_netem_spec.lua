@@ -162,4 +162,40 @@ describe('qoslab netem check (bin/qoslab)', function()
     assert.equal('rc=2\n', out)
     assert.is_nil(err:find('no device', 1, true), err)
   end)
+
+  -- A spec word starting with "-" ("delay -5ms") used to be taken by
+  -- argparse for an unknown option '-5', so the field was never named.
+  it('a negative time reaches the spec parser, which names the field; options still work', function()
+    for _, c in ipairs {
+      { 'netem set lo delay -5ms', 'delay: expected a time >= 0, got "-5ms"' },
+      { 'netem check delay -5ms', 'delay: expected a time >= 0, got "-5ms"' },
+      { 'netem set lo --netns nons delay 5ms -1ms --json',
+        'delay jitter: expected a time >= 0, got "-1ms"' },
+    } do
+      local out, err = qoslab(c[1])
+      assert.equal('rc=2\n', out, c[1])
+      assert.matches(c[2], err, 1, true)
+      assert.is_nil(err:find('unknown option', 1, true), err)
+    end
+    -- an unknown option is still one, with the command's one usage line
+    local out, err = qoslab('netem show lo --bogus')
+    assert.equal('rc=2\n', out)
+    assert.equal("Usage: qoslab netem ACTION DEV [SPEC...] [options]\nqoslab netem: error: "
+      .. "unknown option '--bogus'\nsee qoslab netem --help\n", err)
+  end)
+
+  it('dash_words moves only negative words behind "--", keeping option values in front', function()
+    local cli = require 'qoslab.cli'
+    local argparse = require 'argparse'
+    local cmd = argparse('qoslab'):command('netem')
+    require('qoslab.cli.netem').commands.netem.describe(cmd)
+    assert.same({ '--netns', 'a', '--json', '--', 'set', 'lo', 'delay', '-5ms' },
+      cli.dash_words({ 'set', '--netns', 'a', 'lo', 'delay', '-5ms', '--json' }, cmd))
+    assert.same({ '--netns=-1', '--', 'set', 'lo', '-1' },
+      cli.dash_words({ 'set', '--netns=-1', 'lo', '-1' }, cmd))
+    local same = { 'set', 'lo', 'delay', '5ms', '--json' }
+    assert.equal(same, cli.dash_words(same, cmd))
+    local dd = { 'set', 'lo', '--', 'delay', '-5ms' }
+    assert.equal(dd, cli.dash_words(dd, cmd))
+  end)
 end)

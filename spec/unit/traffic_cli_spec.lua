@@ -222,6 +222,27 @@ describe('bin/qoslab exit status for bad command lines', function()
     assert.matches('^Usage: qoslab %[%-h%]', err)
   end)
 
+  -- A bad flag used to print the command's whole usage block (11 lines)
+  -- before the one-line error; now one usage line, the error, the pointer.
+  it('a bad flag: one usage line, the error, and where the help is (every command)', function()
+    for _, c in ipairs {
+      { 'client 127.0.0.1 -P 0', 'Usage: qoslab client HOST [options]', 'client' },
+      { 'server --frobnicate', 'Usage: qoslab server [options]', 'server' },
+      { 'run', 'Usage: qoslab run FILE [ARGS...] [options]', 'run' },
+      { 'netem show', 'Usage: qoslab netem ACTION DEV [SPEC...] [options]', 'netem' },
+    } do
+      local status, out, err = qoslab(c[1])
+      assert.equal(2, status, c[1])
+      assert.equal('', out)
+      local lines = {}
+      for l in err:gmatch('[^\n]+') do lines[#lines + 1] = l end
+      assert.equal(3, #lines, err)
+      assert.equal(c[2], lines[1])
+      assert.matches('^qoslab ' .. c[3] .. ': error: ', lines[2])
+      assert.equal('see qoslab ' .. c[3] .. ' --help', lines[3])
+    end
+  end)
+
   it('--help lists the iperf3 flags', function()
     local status, out = qoslab('client --help')
     assert.equal(0, status)

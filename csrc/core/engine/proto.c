@@ -252,7 +252,8 @@ static int num_key(const cJSON *o, const char *key, double min, double max,
 	else
 		return bad(e, key, "expected a number");
 	if (!isfinite(v) || v < min || v > max)
-		return bad(e, key, "value out of range");
+		return ql_err_set(e, EPROTO, "EPROTO", "peer parameters: \"%s\": expected "
+				  "%.15g..%.15g, got %.15g", key, min, max, v);
 	*out = v;
 	*present = 1;
 	return 0;

@@ -217,7 +217,8 @@ static int getnum(const cJSON *o, const char *k, double lo, double hi,
 		return bad(e, k, "expected a number");
 	}
 	if (!isfinite(*v) || *v < lo || *v > hi)
-		return bad(e, k, "value out of range");
+		return ql_err_set(e, EPROTO, "EPROTO", "peer results: \"%s\": expected "
+				  "%.15g..%.15g, got %.15g", k, lo, hi, *v);
 	return 1;
 }
 

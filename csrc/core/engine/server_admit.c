@@ -47,6 +47,18 @@ void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint6
 	copy_str(p->text, sizeof p->text, s->problem);
 }
 
+/* A request of test t's peer that the server will not honour (the test
+ * runs without it): one line in the problem log, with the test's number. */
+void srv_ignored(ql_test *t, const char *what)
+{
+	ql_server *s = t->srv;
+	pthread_mutex_lock(&s->mu);
+	snprintf(s->problem, sizeof s->problem, "request ignored from %s port %d: %s",
+		 t->host[0] ? t->host : "?", peer_port(&t->peer_addr), what);
+	srv_problem_logged(s, &t->peer_addr, t->srv_no);
+	pthread_mutex_unlock(&s->mu);
+}
+
 /* Tell a peer why the server refuses or ends its test: the state byte
  * (SERVER_ERROR with iperf3's error number ierr and errno 0), then a
  * length-prefixed "qoslab-refused: why" that a qoslab client reads and a

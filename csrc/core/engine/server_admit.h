@@ -10,6 +10,8 @@
 #include "server_int.h"
 
 void srv_problem_logged(ql_server *s, const struct sockaddr_storage *peer, uint64_t test);
+/* Log one line for a request of t's peer that its test runs without. */
+void srv_ignored(ql_test *t, const char *what);
 void srv_tell(int fd, int state, int ierr, const char *why);
 /* Close a control connection whose peer was just told something: a FIN
  * after the message, then what the peer still sends read away for up to

@@ -420,10 +420,17 @@ static int server_protocol(ql_test *t)
 	for (int i = 0; i < p->nserver_cpu; i++)
 		t->affinity.cpu[i] = p->server_cpu[i];
 	ql_err aerr;
+	char ignored[QL_ERR_MSG_MAX + 64] = "";
 	if (affinity_check(&t->affinity, "server_affinity", &aerr) < 0) {
 		add_warning(t, "%s; the server's streams were not pinned", aerr.msg);
+		snprintf(ignored, sizeof ignored, "%s; the server's streams were not pinned",
+			 aerr.msg);
 		t->affinity.n = 0;
 	}
+	/* zerocopy and skip_rx_copy are TCP's: a UDP test runs without them */
+	if (p->udp && (p->zerocopy || p->skip_rx_copy) && !ignored[0])
+		snprintf(ignored, sizeof ignored, "%s on a UDP test (TCP only); the test runs "
+			 "without it", p->zerocopy ? "qoslab_zerocopy" : "qoslab_skip_rx_copy");
 	if (!p->len_bytes)
 		p->len_bytes = p->udp ? QL_UDP_DEFAULT_LEN : QL_TCP_DEFAULT_LEN;
 	if (p->reverse && p->bidir)
@@ -463,6 +470,8 @@ static int server_protocol(ql_test *t)
 		return rc;
 	t->idle_ns = srv_idle_ns(t);
 	server_note_start(t);
+	if (ignored[0])
+		srv_ignored(t, ignored);
 	if ((rc = streams_alloc(t, &t->err)) < 0)
 		return rc;
 	t->pending_fds = calloc((size_t)t->nstreams, sizeof(int));

@@ -159,6 +159,64 @@ function M.join_negatives(argv, cmd)
   return out
 end
 
+--- Move the words of `cmd`'s positional arguments that start with "-" and a
+-- digit ("-5ms", "-1") behind a "--", with the other positional words in
+-- their order, so argparse hands them to the command (whose own parser says
+-- what is wrong with them) instead of calling them unknown options. The
+-- options (with their values) stay in front; an argv that has "--" already,
+-- or no such word, is returned as it is.
+-- @tparam table argv list of strings (after the command's name)
+-- @tparam table cmd argparse command whose options count
+-- @treturn table new list
+function M.dash_words(argv, cmd)
+  local known, valued = {}, {}
+  for _, o in ipairs(cmd._options or {}) do
+    for _, alias in ipairs(o._aliases) do
+      known[alias] = true
+      if (o._maxargs or 0) > 0 then valued[alias] = true end
+    end
+  end
+  local opts, words, moved, i = {}, {}, false, 1
+  while i <= #argv do
+    local a = argv[i]
+    if a == '--' then return argv end
+    local alias = a:match('^(%-%-[^=]+)=')
+    if known[a] or (alias and known[alias]) then
+      opts[#opts + 1] = a
+      if valued[a] and argv[i + 1] ~= nil then opts[#opts + 1] = argv[i + 1]; i = i + 1 end
+    elseif a:match('^%-%.?%d') then
+      words[#words + 1] = a
+      moved = true
+    elseif a:sub(1, 1) == '-' then
+      opts[#opts + 1] = a   -- an unknown option: argparse names it
+    else
+      words[#words + 1] = a
+    end
+    i = i + 1
+  end
+  if not moved then return argv end
+  opts[#opts + 1] = '--'
+  for _, w in ipairs(words) do opts[#opts + 1] = w end
+  return opts
+end
+
+--- The one-line usage of a command, as iperf3 prints it: its positional
+-- arguments in capitals and "[options]", e.g.
+-- "Usage: qoslab client HOST [options]".
+-- @tparam table cmd argparse command
+-- @treturn string
+function M.usage_line(cmd)
+  local parts = { 'Usage: qoslab', cmd._name }
+  for _, arg in ipairs(cmd._arguments or {}) do
+    local n = arg._name:upper()
+    local min, max = arg._minargs or 1, arg._maxargs or 1
+    if max > 1 then n = n .. '...' end
+    parts[#parts + 1] = min == 0 and ('[' .. n .. ']') or n
+  end
+  parts[#parts + 1] = '[options]'
+  return table.concat(parts, ' ')
+end
+
 --- Parse like argparse's `pparse`, but also return the (sub)command parser
 -- that failed, so its own usage line can be shown.
 -- @treturn boolean ok
@@ -242,6 +300,7 @@ function M.main(argv)
     local at
     for i, v in ipairs(args) do if v == cmdname then at = i break end end
     local rest = M.join_negatives({ table.unpack(args, at + 1) }, cmds[cmdname])
+    if M.commands[cmdname].dash_words then rest = M.dash_words(rest, cmds[cmdname]) end
     args = { table.unpack(args, 1, at) }
     for _, v in ipairs(rest) do args[#args + 1] = v end
   end
@@ -255,7 +314,14 @@ function M.main(argv)
       for i, v in ipairs(args) do if v == cmdname then at = i break end end
       a = spec.explain(a, { table.unpack(args, at + 1) }) or a
     end
-    io.stderr:write(failed:get_usage(), '\n', 'qoslab', name and (' ' .. name) or '', ': error: ', a, '\n')
+    -- a command's error: its one usage line, the error, where to read more
+    -- (the whole usage block hid the error); the top level lists the commands
+    if name then
+      io.stderr:write(M.usage_line(failed), '\n', 'qoslab ', name, ': error: ', a, '\n',
+        'see qoslab ', name, ' --help\n')
+    else
+      io.stderr:write(failed:get_usage(), '\n', 'qoslab: error: ', a, '\n')
+    end
     return 2
   end
   local name = a.command

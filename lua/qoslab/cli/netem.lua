@@ -148,6 +148,8 @@ M.commands.netem = {
     cmd:flag('--json', 'Print JSON.')
   end,
   run = run,
+  -- "delay -5ms": the spec's words reach netem.parse, which names the field
+  dash_words = true,
 }
 
 cli.add('netem', M.commands.netem)

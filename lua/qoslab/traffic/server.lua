@@ -66,7 +66,8 @@ function Server:rejected() return (call(self, 'rejected')) end
 --   cookie for 0.3 s; its address held 8 unidentified, 0 of them data
 --   connections its tests expect): max_unidentified_per_address (8) reached"
 -- @treturn table the problem log: the last 256 problems (each rejection,
---   eviction, refusal and failed test) numbered above `since_seq`, oldest
+--   eviction, refusal, failed test, and request of a peer that its test ran
+--   without: "request ignored from HOST port N: why") numbered above `since_seq`, oldest
 --   first, each `{ seq = n (1, 2, ... since the start), test = the server's
 --   test number (0 when the connection never became a test), time_unix_s,
 --   host, port (the peer's), reason = the line as above }`; `total` = problems
