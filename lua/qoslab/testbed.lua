@@ -105,9 +105,20 @@ local function link_spec(tb, spec)
   return s
 end
 
+-- Why the testbed's link failed (message, "ELINKFAILED"), or nil: a link
+-- whose thread failed forwards nothing, so what goes through it must say so.
+local function link_failure(tb)
+  if not tb._link or tb._closed then return nil end
+  local failed, msg, code = tb._link:failed()
+  if not failed then return nil end
+  return string.format("the testbed's %s (close the testbed and make a new one)", msg), code
+end
+
 local function set_impair(tb, spec, direction)
   local key = direction == 'forward' and '_impair_fwd' or '_impair_rev'
   if tb._link then
+    local fmsg, fcode = link_failure(tb)
+    if fmsg then must(nil, fmsg, fcode) end
     -- the link's own model: a spec change is atomic, {} is no impairment
     spec = link_spec(tb, spec)
     tb._link:set(direction, spec or {})
@@ -389,6 +400,20 @@ function M.open_testbeds()
   return list
 end
 
+-- For qoslab.traffic: a function that returns nil, or the failure
+-- (message, "ELINKFAILED") of the link of the open testbed with a namespace
+-- ns; nil when no such testbed has a link. A test run in a testbed's
+-- namespace asks it before it starts and while it runs.
+function M._link_watch(ns)
+  if ns == nil then return nil end
+  for tb in pairs(open) do
+    if tb._link and not tb._closed and (tb.client_netns == ns or tb.server_netns == ns) then
+      return function() return link_failure(tb) end
+    end
+  end
+  return nil
+end
+
 --- Change (or remove) the impairment between runs.
 -- With a rate limit, netem is applied at the shaper's `netem_parent` and
 -- removed by `qoslab.shape.reset_child` (the shaper's default child comes
@@ -396,7 +421,8 @@ end
 -- `qoslab.netem.clear` removes it.
 -- @tparam table|nil spec a `qoslab.netem` spec; nil or `{}` removes the impairment
 -- @tparam[opt] string direction "forward" (client → server, default) or "reverse"
--- @return true, or nil, message, code from qoslab.netem
+-- @return true, or nil, message, code from qoslab.netem ("ELINKFAILED" when
+--   the testbed's link failed: it forwards nothing, impaired or not)
 -- @raise when direction is not one of those, or the testbed is closed
 -- @usage tb:impair({delay_ms = 100, loss_pct = 1})
 function TB:impair(spec, direction)
@@ -418,13 +444,17 @@ end
 --   delay_ms = 200, loss_pct = 1}, ...}` or a CSV trace's path
 -- @tparam[opt] table opts `direction` = "forward" | "reverse", `quiet`
 -- @treturn table the running schedule (`:attach(res)` puts its changes in a result)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE ("ELINKFAILED" when the testbed's link
+--   failed; with backend "link" a step's `limit_packets = "auto"` is sized as
+--   `:impair` sizes it)
 -- @usage local s = tb:schedule{{at_s = 0, delay_ms = 10}, {at_s = 2, delay_ms = 100}}
 function TB:schedule(steps, opts)
   self_check(self, 'schedule')
   if self._closed then error('qoslab.Testbed:schedule: the testbed is closed', 2) end
   return require('qoslab.schedule').testbed(self, steps, opts,
-    function(direction) return side(self, direction) end)
+    function(direction) return side(self, direction) end,
+    { spec = function(spec) return link_spec(self, spec) end,
+      failure = function() return link_failure(self) end })
 end
 
 --- Read the rate limits and impairments back from the kernel.
@@ -473,7 +503,8 @@ end
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
 -- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
 --   namespace of the testbed was deleted behind its back, "ENODEV" when a
---   device was)
+--   device was; but a failed link's device is no error: its side lists only
+--   the link's entry, with `failed`)
 -- @raise when the testbed is closed
 -- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
 function TB:stats()
@@ -481,11 +512,15 @@ function TB:stats()
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
   local fi, fns = side(self, 'forward')
   local ri, rns = side(self, 'reverse')
+  local failed = link_failure(self) ~= nil
   local c, msg, code = shape.stats(fi, { netns = fns })
-  if not c then return nil, msg, code end
+  -- a failed link's device may be gone (deleted under it): its qdiscs
+  -- with it, but the link's own entry says what happened
+  if not c and not failed then return nil, msg, code end
   local s
   s, msg, code = shape.stats(ri, { netns = rns })
-  if not s then return nil, msg, code end
+  if not s and not failed then return nil, msg, code end
+  c, s = c or {}, s or {}
   if self._link then
     local st = self._link:stats()
     for _, x in ipairs { { c, st.forward }, { s, st.reverse } } do
