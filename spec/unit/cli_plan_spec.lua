@@ -406,5 +406,16 @@ mark('finished')
       assert.matches('qoslab cleanup: 0 removed, 1 already gone\n', out, 1, true)
       assert.is_nil(slurp(dir .. '/state/4194305.jsonl'))
     end)
+
+    it('names a qdisc by the device it was on, not as the device', function()
+      os.execute('mkdir -p ' .. q(dir .. '/state'))
+      local ns = 'qoslab-spec-gone-' .. os.time() .. '-s'
+      write(dir .. '/state/4194307.jsonl',
+        '{"op":"add","id":1,"kind":"qdisc","ifname":"qltun-s","netns":"' .. ns .. '","parent":"root",'
+        .. '"ident":{"ns":"0:1","ifindex":2,"qdisc_kind":"tbf","handle":"1:"}}\n')
+      local rc, out = qoslab(dir, 'cleanup', 'QOSLAB_STATE_DIR=' .. q(dir .. '/state'))
+      assert.equal(0, rc, out)
+      assert.matches('gone already: tbf qdisc on qltun-s in netns ' .. ns .. '\n', out, 1, true)
+    end)
   end)
 end)
