@@ -333,6 +333,17 @@ mark('finished')
   end)
 
   describe('demo and examples (fake testbed and engine)', function()
+    it('demo on the link backend names the drop column and its footnote after the link', function()
+      local o = dir .. '/demo-link'
+      local rc, out, err = qoslab(dir, 'demo --host --quick --out ' .. q(o),
+        'QOSLAB_FAKE_BACKEND=link LUA_INIT_5_4=' .. q(FAKE_INIT))
+      assert.equal(0, rc, err)
+      assert.matches('| retransmits | link drops | backlog drops |', out, 1, true)
+      assert.matches("link drops: qoslab's impairment link's own counter during the run", out, 1, true)
+      assert.is_nil(out:find('netem drops', 1, true))
+      assert.is_nil(out:find("netem's own counter", 1, true))
+    end)
+
     it('demo --host --quick prints the tables and writes CSV, JSON and PNG', function()
       local o = dir .. '/demo'
       local rc, out, err = qoslab(dir, 'demo --host --quick --out ' .. q(o),
