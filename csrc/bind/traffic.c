@@ -12,6 +12,8 @@
  *     :setup() -> cookie, tcp_mss_bytes, tcp_congestion, streams[i].socket
  *         as the result will hold them (once an interval came), or nil
  *     :stop()                       end early; a result is still produced
+ *     :abort()                      end at once, no results exchange (a dead
+ *                                   path): :wait() then fails
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
  *     :port()  :stop()  :tests_running()
  *     :results() -> { result, ... }, total   the last keep_results finished
