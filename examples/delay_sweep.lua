@@ -5,7 +5,7 @@
 -- throughput follows window / RTT. The table puts the measured throughput
 -- beside "max cwnd/RTT" (the bound set by the largest congestion window the
 -- sender reached, over its mean RTT, from TCP_INFO: not a configured window),
--- TCP retransmits, netem's own drop counter and the CPU receive-backlog drops
+-- TCP retransmits, the impairment's own drop counter (netem's or the link's) and the CPU receive-backlog drops
 -- (/proc/net/softnet_stat) during the run, whether a CPU was
 -- the bottleneck (always check this in the qemu guest, whose CPU is
 -- emulated), and the published reference values (one TCP stream over
@@ -46,7 +46,7 @@ local summary = plan.sweep {
   end,
 }
 
-local extra = demo.explain_columns()
+local extra = demo.explain_columns(tb.backend)
 extra[#extra + 1] = { header = 'reference Mbit/s', value = function(e) return reference_mbps[e.params.delay_ms] end }
 io.write(report.series(summary, {
   title = 'TCP throughput vs one-way delay (1 Gbit/s, loss 0, one stream, default window)',

@@ -65,7 +65,7 @@ for _, e in ipairs(summary.points) do
 end
 report.print_table { title = 'UDP over a 1 Gbit/s link, 10 ms one-way delay',
   columns = { 'rcvbuf', 'length B', 'target Mbit/s', 'achieved Mbit/s', 'lost %', 'lost',
-              'duplicates', 'out of order', 'jitter ms', 'netem drops' },
+              'duplicates', 'out of order', 'jitter ms', tb.backend == 'link' and 'link drops' or 'netem drops' },
   rows = rows }
 report.write_csv(out .. '/udp.csv', summary)
 report.write_json(out .. '/udp.json', summary)

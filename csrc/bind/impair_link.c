@@ -34,9 +34,11 @@ static const char *const opt_keys[] = {
 };
 static const char *const directions[] = { "forward", "reverse", NULL };
 
+/* A usage error of the core, its field after ctx: "<CTX>: opts." names an
+ * option ("...: opts.b_netns: expected ..."), a method's ctx ends with ": ". */
 static int usage_fail(lua_State *L, const char *ctx, const ql_err *e)
 {
-	lua_pushfstring(L, "%s: %s", ctx, e->msg);
+	lua_pushfstring(L, "%s%s", ctx, e->msg);
 	return lua_error(L);
 }
 
@@ -45,7 +47,7 @@ static int usage_fail(lua_State *L, const char *ctx, const ql_err *e)
 static void read_dir_spec(lua_State *L, int idx, const char *key, ql_netem_spec *s)
 {
 	char ctx[64];
-	snprintf(ctx, sizeof ctx, "%s: %s", CTX, key);
+	snprintf(ctx, sizeof ctx, "%s: opts.%s", CTX, key);
 	lua_getfield(L, idx, key);
 	if (lua_isnil(L, -1)) {
 		lua_pop(L, 1);
@@ -111,7 +113,7 @@ static int l_impair_link(lua_State *L)
 	ql_err e;
 	ql_err_clear(&e);
 	if (ql_tunlink_open(&o, &u->l, &e) < 0)
-		return e.usage ? usage_fail(L, CTX, &e) : qlb_fail(L, &e);
+		return e.usage ? usage_fail(L, CTX ": opts.", &e) : qlb_fail(L, &e);
 	snprintf(u->a_ifname, sizeof u->a_ifname, "%s", o.a_ifname);
 	snprintf(u->b_ifname, sizeof u->b_ifname, "%s", o.b_ifname);
 	return 1;
@@ -138,7 +140,8 @@ static int l_set(lua_State *L)
 	ql_err e;
 	ql_err_clear(&e);
 	if (ql_tunlink_set_spec(u->l, dir, &s, &e) < 0)
-		return e.usage ? usage_fail(L, ctx, &e) : qlb_fail(L, &e);
+		return e.usage ? (lua_pushfstring(L, "%s: ", ctx), usage_fail(L, lua_tostring(L, -1), &e))
+			       : qlb_fail(L, &e);
 	lua_pushboolean(L, 1);
 	return 1;
 }

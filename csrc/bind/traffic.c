@@ -12,6 +12,8 @@
  *     :setup() -> cookie, tcp_mss_bytes, tcp_congestion, streams[i].socket
  *         as the result will hold them (once an interval came), or nil
  *     :stop()                       end early; a result is still produced
+ *     :abort()                      end at once, no results exchange (a dead
+ *                                   path): :wait() then fails
  * core.traffic_server([opts]) -> qoslab.Server | nil, msg, CODE
  *     :port()  :stop()  :tests_running()
  *     :results() -> { result, ... }, total   the last keep_results finished
@@ -706,6 +708,15 @@ static int l_test_stop(lua_State *L)
 	return 0;
 }
 
+/* :abort(): end at once, without the results exchange (a dead path) */
+static int l_test_abort(lua_State *L)
+{
+	ltest *u = luaL_checkudata(L, 1, TEST_T);
+	if (u->t)
+		ql_test_abort(u->t);
+	return 0;
+}
+
 static int l_test_gc(lua_State *L)
 {
 	ltest *u = luaL_checkudata(L, 1, TEST_T);
@@ -926,6 +937,7 @@ void qlb_open_traffic(lua_State *L)
 		{ "next_interval", l_test_next },
 		{ "wait", l_test_wait },
 		{ "stop", l_test_stop },
+		{ "abort", l_test_abort },
 		{ "start_time_unix_s", l_test_start_unix },
 		{ "setup", l_test_setup },
 		{ NULL, NULL }

@@ -177,11 +177,30 @@ function M.counted(tb, fn)
   return res
 end
 
+--- The name of the impairment's drop counter (`netem_drops`) in tables:
+-- "link drops" on the link backend, else "netem drops".
+-- @tparam[opt] string backend the testbed's (`tb.backend`)
+-- @treturn string
+-- @usage print(demo.drops_header(tb.backend))
+function M.drops_header(backend)
+  return backend == 'link' and 'link drops' or 'netem drops'
+end
+
+--- The footnote line that says what the drop column counts.
+-- @tparam[opt] string backend the testbed's (`tb.backend`)
+-- @treturn string e.g. "link drops: the impairment link's own counter during the run"
+function M.drops_note(backend)
+  return backend == 'link' and 'link drops: qoslab\'s impairment link\'s own counter during the run'
+    or 'netem drops: netem\'s own counter during the run'
+end
+
 --- The columns that explain a throughput point: the sender's cwnd bound,
--- TCP retransmits, netem's drops during the run, and whether a CPU was the
+-- TCP retransmits, the impairment's drops during the run ("netem drops", or
+-- "link drops" on the link backend), and whether a CPU was the
 -- bottleneck (`res.cpu_limited`; in the guest the CPU is emulated).
+-- @tparam[opt] string backend the testbed's (`tb.backend`), which names the drop column
 -- @treturn table report.series `extra` entries
-function M.explain_columns()
+function M.explain_columns(backend)
   local function last(e) return e.results and e.results[#e.results] end
   return {
     { header = 'max cwnd/RTT Mbit/s', value = function(e)
@@ -190,7 +209,7 @@ function M.explain_columns()
     { header = 'retransmits', value = function(e)
         local r = last(e)
         return r and r.sent and r.sent.retransmits or '-' end },
-    { header = 'netem drops', value = function(e)
+    { header = M.drops_header(backend), value = function(e)
         local r = last(e)
         return r and r.netem_drops or '-' end },
     { header = 'backlog drops', value = function(e)
@@ -309,14 +328,14 @@ function M.main(o)
   io.write(report.series(delay, {
     title = 'TCP throughput vs one-way delay (loss 0, 1 Gbit/s, one stream, default window)',
     extra = (function()
-      local cols = M.explain_columns()
+      local cols = M.explain_columns(tb.backend)
       cols[#cols + 1] = { header = 'reference Mbit/s',
                           value = function(e) return M.reference_mbps[e.params.delay_ms] end }
       return cols
     end)(),
   }))
   print('max cwnd/RTT: the bound set by the largest congestion window the sender reached '
-    .. '(TCP_INFO), not a configured window; netem drops: netem\'s own counter during the run; '
+    .. '(TCP_INFO), not a configured window; ' .. M.drops_note(tb.backend) .. '; '
     .. 'backlog drops: packets a full CPU receive backlog dropped (/proc/net/softnet_stat).')
   save('delay', delay)
   local limited = 0

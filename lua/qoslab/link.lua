@@ -13,6 +13,7 @@
 -- `ENOTSUP` (the driver refuses). Bad arguments raise
 -- `"qoslab.link.<fn>: <field>: expected ..."`.
 -- @module qoslab.link
+local check = require 'qoslab.check'
 local core = require 'qoslab.core'
 local netns = require 'qoslab.netns'
 
@@ -120,7 +121,8 @@ M.info = core.link_info
 -- closed or the process ends, also by SIGKILL) and forwards both directions in
 -- threads of this process. Each direction has its own spec, in qoslab.netem's
 -- form, checked by the same code as `qoslab.netem.apply` (a bad field raises
--- `"qoslab.link.impair_link: forward: spec.delay_ms: expected ..."`). Per
+-- `"qoslab.link.impair_link: opts.forward: spec.delay_ms: expected ..."`,
+-- every argument error at the caller's line). Per
 -- packet, the impairment model decides as sch_netem's enqueue path would
 -- (copies, loss, CE mark, corruption, limit, time to send); the link keeps
 -- a time-ordered queue per direction and a sender that writes each packet into
@@ -178,7 +180,10 @@ M.info = core.link_info
 -- @usage local l <close> = link.impair_link{a_netns = 'c', b_netns = 's',
 --   a_addr = '10.9.0.1', b_addr = '10.9.0.2', forward = {delay_ms = 50}}
 function M.impair_link(opts)
-  return core.impair_link(opts)
+  -- the binding's message, at the caller's line (not a tail call: the
+  -- level counts this frame)
+  local l, msg, code = check.call(2, core.impair_link, opts)
+  return l, msg, code
 end
 
 --- An open impairment link (`qoslab.link.impair_link`).

@@ -536,12 +536,15 @@ end
 --   egress) | "reverse", `quiet`
 -- @tparam function where (direction) -> ifname, netns, parent: the
 --   testbed's netem place
+-- @tparam[opt] table linkops with backend "link": `spec(spec)` -> the spec
+--   with `limit_packets = "auto"` resolved as `tb:impair` resolves it, and
+--   `failure()` -> nil, or message, "ELINKFAILED" when the link failed
 -- @treturn table a schedule (see `link`), already running; the testbed
 --   stops it when it closes
 -- @return or nil, message, CODE (a trace that cannot be read, a failed
---   first apply, the thread's start)
+--   first apply, the thread's start, a failed link's ELINKFAILED)
 -- @raise as `link` / `netem`, naming qoslab.Testbed:schedule
-function M.testbed(tb, steps, opts, where)
+function M.testbed(tb, steps, opts, where, linkops)
   local ctx = 'qoslab.Testbed:schedule'
   opts = opts or {}
   check.table(ctx, 'opts', opts, 2)
@@ -555,11 +558,16 @@ function M.testbed(tb, steps, opts, where)
     if not st then return nil, msg, code end
     steps = st
   end
-  local canon = check.call(2, M.check, steps, ctx, tb.backend)
+  -- the testbed sizes "auto" for its link (linkops.spec), as tb:impair does
+  local canon = check.call(2, M.check, steps, ctx, not (linkops and linkops.spec) and tb.backend or nil)
   local s, msg, code
   if tb._link then
+    if linkops and linkops.failure then
+      local fmsg, fcode = linkops.failure()
+      if fmsg then return nil, fmsg, fcode end
+    end
     local wires = {}
-    for i, c in ipairs(canon) do wires[i] = c.spec end
+    for i, c in ipairs(canon) do wires[i] = linkops and linkops.spec and linkops.spec(c.spec) or c.spec end
     s, msg, code = start('link', { link = tb._link, direction = dir }, canon, wires, opts.quiet)
   else
     local ifname, ns, parent = where(dir)

@@ -383,7 +383,8 @@ end
 -- kept with what remains, for a second try.
 -- @tparam[opt] table opts `{all = false}`; `all = true` also takes live processes' files
 -- @treturn table list of `{kind=, name=|ifname=, netns=, removed = bool,
---   skipped = why|nil, error = message|nil}` (`removed = false` without
+--   skipped = why|nil, error = message|nil, qdisc_kind = (a qdisc's, as
+--   recorded: "tbf", "netem", ...)|nil}` (`removed = false` without
 --   `skipped` or `error`: it was gone already); entries with `kind = "file"`
 --   and `name` = the state file report a file that could not be read, lines
 --   that did not parse (`bad_lines`), or a file of a process that runs
@@ -420,7 +421,9 @@ function M.cleanup(opts)
         for i = #entries, 1, -1 do
           local e = entries[i]
           local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
-                      removed = false }
+                      removed = false,
+                      qdisc_kind = type(e.ident) == 'table' and type(e.ident.qdisc_kind) == 'string'
+                        and e.ident.qdisc_kind or nil }
           r.skipped = unusable(e)
           if not r.skipped and type(e.ident) ~= 'table' then
             r.skipped = 'not the one qoslab made: no identity recorded'

@@ -105,9 +105,49 @@ local function link_spec(tb, spec)
   return s
 end
 
+-- Why the testbed's link failed (message, "ELINKFAILED"), or nil: a link
+-- whose thread failed forwards nothing, so what goes through it must say so.
+local function link_failure(tb)
+  if not tb._link or tb._closed then return nil end
+  local failed, msg, code = tb._link:failed()
+  if not failed then return nil end
+  return string.format("the testbed's %s (close the testbed and make a new one)", msg), code
+end
+
+-- Why a testbed's impairment cannot be kernel netem here (what the
+-- ENOTSUP of an impairment on it says instead of netem's own advice, which
+-- points at the testbed): by the reason netem was taken.
+local NO_NETEM = {
+  router = 'bottleneck = "router": qoslab\'s native link cannot join a router testbed (it joins '
+    .. 'the client and server namespaces directly) and this kernel has no sch_netem for the '
+    .. 'router\'s egress: leave bottleneck out (backend "auto" then takes the link), load '
+    .. 'sch_netem (modprobe sch_netem), or run the script in the qemu guest (qoslab run --guest)',
+  ipv6 = 'ipv6 = true: qoslab\'s native link carries IPv4 only and this kernel has no sch_netem: '
+    .. 'leave ipv6 out (backend "auto" then takes the link), load sch_netem (modprobe sch_netem), '
+    .. 'or run the script in the qemu guest (qoslab run --guest)',
+  default = 'backend "netem" (the process default: qoslab run --backend netem) and this kernel '
+    .. 'has no sch_netem: drop --host (the plan then runs in the qemu guest, which has it) or '
+    .. 'use --backend auto or link (qoslab\'s native link, on this host)',
+  opts = 'opts.backend = "netem" and this kernel has no sch_netem: give backend = "auto" or '
+    .. '"link" (qoslab\'s native link), load sch_netem (modprobe sch_netem), or run the script '
+    .. 'in the qemu guest (qoslab run --guest)',
+}
+
+-- netem's ENOTSUP on a testbed of a kernel without sch_netem: the reason
+-- this testbed has no other backend (NO_NETEM) instead of netem's advice,
+-- which points back at the testbed.
+local function no_netem(tb, v, msg, code)
+  if v == nil and code == 'ENOTSUP' and tb._why_netem and not M.kernel_has_netem() then
+    msg = NO_NETEM[tb._why_netem]
+  end
+  return v, msg, code
+end
+
 local function set_impair(tb, spec, direction)
   local key = direction == 'forward' and '_impair_fwd' or '_impair_rev'
   if tb._link then
+    local fmsg, fcode = link_failure(tb)
+    if fmsg then must(nil, fmsg, fcode) end
     -- the link's own model: a spec change is atomic, {} is no impairment
     spec = link_spec(tb, spec)
     tb._link:set(direction, spec or {})
@@ -127,7 +167,7 @@ local function set_impair(tb, spec, direction)
     end
     return true
   end
-  must(netem().apply(ifname, spec, { netns = ns, parent = parent }))
+  must(no_netem(tb, netem().apply(ifname, spec, { netns = ns, parent = parent })))
   tb[key] = true
   return true
 end
@@ -172,8 +212,9 @@ end
 
 -- The backend a testbed uses: opts.backend, else the process default, else
 -- kernel netem when the kernel has it and otherwise the link. "auto" keeps
--- netem (veth) for what the link cannot join (a router, IPv6): such a
--- testbed without impairments works on any kernel.
+-- netem (veth) for what the link cannot join (a router, IPv6), or, on a
+-- kernel without sch_netem, "none": such a testbed without impairments
+-- works on any kernel. Also returns the NO_NETEM key for a netem testbed.
 local function resolve_backend(tbo)
   local b = tbo.backend
   if b == 'auto' then b = default_backend end
@@ -183,8 +224,13 @@ local function resolve_backend(tbo)
       .. '(the process default, qoslab run --backend link): leave it out, or give '
       .. 'opts.backend = "netem" on a kernel with sch_netem', routed and 'bottleneck' or 'ipv6'), 3)
   end
+  if b == 'netem' then return b, tbo.backend == 'auto' and 'default' or 'opts' end
   if b ~= 'auto' then return b end
-  if routed or tbo.ipv6 or M.kernel_has_netem() then return 'netem' end
+  if routed or tbo.ipv6 then
+    local why = routed and 'router' or 'ipv6'
+    return M.kernel_has_netem() and 'netem' or 'none', why
+  end
+  if M.kernel_has_netem() then return 'netem' end
   return 'link'
 end
 
@@ -210,8 +256,10 @@ end
 --   backend = "auto"|"netem"|"link" (default "auto": the process default that
 --   qoslab run/demo --backend sets (set_default_backend), else "netem" when
 --   the kernel has sch_netem and "link" when it has not; with bottleneck =
---   "router" or ipv6, which the link cannot join, "auto" takes "netem" (veth;
---   impairing it then needs sch_netem). "netem": impairments are kernel netem
+--   "router" or ipv6, which the link cannot join, "auto" takes "netem" (veth)
+--   where the kernel has sch_netem, else "none" (veth, no impairment
+--   backend here: tb:impair and tb:schedule return ENOTSUP naming the
+--   reason). "netem": impairments are kernel netem
 --   qdiscs on the veth ends; "link": no veth, the client and server namespaces are joined
 --   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
 --   addresses client_addr and server_addr), which impairs both directions natively
@@ -222,7 +270,8 @@ end
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
---   `bottleneck`, `backend` (the one used: "netem" or "link"); with a router also
+--   `bottleneck`, `backend` (the one used: "netem", "link", or "none": a
+--   veth testbed the link cannot join on a kernel without sch_netem); with a router also
 --   `router_netns`, `router_client_ifname`,
 --   `router_server_ifname` (its ends towards client and server),
 --   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
@@ -252,7 +301,7 @@ function M.testbed(opts)
   if not is_empty(opts.reverse_impair) then
     check_impair(CTX, 'opts.reverse_impair', opts.reverse_impair)
   end
-  local backend = resolve_backend(tbo)
+  local backend, why_netem = resolve_backend(tbo)
   local use_link = backend == 'link'
   local base = netns.unique_name(prefix)
   counter = counter + 1
@@ -270,7 +319,7 @@ function M.testbed(opts)
     client_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:1::1' or 'fd00:%x:%x::1', x, y) or nil,
     server_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:2::1' or 'fd00:%x:%x::2', x, y) or nil,
     rate_bps = rate, shape = rate and kind or nil, bottleneck = tbo.bottleneck,
-    backend = backend,
+    backend = backend, _why_netem = why_netem,
     _made = {}, _closed = false,
   }, TB)
   local plen = 24
@@ -389,6 +438,20 @@ function M.open_testbeds()
   return list
 end
 
+-- For qoslab.traffic: a function that returns nil, or the failure
+-- (message, "ELINKFAILED") of the link of the open testbed with a namespace
+-- ns; nil when no such testbed has a link. A test run in a testbed's
+-- namespace asks it before it starts and while it runs.
+function M._link_watch(ns)
+  if ns == nil then return nil end
+  for tb in pairs(open) do
+    if tb._link and not tb._closed and (tb.client_netns == ns or tb.server_netns == ns) then
+      return function() return link_failure(tb) end
+    end
+  end
+  return nil
+end
+
 --- Change (or remove) the impairment between runs.
 -- With a rate limit, netem is applied at the shaper's `netem_parent` and
 -- removed by `qoslab.shape.reset_child` (the shaper's default child comes
@@ -396,7 +459,8 @@ end
 -- `qoslab.netem.clear` removes it.
 -- @tparam table|nil spec a `qoslab.netem` spec; nil or `{}` removes the impairment
 -- @tparam[opt] string direction "forward" (client → server, default) or "reverse"
--- @return true, or nil, message, code from qoslab.netem
+-- @return true, or nil, message, code from qoslab.netem ("ELINKFAILED" when
+--   the testbed's link failed: it forwards nothing, impaired or not)
 -- @raise when direction is not one of those, or the testbed is closed
 -- @usage tb:impair({delay_ms = 100, loss_pct = 1})
 function TB:impair(spec, direction)
@@ -418,13 +482,17 @@ end
 --   delay_ms = 200, loss_pct = 1}, ...}` or a CSV trace's path
 -- @tparam[opt] table opts `direction` = "forward" | "reverse", `quiet`
 -- @treturn table the running schedule (`:attach(res)` puts its changes in a result)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE ("ELINKFAILED" when the testbed's link
+--   failed; with backend "link" a step's `limit_packets = "auto"` is sized as
+--   `:impair` sizes it)
 -- @usage local s = tb:schedule{{at_s = 0, delay_ms = 10}, {at_s = 2, delay_ms = 100}}
 function TB:schedule(steps, opts)
   self_check(self, 'schedule')
   if self._closed then error('qoslab.Testbed:schedule: the testbed is closed', 2) end
-  return require('qoslab.schedule').testbed(self, steps, opts,
-    function(direction) return side(self, direction) end)
+  return no_netem(self, require('qoslab.schedule').testbed(self, steps, opts,
+    function(direction) return side(self, direction) end,
+    { spec = function(spec) return link_spec(self, spec) end,
+      failure = function() return link_failure(self) end }))
 end
 
 --- Read the rate limits and impairments back from the kernel.
@@ -473,7 +541,8 @@ end
 -- @treturn table `{client = {qdisc,...}, server = {qdisc,...}}` as `qoslab.shape.stats`
 -- @return or nil, message, code (those of `qoslab.shape.stats`: "ENOENT" when a
 --   namespace of the testbed was deleted behind its back, "ENODEV" when a
---   device was)
+--   device was; but a failed link's device is no error: its side lists only
+--   the link's entry, with `failed`)
 -- @raise when the testbed is closed
 -- @usage for _, q in ipairs(tb:stats().client) do print(q.kind, q.drops) end
 function TB:stats()
@@ -481,11 +550,15 @@ function TB:stats()
   if self._closed then error('qoslab.Testbed:stats: the testbed is closed', 2) end
   local fi, fns = side(self, 'forward')
   local ri, rns = side(self, 'reverse')
+  local failed = link_failure(self) ~= nil
   local c, msg, code = shape.stats(fi, { netns = fns })
-  if not c then return nil, msg, code end
+  -- a failed link's device may be gone (deleted under it): its qdiscs
+  -- with it, but the link's own entry says what happened
+  if not c and not failed then return nil, msg, code end
   local s
   s, msg, code = shape.stats(ri, { netns = rns })
-  if not s then return nil, msg, code end
+  if not s and not failed then return nil, msg, code end
+  c, s = c or {}, s or {}
   if self._link then
     local st = self._link:stats()
     for _, x in ipairs { { c, st.forward }, { s, st.reverse } } do

@@ -166,7 +166,9 @@ end
 --   EPERM for an unusable congestion control; with `probe`, before any
 --   load: EPROTONOSUPPORT (no qoslab responder, e.g. iperf3 -s: use
 --   `proto = "icmp"`), ETIMEDOUT (no echo reply), EACCES (ping sockets
---   refused), ...)
+--   refused), ...; ELINKFAILED for a test in the namespace of a
+--   `qoslab.testbed` whose native link failed, before or during the test:
+--   it then ends at once)
 -- @raise like `client`; and on SIGINT, SIGTERM or SIGHUP while qoslab's
 --   signal handlers are installed (`qoslab run`, the CLI): the test stops and
 --   qoslab.core's interruption error (code "EINTR", `signal` the signal's

@@ -81,7 +81,7 @@ describe('qoslab cleanup', function()
     assert.is_true(core.link_exists('qlcu2'))
     local out = cleanup_cli(dir, trap_dir(dir))
     assert.is_false(exists(dir .. '/trap.log'), 'cleanup ran a tool: ' .. sh('cat ' .. q(dir .. '/trap.log')))
-    assert.matches('removed qdisc qlcu0 in netns ' .. a:gsub('%-', '%%-'), out)
+    assert.matches('removed tbf qdisc on qlcu0 in netns ' .. a:gsub('%-', '%%-'), out)
     assert.matches('removed link qlcu2\n', out, 1, true)
     assert.matches('removed netns ' .. b .. '\n', out, 1, true)
     assert.matches('qoslab cleanup: 5 removed, 0 already gone\n', out, 1, true)
@@ -120,9 +120,9 @@ describe('qoslab cleanup', function()
     -- Newest first: the entries in reverse order.
     local want = {
       'skipped (name is not a namespace name): netns "../../etc"',
-      'skipped (parent is not "root", "ingress" or "MAJ:MIN"): qdisc lo',
+      'skipped (parent is not "root", "ingress" or "MAJ:MIN"): qdisc on lo',
       'skipped (name contains a NUL byte): netns "' .. victim .. '\\0tail"',
-      "gone already: qdisc \"q'$(id)\"",
+      "gone already: qdisc on \"q'$(id)\"",
       'gone already: link "a`id`$(id)" in netns "qlcu-\\"; touch ' .. pwned .. '\\""',
       'gone already: netns "qlcu-$(touch ' .. pwned .. ')"',
       'removed netns "' .. evil .. '"',

@@ -74,7 +74,7 @@ describe('qoslab cleanup and identity', function()
       { op = 'add', id = 4, kind = 'qdisc', ifname = 'qlid5', parent = 'ingress' },
     })
     local out = cleanup_cli(dir)
-    assert.matches('skipped (not the one qoslab made: no identity recorded): qdisc qlid5\n', out, 1, true)
+    assert.matches('skipped (not the one qoslab made: no identity recorded): qdisc on qlid5\n', out, 1, true)
     assert.matches('skipped (not the one qoslab made: no identity recorded): netns qlid-victim\n', out, 1, true)
     assert.matches('qoslab cleanup: 0 removed, 0 already gone, 4 skipped\n', out, 1, true)
     assert.is_true(netns.exists('qlid-victim'))

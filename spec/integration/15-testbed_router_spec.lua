@@ -138,6 +138,9 @@ describe('testbed with bottleneck = "router" #root', function()
     -- This kernel has no sch_netem: the testbed's netem calls are recorded
     -- and an htb marker grafted where netem would go.
     local calls = {}
+    -- (the testbed asks the kernel whether it has netem, once, through the
+    -- real qoslab.netem: before the recorder stands in for it)
+    testbed.kernel_has_netem()
     local saved = package.loaded['qoslab.netem']
     package.loaded['qoslab.netem'] = {
       check = function(spec) return spec end,

@@ -4,7 +4,8 @@
 -- and in the change log (planned on the grid, actual within a lag bound a
 -- loaded 2-core host meets: the step is one mutex-held spec swap); a step
 -- on a link whose device was deleted fails with the link's fault instead of
--- passing unnoticed; closing the testbed stops a schedule mid-way.
+-- passing unnoticed; limit_packets = "auto" is sized as tb:impair sizes it;
+-- closing the testbed stops a schedule mid-way.
 local qoslab = require 'qoslab'
 local traffic = require 'qoslab.traffic'
 local H = require 'integration.traffic_helper'
@@ -64,6 +65,35 @@ describe('qoslab.Testbed:schedule on the link', function()
     end
     assert(before_min < 50, string.format('RTT %.1f ms before the step (10 ms delay)', before_min))
     assert(after >= 2, 'too few intervals after the step')
+  end)
+
+  it('limit_packets = "auto" in a step is sized from the testbed\'s rate, as tb:impair sizes it', function()
+    -- 300 ms behind a 50 Mbit/s shaper holds about 1270 datagrams of 1476
+    -- bytes: a limit of 1000 drops some, "auto" (netem's rule at the
+    -- shaper's rate: 1857) none
+    local defer = cleanups()
+    local tb = assert(qoslab.testbed { backend = 'link', rate_bps = 50e6 })
+    defer(function() tb:close() end)
+    local srv = assert(traffic.server { netns = tb.server_netns, port = 0 })
+    defer(function() srv:close() end)
+    local function limit_drops()
+      for _, q in ipairs(assert(tb:stats()).client) do
+        if q.kind == 'link' then return q.drops_by_reason.limit end
+      end
+    end
+    local drops = {}
+    for _, limit in ipairs { 1000, 'auto' } do
+      local sched = assert(tb:schedule { { at_s = 0, delay_ms = 300, limit_packets = limit } })
+      assert.is_true(sched:wait(2))
+      assert.is_true(sched:changes()[1].ok)
+      local before = limit_drops()
+      assert(traffic.run { host = tb.server_addr, port = srv:port(), netns = tb.client_netns,
+        proto = 'udp', bitrate_bps = 60e6, duration_s = 1.5 })
+      drops[tostring(limit)] = limit_drops() - before
+      sched:close()
+    end
+    assert(drops['1000'] > 0, 'a limit of 1000 dropped nothing: the case does not tell "auto" apart')
+    assert.equal(0, drops.auto)
   end)
 
   it('a step on a link whose device was deleted fails with the link\'s fault, in the log and the result', function()

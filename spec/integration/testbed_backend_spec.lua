@@ -66,11 +66,56 @@ describe('qoslab.testbed backend "auto" (root)', function()
     assert.equal(res.received.lost_packets, udp.drops_by_reason.loss)
   end)
 
-  it('keeps netem (veth) for a router, which the link cannot join', function()
+  it('keeps netem (veth) for a router, which the link cannot join, or says "none"', function()
     local tb = assert(testbed { bottleneck = 'router' })
     finally(function() tb:close() end)
-    assert.equal('netem', tb.backend)
+    -- without sch_netem such a testbed has no impairment backend, and says so
+    assert.equal(here_backend == 'netem' and 'netem' or 'none', tb.backend)
     assert.is_true(rtt_min_ms(tb) < 50)
+    if here_backend == 'netem' then return end
+    -- its impairment's refusal names the reason, not "impair a qoslab.testbed"
+    local ok, msg, code = tb:impair { delay_ms = 10 }
+    assert.is_nil(ok)
+    assert.equal('ENOTSUP', code)
+    assert.matches('bottleneck = "router": qoslab\'s native link cannot join a router testbed', msg, 1, true)
+    assert.is_nil(msg:find('impair a qoslab.testbed', 1, true))
+    local s, msg2, code2 = tb:schedule { { at_s = 0, delay_ms = 10 } }
+    assert.is_nil(s)
+    assert.equal('ENOTSUP', code2)
+    assert.equal(msg, msg2)
+  end)
+
+  it('an IPv6 testbed and --backend netem on a kernel without sch_netem name their reason', function()
+    if here_backend == 'netem' then return pending('the kernel has netem') end
+    local tb6 = assert(testbed { ipv6 = true })
+    finally(function() tb6:close() end)
+    assert.equal('none', tb6.backend)
+    local ok, msg, code = tb6:impair { delay_ms = 10 }
+    assert.is_nil(ok)
+    assert.equal('ENOTSUP', code)
+    assert.matches('ipv6 = true: qoslab\'s native link carries IPv4 only', msg, 1, true)
+    -- the process default of qoslab run --backend netem (--host)
+    testbed.set_default_backend('netem')
+    finally(function() testbed.set_default_backend('auto') end)
+    local tb = assert(testbed {})
+    finally(function() tb:close() end)
+    assert.equal('netem', tb.backend)
+    ok, msg, code = tb:impair { delay_ms = 10 }
+    assert.is_nil(ok)
+    assert.equal('ENOTSUP', code)
+    assert.matches('drop --host', msg, 1, true)
+    assert.matches('--backend auto or link', msg, 1, true)
+    assert.is_nil(msg:find('impair a qoslab.testbed', 1, true))
+    -- and with the CLI: a plan that impairs a testbed
+    local dir = H.tmp('f7')
+    os.execute('mkdir -p ' .. H.q(dir))
+    local plan = dir .. '/p.lua'
+    local f = assert(io.open(plan, 'w'))
+    f:write("local tb <close> = assert(qoslab.testbed{})\nassert(tb:impair{delay_ms = 10})\n")
+    f:close()
+    local _, log = H.sh(qoslab_cmd('run ' .. H.q(plan) .. ' --host --backend netem --out ' .. H.q(dir .. '/out')))
+    assert.matches('drop --host', log, 1, true)
+    assert.is_nil(log:find('impair a qoslab.testbed', 1, true))
   end)
 
   it('names the field when the link is asked for what it cannot do', function()

@@ -30,8 +30,9 @@ function M.install()
   end
   package.loaded['qoslab.testbed'] = setmetatable({}, { __call = function(_, o)
     M.log[#M.log + 1] = { 'testbed', o }
+    -- the backend a real testbed would say (QOSLAB_FAKE_BACKEND, default none given)
     return setmetatable({ client_netns = 'fake-c', server_netns = 'fake-s', client_ifname = 'veth-c', server_ifname = 'veth-s', client_addr = '10.0.0.1',
-      server_addr = '10.0.0.2', spec = o.impair or {} }, tbmt)
+      server_addr = '10.0.0.2', spec = o.impair or {}, backend = os.getenv('QOSLAB_FAKE_BACKEND') }, tbmt)
   end })
   local testbed_of = {}
   M.testbed_of = testbed_of

@@ -333,6 +333,17 @@ mark('finished')
   end)
 
   describe('demo and examples (fake testbed and engine)', function()
+    it('demo on the link backend names the drop column and its footnote after the link', function()
+      local o = dir .. '/demo-link'
+      local rc, out, err = qoslab(dir, 'demo --host --quick --out ' .. q(o),
+        'QOSLAB_FAKE_BACKEND=link LUA_INIT_5_4=' .. q(FAKE_INIT))
+      assert.equal(0, rc, err)
+      assert.matches('| retransmits | link drops | backlog drops |', out, 1, true)
+      assert.matches("link drops: qoslab's impairment link's own counter during the run", out, 1, true)
+      assert.is_nil(out:find('netem drops', 1, true))
+      assert.is_nil(out:find("netem's own counter", 1, true))
+    end)
+
     it('demo --host --quick prints the tables and writes CSV, JSON and PNG', function()
       local o = dir .. '/demo'
       local rc, out, err = qoslab(dir, 'demo --host --quick --out ' .. q(o),
@@ -405,6 +416,17 @@ mark('finished')
       assert.matches('gone already: netns qoslab-spec-gone-', out, 1, true)
       assert.matches('qoslab cleanup: 0 removed, 1 already gone\n', out, 1, true)
       assert.is_nil(slurp(dir .. '/state/4194305.jsonl'))
+    end)
+
+    it('names a qdisc by the device it was on, not as the device', function()
+      os.execute('mkdir -p ' .. q(dir .. '/state'))
+      local ns = 'qoslab-spec-gone-' .. os.time() .. '-s'
+      write(dir .. '/state/4194307.jsonl',
+        '{"op":"add","id":1,"kind":"qdisc","ifname":"qltun-s","netns":"' .. ns .. '","parent":"root",'
+        .. '"ident":{"ns":"0:1","ifindex":2,"qdisc_kind":"tbf","handle":"1:"}}\n')
+      local rc, out = qoslab(dir, 'cleanup', 'QOSLAB_STATE_DIR=' .. q(dir .. '/state'))
+      assert.equal(0, rc, out)
+      assert.matches('gone already: tbf qdisc on qltun-s in netns ' .. ns .. '\n', out, 1, true)
     end)
   end)
 end)

@@ -30,7 +30,7 @@ describe('qoslab.link.impair_link arguments', function()
       local want = err_of(core.netem_normalize, spec, 'CTX'):gsub('^CTX: ', '')
       for _, dir in ipairs { 'forward', 'reverse' } do
         local msg = err_of(link.impair_link, with { [dir] = spec })
-        assert.equal('qoslab.link.impair_link: ' .. dir .. ': ' .. want, msg:gsub('^[^:]*:%d+: ', ''))
+        assert.equal('qoslab.link.impair_link: opts.' .. dir .. ': ' .. want, msg:gsub('^[^:]*:%d+: ', ''))
       end
     end
   end)
@@ -55,15 +55,28 @@ describe('qoslab.link.impair_link arguments', function()
   end)
 
   it('rules between fields', function()
-    assert.matches('b_netns: expected a namespace other than a_netns',
-      err_of(link.impair_link, with { b_netns = BASE.a_netns }))
-    assert.matches('b_addr: expected an address other than a_addr',
-      err_of(link.impair_link, with { b_addr = BASE.a_addr }))
-    assert.matches('b_addr: expected an IPv4 address (the link has no IPv6 addresses yet), got "fd00::2"',
+    assert.matches('impair_link: opts.b_netns: expected a namespace other than a_netns',
+      err_of(link.impair_link, with { b_netns = BASE.a_netns }), 1, true)
+    assert.matches('impair_link: opts.b_addr: expected an address other than a_addr',
+      err_of(link.impair_link, with { b_addr = BASE.a_addr }), 1, true)
+    assert.matches('opts.b_addr: expected an IPv4 address (the link has no IPv6 addresses yet), got "fd00::2"',
       err_of(link.impair_link, with { b_addr = 'fd00::2' }), 1, true)
-    assert.matches('a_addr: expected an IPv4 address without prefix, got "10.0.0.1/24"',
+    assert.matches('opts.a_addr: expected an IPv4 address without prefix, got "10.0.0.1/24"',
       err_of(link.impair_link, with { a_addr = '10.0.0.1/24' }), 1, true)
-    assert.matches('a_ifname', err_of(link.impair_link, with { a_ifname = 'a/b' }))
-    assert.matches('a_netns', err_of(link.impair_link, with { a_netns = 'x/y' }))
+    assert.matches('opts.a_ifname', err_of(link.impair_link, with { a_ifname = 'a/b' }), 1, true)
+    assert.matches('opts.a_netns', err_of(link.impair_link, with { a_netns = 'x/y' }), 1, true)
+  end)
+
+  it('every argument error is raised at the caller\'s line, each field as opts.<field>', function()
+    local here = debug.getinfo(1, 'S').short_src
+    for _, o in ipairs {
+      with { memory_bytes = 0 }, with { mtu_bytes = 10 }, with { b_netns = BASE.a_netns },
+      with { b_addr = BASE.a_addr }, with { a_ifname = 'a/b' }, with { forward = { delay_ms = -1 } },
+      with { bogus = 1 },
+    } do
+      local line = debug.getinfo(1, 'l').currentline + 1
+      local msg = err_of(function() link.impair_link(o) end)
+      assert.equal(here .. ':' .. line .. ': qoslab.link.impair_link: opts.', msg:sub(1, #here + #tostring(line) + 33))
+    end
   end)
 end)

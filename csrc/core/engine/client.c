@@ -325,10 +325,12 @@ static int client_protocol(ql_test *t)
 		char *live = NULL;
 		size_t live_len = 0;
 		/* Once the test ran, a stop request only shortens it: the
-		 * results exchange still happens (bounded by the deadline). */
+		 * results exchange still happens (bounded by the deadline),
+		 * unless the test was aborted (ql_test_abort: a dead path). */
 		int64_t dl = ql_now_ns() + 30 * QL_NS_PER_S;
-		rc = ql_ctl_reader_wait(&t->ctl_rd, t->ctl_fd, dl, t->state == T_RUNNING ? NULL
-					: (const volatile int *)&t->stop_req);
+		rc = ql_ctl_reader_wait(&t->ctl_rd, t->ctl_fd, dl,
+					(const volatile int *)(t->state == T_RUNNING ? &t->abort_req
+							       : &t->stop_req));
 		if (rc == -EINTR && t->state == T_NEW)
 			return fail_io(t, rc, "the handshake");
 		if (rc < 0)

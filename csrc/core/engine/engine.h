@@ -191,6 +191,11 @@ int ql_test_setup_get(ql_test *t, ql_test_setup *out);
 /* End the test early (a result is still produced). Thread-safe. */
 void ql_test_stop(ql_test *t);
 
+/* End the test at once without the results exchange, for a path known to
+ * be dead (e.g. an impairment link that failed): ql_test_wait then returns
+ * -EINTR instead of waiting for a peer that cannot answer. Thread-safe. */
+void ql_test_abort(ql_test *t);
+
 /* Stop, join every thread, free. NULL is fine. */
 void ql_test_free(ql_test *t);
 

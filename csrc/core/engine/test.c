@@ -432,6 +432,14 @@ void ql_test_stop(ql_test *t)
 		atomic_store(&t->stop_req, 1);
 }
 
+void ql_test_abort(ql_test *t)
+{
+	if (t) {
+		atomic_store(&t->abort_req, 1);
+		atomic_store(&t->stop_req, 1);
+	}
+}
+
 void ql_test_free(ql_test *t)
 {
 	if (!t)

@@ -98,6 +98,8 @@ struct ql_test {
 	pthread_t ctl_th;
 	int ctl_started;
 	_Atomic int stop_req, send_stop, recv_stop;
+	/* ql_test_abort: no results exchange (the path is dead) */
+	_Atomic int abort_req;
 	/* The test failed (the peer ended it, the control connection broke):
 	 * senders drop what is left and wait for no acknowledgement. */
 	_Atomic int abort_io;

@@ -618,8 +618,12 @@ local function cleanup_cmd(a)
     return (string.format('%q', s):gsub('\\\n', '\\n'))
   end
   for _, r in ipairs(removed) do
+    -- a qdisc is named by the device it sits on ("tbf qdisc on qltun-s"),
+    -- not as if it were the device
+    local dev = r.kind == 'qdisc' and ((r.qdisc_kind and (name(r.qdisc_kind) .. ' ') or '') .. 'qdisc on '
+      .. name(r.ifname)) or (name(r.kind) .. ' ' .. name(r.ifname))
     local what = r.kind == 'netns' and ('netns ' .. name(r.name))
-      or (name(r.kind) .. ' ' .. name(r.ifname) .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
+      or (dev .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
     if r.kind == 'file' then
       files = files + 1
       print('state file ' .. name(r.name, '^[%w%-_%.@+/]+$') .. ': '

@@ -28,8 +28,27 @@ local function raise_failure(ctx, msg, code)
   error(string.format('%s: %s (%s)', ctx, tostring(msg), tostring(code or 'EFAIL')), 4)
 end
 
+-- The watch of the impairment link of the testbed the test runs in (its
+-- netns), or nil: qoslab.testbed's, when that module is loaded.
+local function link_watch(opts)
+  local tbm = package.loaded['qoslab.testbed']
+  if type(tbm) ~= 'table' or not tbm._link_watch then return nil end
+  return tbm._link_watch(opts.netns)
+end
+
 -- Start the C test; returns true or nil, msg, code.
 local function begin(p)
+  -- through a testbed's link that failed nothing can pass: say so at once
+  -- rather than after the control connection's timeouts
+  p.watch = link_watch(p.opts)
+  if p.watch then
+    local msg, code = p.watch()
+    if msg then
+      p.mode = 'done'
+      p.failure = { msg, code }
+      return nil, msg, code
+    end
+  end
   if p.probe then
     -- the probe first: its failure (no responder) costs no test, and its
     -- idle phase comes before the load
@@ -55,7 +74,21 @@ end
 
 local function finish(p)
   if p.result or p.failure then return end
+  local dead
+  if p.watch then
+    -- wait as :wait() does (draining the live records), watching
+    -- the link: when it fails the test ends at once, without the results
+    -- exchange that a dead path cannot carry
+    while not dead do
+      local iv = p.ud:next_interval(0.2)
+      if iv == false then break end
+      dead = p.watch() and { p.watch() }
+      if dead then p.ud:abort() end
+    end
+  end
   local res, msg, code = p.ud:wait()
+  if p.watch and not dead then dead = p.watch() and { p.watch() } end
+  if dead then res, msg, code = nil, dead[1], dead[2] end
   if p.probe then
     if res then
       res, msg, code = latency.finish_beside(p.probe.ud, p.probe.filled, res)
@@ -190,6 +223,7 @@ function methods.intervals(self)
   local p = state(self, 'intervals')
   return function()
     while p.mode == 'running' do
+      if p.watch and p.watch() then p.ud:abort() end
       local iv = p.ud:next_interval(0.5)
       if iv then return with_latency(p, iv) end
       if iv == false then return nil end
