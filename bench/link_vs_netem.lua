@@ -7,9 +7,14 @@
 -- Both sides are made equal in everything but the impairment backend:
 --  - the impairment: forward only (the data; ACKs undelayed and unlost), a
 --    20 Mbit/s rate inside it (the guest's emulated CPU keeps up with that,
---    so the path decides), limit 1000 packets (above the 500-packet BDP at
---    300 ms). netem charges the rate on the Ethernet frame (14 bytes more
---    than the IP packet the link's TUN device carries): the link gets
+--    so the path decides), limit 5000 packets: above the largest window the
+--    pinned tcp_rmem lets the receiver offer (6 MiB, about 4,300 segments), so
+--    neither queue ever tail-drops. That matters: netem on the sender's own
+--    egress answers a tail drop with NET_XMIT_DROP, which TCP takes as local
+--    congestion (CWR, the segment sent again, no loss recovery), while a drop
+--    in the link is a loss on the path (recovery, at times a timeout). netem
+--    charges the rate on the Ethernet frame (14 bytes more than the IP
+--    packet the link's TUN device carries): the link gets
 --    rate_packet_overhead_bytes = 14, so both send 1514 wire bytes per
 --    full segment;
 --  - offloads off (the testbed's default: netem sees MTU-sized packets, the
@@ -25,11 +30,11 @@
 -- omit_s warm-up that leaves slow start and its overshoot out), and the
 -- model: Mathis et al. (MSS/RTT x sqrt(3/2)/sqrt(p)) under loss, the rate's
 -- goodput (20 Mbit/s x 1448/1514) without. A bench, not a spec: it needs the
--- guest and this host at once and ~10 minutes.
+-- guest and this host at once and 12-15 minutes on the shared 2-core host.
 --
 --   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK]
 --
--- QUICK: two runs per point and shorter tests (~4 minutes). Needs root (and,
+-- QUICK: two runs per point and shorter tests (~7 minutes). Needs root (and,
 -- for the guest, what `make check-netem` needs). Internally
 -- `... guest OUT [QUICK]` runs the netem half in the guest.
 local testbed = require 'qoslab.testbed'
@@ -41,7 +46,7 @@ local guest = args[1] == 'guest'
 local quick = (guest and args[3] or args[1]) == 'QUICK'
 assert(guest or args[1] == nil or quick, 'usage: link_vs_netem.lua [QUICK]')
 
-local RATE_BPS, LIMIT_PACKETS = 20e6, 1000
+local RATE_BPS, LIMIT_PACKETS = 20e6, 5000
 local MSS_BYTES, WIRE_BYTES = 1448, 1514
 
 -- The sweep: per point the TCP test's duration, warm-up and repetitions
@@ -139,6 +144,11 @@ local function point(backend, p)
     for k, v in pairs(base) do o[k] = v end
     local t = assert(traffic.run(o))
     out.tcp[#out.tcp + 1] = { t.received.bits_per_second / 1e6, t.sent.retransmits or 0 }
+  end
+  -- the link's tail drops over the whole point (netem's own drop count
+  -- mixes them with its loss drops)
+  for _, e in ipairs(backend == 'link' and tb:stats().client or {}) do
+    if e.kind == 'link' then out.limit_drops = e.drops_by_reason.limit end
   end
   return out
 end
@@ -264,6 +274,6 @@ for i, p in ipairs(POINTS) do
     for _, x in ipairs(r) do t[#t + 1] = string.format('%.3f', x[1]) end
     return table.concat(t, ' ')
   end
-  print(string.format('runs %d ms, %g %%: link %s; netem %s', p.delay_ms, p.loss_pct,
-    runs(native[i].tcp), runs(netem[i].tcp)))
+  print(string.format('runs %d ms, %g %%: link %s; netem %s; link limit drops %s', p.delay_ms,
+    p.loss_pct, runs(native[i].tcp), runs(netem[i].tcp), tostring(native[i].limit_drops)))
 end
