@@ -61,7 +61,7 @@ describe('regress 032 a failed link fails loudly', function()
     res, msg, code = traffic.run { host = tb.server_addr, port = port, netns = tb.client_netns,
       duration_s = 2 }
     assert.is_nil(res)
-    assert.equal('ELINKFAILED', code)
+    assert.equal('ELINKFAILED', code, msg)
     assert(H.now() - t0 < 1, 'a test on a failed link did not end at once')
   end)
 end)
