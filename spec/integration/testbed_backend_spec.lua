@@ -53,17 +53,50 @@ describe('qoslab.testbed backend "auto" (root)', function()
     finally(function() tb:close() end)
     local srv = assert(traffic.server { netns = tb.server_netns })
     finally(function() srv:close() end)
+    -- the other places a datagram can vanish on this path: the client's TUN
+    -- queue (the link's reader late), the server's TUN input, the socket
+    local function elsewhere()
+      return { tx_dropped = H.if_counter(tb.client_netns, tb.client_ifname, 'tx_dropped'),
+        rx_dropped = H.if_counter(tb.server_netns, tb.server_ifname, 'rx_dropped'),
+        rcvbuf_errors = H.udp_rcvbuf_errors(tb.server_netns) }
+    end
+    local function udp_share()
+      for _, q in ipairs(assert(tb:stats()).client) do
+        if q.kind == 'link' then return q.by_protocol.udp, q end
+      end
+    end
+    local before = elsewhere()
+    local t = assert(traffic.start { host = tb.server_addr, netns = tb.client_netns, proto = 'udp',
+      bitrate_bps = 10e6, length_bytes = 1000, duration_s = 2, omit_s = 0 })
+    -- loss only while the test's datagrams flow: the UDP handshake (a
+    -- datagram the engine resends when it is lost, not one of the test's)
+    -- is done once 100 datagrams have crossed, and the test's last one is
+    -- sent after loss is off again
+    local t0 = H.now()
+    while udp_share().arrived_packets < 100 and H.now() - t0 < 1.5 do H.sleep(0.01) end
+    assert.is_true(udp_share().arrived_packets >= 100, 'the datagrams did not start')
     assert.is_true(tb:impair { loss_pct = 10 })
-    local res = assert(traffic.run { host = tb.server_addr, netns = tb.client_netns, proto = 'udp',
-      bitrate_bps = 10e6, length_bytes = 1000, duration_s = 1, omit_s = 0 })
-    local link
-    for _, q in ipairs(assert(tb:stats()).client) do if q.kind == 'link' then link = q end end
-    assert.is_table(link)
+    H.sleep(math.max(0, 1.5 - (H.now() - t0)))
+    assert.is_true(tb:impair {})
+    local res = assert(t:wait())
+    local udp, link = udp_share()
     assert.is_false(link.over_budget)
-    local udp = link.by_protocol.udp
     assert.is_true(udp.arrived_packets >= res.received.packets)
-    assert.is_true(udp.drops_by_reason.loss > 0)
-    assert.equal(res.received.lost_packets, udp.drops_by_reason.loss)
+    assert.is_true(udp.drops_by_reason.loss > 20, 'too few losses: ' .. udp.drops_by_reason.loss)
+    -- every link loss drop of a datagram is a datagram the engine counts
+    -- lost, and the engine's other losses are drops counted elsewhere: exact
+    -- when nothing else dropped (most runs; a loaded host can make the
+    -- link's reader late or the receiving socket full)
+    local after, other, why = elsewhere(), udp.drops - udp.drops_by_reason.loss, {}
+    for k, v in pairs(after) do
+      other = other + (v - before[k])
+      why[#why + 1] = string.format('%s +%d', k, v - before[k])
+    end
+    table.sort(why)
+    local lost, drops = res.received.lost_packets, udp.drops_by_reason.loss
+    assert(drops <= lost and lost <= drops + other, string.format(
+      'engine lost %d, link UDP loss drops %d, other link UDP drops %d, elsewhere: %s', lost, drops,
+      udp.drops - drops, table.concat(why, ', ')))
   end)
 
   it('keeps netem (veth) for a router, which the link cannot join, or says "none"', function()

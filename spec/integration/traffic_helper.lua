@@ -209,7 +209,6 @@ function H.paced(rate, target, what)
     what, rate, target))
 end
 
---- Number from a sysctl file.
 -- Whether this kernel has sch_netem (the qemu guest has; this host has
 -- not): a netem qdisc on the loopback of a throwaway namespace. Cached.
 local netem_ok
@@ -223,8 +222,34 @@ function H.netem_available()
   return netem_ok
 end
 
+--- Number from a sysctl file.
 function H.sysctl(path)
   return tonumber(H.read('/proc/sys/' .. path:gsub('%.', '/')))
+end
+
+--- UDP receive buffer errors (RcvbufErrors of /proc/net/snmp) in a
+-- namespace: datagrams the kernel dropped because the socket was full.
+function H.udp_rcvbuf_errors(ns)
+  local out = H.must('ip netns exec ' .. ns .. ' cat /proc/net/snmp')
+  local names, values
+  for line in out:gmatch('[^\n]+') do
+    if line:match('^Udp: %a') then names = line
+    elseif line:match('^Udp: %d') then values = line end
+  end
+  local cols, vals = {}, {}
+  for w in names:gmatch('%S+') do cols[#cols + 1] = w end
+  for w in values:gmatch('%S+') do vals[#vals + 1] = w end
+  for i, w in ipairs(cols) do
+    if w == 'RcvbufErrors' then return assert(tonumber(vals[i]), 'RcvbufErrors: ' .. tostring(vals[i])) end
+  end
+  error('no RcvbufErrors in /proc/net/snmp of ' .. ns)
+end
+
+--- One counter of a device's statistics (tx_dropped, rx_dropped, ...) in a
+-- namespace.
+function H.if_counter(ns, ifname, name)
+  local out = H.must(string.format('ip netns exec %s cat /sys/class/net/%s/statistics/%s', ns, ifname, name))
+  return assert(tonumber(out:match('%d+')), ifname .. ' ' .. name .. ': ' .. out)
 end
 
 --- |a - b| <= tol * max(|a|, |b|) with a message.
