@@ -440,9 +440,12 @@ end
 local function start(kind, target, steps, wires, quiet)
   local at = {}
   for i, s in ipairs(steps) do at[i] = s.at_s end
+  -- the monotonic time its step times count from (within the start call)
+  local t0 = core.now()
   local c, msg, code = core.schedule_start(kind, target, at, wires)
   if not c then return nil, msg, code end
-  return setmetatable({ _core = c, steps = steps, kind = kind, quiet = quiet, _warned = {} }, Schedule)
+  return setmetatable({ _core = c, steps = steps, kind = kind, quiet = quiet, _warned = {},
+    _wires = wires, _t0 = t0 }, Schedule)
 end
 
 local OPT_KEYS = { quiet = true, direction = true }
@@ -576,6 +579,7 @@ function M.testbed(tb, steps, opts, where, linkops)
     if not ok then error((tostring(s):gsub('^qoslab%.netem%.schedule', ctx, 1)), 2) end
   end
   if not s then return nil, msg, code end
+  s._direction = dir
   tb._schedules = tb._schedules or {}
   tb._schedules[#tb._schedules + 1] = s
   return s

@@ -152,6 +152,8 @@ local function set_impair(tb, spec, direction)
     spec = link_spec(tb, spec)
     tb._link:set(direction, spec or {})
     tb[key] = not is_empty(spec) and core.netem_normalize(spec) or nil
+    tb._impair_at = tb._impair_at or {}
+    tb._impair_at[direction] = core.now()
     return true
   end
   local ifname, ns, parent = side(tb, direction)
@@ -495,11 +497,30 @@ function TB:schedule(steps, opts)
       failure = function() return link_failure(self) end }))
 end
 
+-- The spec a direction of the link runs now: the latest of what :impair set
+-- and what a schedule's steps applied (by the monotonic time each took hold).
+local function current_link_spec(tb, direction)
+  local n = tb[direction == 'forward' and '_impair_fwd' or '_impair_rev']
+  local at = tb._impair_at and tb._impair_at[direction] or -math.huge
+  for _, s in ipairs(tb._schedules or {}) do
+    if s._direction == direction and s._t0 then
+      for i, c in ipairs(s:changes()) do
+        local t = c.ok and c.actual_s and s._t0 + c.actual_s
+        if t and t >= at then
+          n, at = not is_empty(s._wires[i]) and core.netem_normalize(s._wires[i]) or nil, t
+        end
+      end
+    end
+  end
+  return n
+end
+
 --- Read the rate limits and impairments back from the kernel.
 -- @treturn table `{client = {shape = S, impair = N}, server = {shape = S,
 --   impair = N}}`: S as `qoslab.shape.get` (nil without a rate limit), N as
 --   `qoslab.netem.get` at the place `:impair` uses (nil without an impairment;
---   the client's is `impair`, the server's `reverse_impair`)
+--   the client's is `impair`, the server's `reverse_impair`; on the native
+--   link the spec in force: the latest of `:impair`'s and a schedule's step)
 -- @return or nil, message, code (those of `qoslab.shape.get` and
 --   `qoslab.netem.get`: "ENOENT" when a namespace of the testbed was deleted
 --   behind its back, "ENODEV" when a device was, "EPROTO")
@@ -515,7 +536,7 @@ function TB:get()
     if s == nil and msg then return nil, msg, code end
     local n
     if self._link then
-      n = self[d == 'forward' and '_impair_fwd' or '_impair_rev']
+      n = current_link_spec(self, d)
     elseif self[d == 'forward' and '_impair_fwd' or '_impair_rev'] then
       n, msg, code = netem().get(ifname, { netns = ns, parent = parent })
       if n == nil and msg then return nil, msg, code end
