@@ -2,7 +2,9 @@
 -- small sweep (one-way delay 10, 100, 300 ms x loss 0, 5 %) through
 -- qoslab.testbed{backend = "link"} on this host and through
 -- qoslab.testbed{backend = "netem"} in a qemu guest whose stock kernel has
--- sch_netem (qoslab.vm), then the table of both, their ratio and spread.
+-- sch_netem (qoslab.vm), then the table of both, their ratio and spread;
+-- and in the same guest the link too, each point on both backends in turn,
+-- so a second table compares the backends on one kernel.
 --
 -- Both sides are made equal in everything but the impairment backend:
 --  - the impairment: forward only (the data; ACKs undelayed and unlost), a
@@ -30,13 +32,13 @@
 -- omit_s warm-up that leaves slow start and its overshoot out), and the
 -- model: Mathis et al. (MSS/RTT x sqrt(3/2)/sqrt(p)) under loss, the rate's
 -- goodput (20 Mbit/s x 1448/1514) without. A bench, not a spec: it needs the
--- guest and this host at once and 12-15 minutes on the shared 2-core host.
+-- guest and this host at once and 20-25 minutes on the shared 2-core host.
 --
 --   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK]
 --
--- QUICK: two runs per point and shorter tests (~7 minutes). Needs root (and,
+-- QUICK: two runs per point and shorter tests (~12 minutes). Needs root (and,
 -- for the guest, what `make check-netem` needs). Internally
--- `... guest OUT [QUICK]` runs the netem half in the guest.
+-- `... guest OUT [QUICK]` runs the guest's half (OUT.netem, OUT.link).
 local testbed = require 'qoslab.testbed'
 local traffic = require 'qoslab.traffic'
 local vm = require 'qoslab.vm'
@@ -162,6 +164,20 @@ local function sweep(backend)
   return res
 end
 
+-- Both backends on one kernel, point by point, the first of them
+-- alternating (a drift of the host's load then falls on both alike).
+local function sweep_both()
+  local res = { netem = {}, link = {} }
+  for i, p in ipairs(POINTS) do
+    local order = i % 2 == 1 and { 'netem', 'link' } or { 'link', 'netem' }
+    for _, b in ipairs(order) do
+      res[b][i] = point(b, p)
+      io.stderr:write(string.format('guest %s: %d ms, %g %% done\n', b, p.delay_ms, p.loss_pct))
+    end
+  end
+  return res
+end
+
 -- Serialise a sweep as lines (the guest writes them to the shared dir).
 local function dump(res, f)
   for i, r in ipairs(res) do
@@ -194,9 +210,12 @@ local function load(path)
 end
 
 if guest then
-  local f = assert(io.open(args[2], 'w'))
-  dump(sweep('netem'), f)
-  f:close()
+  local both = sweep_both()
+  for _, b in ipairs { 'netem', 'link' } do
+    local f = assert(io.open(args[2] .. '.' .. b, 'w'))
+    dump(both[b], f)
+    f:close()
+  end
   return
 end
 
@@ -206,10 +225,11 @@ os.remove(dir)
 assert(os.execute('mkdir -m 700 ' .. dir))
 local path = dir .. '/netem.txt'
 local st, msg, code = vm.run_script { script = 'bench/link_vs_netem.lua',
-  args = { 'guest', path, quick and 'QUICK' or nil }, rw_dir = dir, timeout_s = 1200 }
+  args = { 'guest', path, quick and 'QUICK' or nil }, rw_dir = dir, timeout_s = 2400 }
 assert(st == 0, 'the guest run failed: ' .. tostring(st) .. ' ' .. tostring(msg) .. ' ' .. tostring(code))
-local netem = load(path)
-os.remove(path)
+local netem, guest_link = load(path .. '.netem'), load(path .. '.link')
+os.remove(path .. '.netem')
+os.remove(path .. '.link')
 os.remove(dir)
 
 -- Student's t at 97.5 % for n - 1 degrees of freedom.
@@ -276,4 +296,24 @@ for i, p in ipairs(POINTS) do
   end
   print(string.format('runs %d ms, %g %%: link %s; netem %s; link limit drops %s', p.delay_ms,
     p.loss_pct, runs(native[i].tcp), runs(netem[i].tcp), tostring(native[i].limit_drops)))
+end
+
+-- The same kernel (the guest's), both backends: where these agree and the
+-- table above does not, the difference is the kernel and the CPU the TCP
+-- ends run on, not the impairment backend.
+print()
+print('| delay, loss (guest kernel) | TCP Mbit/s link / netem (mean) | ratio | 95 % CI link; netem | runs'
+  .. ' | retrans/run link / netem | verdict |')
+print('|---|---|---|---|---|---|---|')
+for i, p in ipairs(POINTS) do
+  local a, b = stats(guest_link[i].tcp), stats(netem[i].tcp)
+  local ratio, v = verdict(a, b)
+  print(string.format('| %d ms, %g %% | %.3f / %.3f | %.3f | %.2f-%.2f; %.2f-%.2f | %d / %d | %.1f / %.1f | %s |',
+    p.delay_ms, p.loss_pct, a.mean, b.mean, ratio, a.lo, a.hi, b.lo, b.hi, a.n, b.n,
+    retrans(guest_link[i].tcp), retrans(netem[i].tcp), v))
+end
+for i, p in ipairs(POINTS) do
+  local t = {}
+  for _, x in ipairs(guest_link[i].tcp) do t[#t + 1] = string.format('%.3f', x[1]) end
+  print(string.format('runs %d ms, %g %%: link in the guest %s', p.delay_ms, p.loss_pct, table.concat(t, ' ')))
 end

@@ -270,7 +270,7 @@ end
 --- Run a shell command in a fresh guest and return its exit status. The
 -- command runs as root under `bash -c`, stdin /dev/null, with loopback up and
 -- the modules sch_netem, sch_tbf, sch_htb, sch_ingress, cls_u32, act_mirred,
--- veth and ifb loaded (others load on demand). Its stdout and stderr are
+-- veth, ifb and tun (the native link's device) loaded (others load on demand). Its stdout and stderr are
 -- streamed to this process's stdout and stderr as they come.
 -- @tparam table opts
 -- @tparam string opts.cmd shell command (required, non-empty)

@@ -28,7 +28,7 @@
 #
 # The command runs as root via `bash -c`, stdin /dev/null, loopback up, no
 # other network device. sch_netem, sch_tbf, sch_htb, sch_ingress, cls_u32,
-# act_mirred, veth and ifb are loaded at boot; any other module of the guest
+# act_mirred, veth, ifb and tun are loaded at boot; any other module of the guest
 # kernel loads on demand (the kernel's modprobe is busybox's). Writes go to the
 # overlay and vanish with the guest; the host is only written in the run dir
 # (removed at exit), the cache, and the --rw directory. /proc, /sys, /dev and
@@ -111,7 +111,7 @@ MSIZE=262144
 # mount the root; the rest are what qoslab's specs and experiments use, loaded
 # up front so a failure shows at boot and not as a puzzling tc error later.
 MODULES="virtio_pci 9pnet_virtio 9p overlay sch_netem sch_tbf sch_htb
-         sch_ingress cls_u32 act_mirred veth ifb ${QOSLAB_VM_MODULES:-}"
+         sch_ingress cls_u32 act_mirred veth ifb tun ${QOSLAB_VM_MODULES:-}"
 
 # ------------------------------------------------------------ can we run? ----
 # Accelerator. This project's machines have a /dev/kvm served by kvm_pvm
