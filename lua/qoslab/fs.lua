@@ -314,6 +314,19 @@ function M.process(argv, opts)
   return c.process(argv, opts)
 end
 
+--- Make a new private directory (mkdtemp(3): mode 0700, a name no one
+-- had): `prefix` followed by six random characters.
+-- @tparam string prefix e.g. "/tmp/qoslab-ssh-"
+-- @treturn string|nil the directory, or nil, message, CODE ("ENOENT" when
+--   the parent is missing, "EACCES", ...)
+-- @usage local dir = assert(fs.mkdtemp('/tmp/qoslab-ssh-'))
+function M.mkdtemp(prefix)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot make ' .. tostring(prefix), 'ENOTSUP' end
+  if not usable(prefix) then return nil, 'not a usable path: ' .. string.format('%q', tostring(prefix)), 'EINVAL' end
+  return c.mkdtemp(prefix)
+end
+
 --- The first executable file named `name` in $PATH (like `command -v`).
 -- @tparam string name
 -- @treturn string|nil absolute path
