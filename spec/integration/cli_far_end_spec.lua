@@ -1,0 +1,184 @@
+-- bin/qoslab as the far end of a multi-host experiment (started over ssh by
+-- a near end): with QOSLAB_ERRORS=json every failure ends in one
+-- `qoslab-error:` line with the exit status 1 (the world) or 2 (bad input);
+-- `server --announce --exit-on-eof`, `netem`/`shape` with JSON in and out,
+-- `info --json`, `clock --echo`, `client --start-at/--result-json`. Each run
+-- is a process, as ssh would start it.
+local cjson = require 'cjson'
+local H = require 'integration.traffic_helper'
+
+-- Run bin/qoslab with QOSLAB_ERRORS=json; stdin from `stdin_text` (or
+-- /dev/null). Returns stdout, stderr, exit status.
+local function qoslab(args, stdin_text)
+  local out, err, inp = H.tmp('out'), H.tmp('err'), H.tmp('in')
+  local f = assert(io.open(inp, 'w'))
+  f:write(stdin_text or '')
+  f:close()
+  local _, _, status = os.execute(string.format(
+    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab %s <%s >%s 2>%s',
+    args, H.q(inp), H.q(out), H.q(err)))
+  return H.read(out) or '', H.read(err) or '', status
+end
+
+-- The stderr lines and the decoded machine line (the last one).
+local function error_of(err)
+  local lines = {}
+  for l in err:gmatch('[^\n]+') do lines[#lines + 1] = l end
+  local last = lines[#lines] or ''
+  local json = last:match('^qoslab%-error: (.*)$')
+  assert(json, 'no qoslab-error line last on stderr:\n' .. err)
+  local n = 0
+  for _, l in ipairs(lines) do if l:find('^qoslab%-error: ') then n = n + 1 end end
+  assert.equal(1, n)
+  return cjson.decode(json), last
+end
+
+describe('qoslab far end: QOSLAB_ERRORS=json', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('a usage error keeps its lines and ends in the machine line, status 2', function()
+    local _, err, status = qoslab('client')
+    assert.equal(2, status)
+    assert.equal('Usage: qoslab client HOST [options]\n'
+      .. "qoslab client: error: missing argument 'host'\n"
+      .. 'see qoslab client --help\n'
+      .. [[qoslab-error: {"message": "missing argument 'host'", "code": "EINVAL", "field": "host"}]]
+      .. '\n', err)
+  end)
+
+  it('a bad option value names the option key as the field', function()
+    local _, err, status = qoslab('client 127.0.0.1 -p 70000')
+    assert.equal(2, status)
+    local e = error_of(err)
+    assert.same({ message = '-p: 70000 is out of range [1, 65535]', code = 'EINVAL',
+      field = 'opts.port' }, e)
+  end)
+
+  it('an unknown command: status 2, EINVAL, no field', function()
+    local _, err, status = qoslab('no-such-command')
+    assert.equal(2, status)
+    local e, line = error_of(err)
+    assert.equal([[qoslab-error: {"message": "unknown command 'no-such-command'", "code": "EINVAL", "field": null}]], line)
+    assert.equal(cjson.null, e.field)
+  end)
+
+  it('a failure of the world: status 1 with its code', function()
+    local port = H.port()
+    local _, err, status = qoslab('client 127.0.0.1 -t 1 -p ' .. port)
+    assert.equal(1, status)
+    local e = error_of(err)
+    assert.equal('ECONNREFUSED', e.code)
+    assert.equal(cjson.null, e.field)
+    assert.truthy(e.message:find('127.0.0.1 port ' .. port, 1, true))
+  end)
+
+  it('a command that records no failure itself: its last line and code', function()
+    local _, err, status = qoslab('report /nonexistent-qoslab-dir')
+    assert.equal(1, status)
+    local e = error_of(err)
+    assert.equal('ENOENT', e.code)
+    assert.equal('qoslab report: not a folder: /nonexistent-qoslab-dir (ENOENT)', e.message)
+  end)
+
+  it('without the variable there is no machine line', function()
+    local _, _, status = os.execute('env -u QOSLAB_BUILD -u QOSLAB_ERRORS lua5.4 bin/qoslab client '
+      .. '>/dev/null 2>' .. H.q(H.tmp('plain')))
+    assert.equal(2, status)
+    assert.falsy(H.read(H.tmp('plain')):find('qoslab-error', 1, true))
+  end)
+end)
+
+-- The exit status the spawning shell wrote into `rc` (waited for up to 1 s).
+local function status_of(rc)
+  local t_end = H.now() + 1
+  repeat
+    local v = (H.read(rc) or ''):match('%d+')
+    if v then return v end
+    H.sleep(0.02)
+  until H.now() > t_end
+  return nil
+end
+
+describe('qoslab far end: server --announce --exit-on-eof', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('announces its port and pid, and exits 0 within 1 s of stdin closing', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab server -p 0 --announce '
+      .. '--exit-on-eof <%s; echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('srv.err'))
+    defer(function() H.kill(sh) end)
+    -- the writer end: the near end's ssh channel
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local line
+    local t_end = H.now() + 5
+    while H.now() < t_end do
+      line = (H.read(out) or ''):match('^([^\n]*)\n')
+      if line then break end
+      H.sleep(0.02)
+    end
+    assert.truthy(line, 'no announce line')
+    local ev = cjson.decode(line)
+    ev.pid, ev.port = math.tointeger(ev.pid), math.tointeger(ev.port)
+    assert.equal('listening', ev.event)
+    assert.equal('integer', math.type(ev.port))
+    assert.is_true(ev.port > 0)
+    assert.is_true(H.alive(ev.pid))
+    defer(function() H.kill(ev.pid) end)
+    assert.is_true(H.wait_listen(ev.port, nil, 2))
+    -- its parent is the shell that started it: the pid is the server's own
+    local stat = H.read('/proc/' .. ev.pid .. '/cmdline'):gsub('%z', ' ')
+    assert.truthy(stat:find('bin/qoslab server', 1, true))
+    -- data on stdin is not its end
+    w:write('keepalive\n')
+    w:flush()
+    H.sleep(0.3)
+    assert.is_true(H.alive(ev.pid))
+    local t0 = H.now()
+    w:close()
+    assert.is_true(H.wait_exit(ev.pid, 1), 'server still running 1 s after stdin closed')
+    assert.is_true(H.now() - t0 < 1)
+    assert.equal('0', status_of(rc))
+    -- no process left whose parent was the server
+    local _, kids = H.sh('ps -o pid= --ppid ' .. ev.pid)
+    assert.equal('', kids)
+  end)
+
+  it('SIGTERM still stops it with 143 while it watches stdin', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab server -p 0 --announce '
+      .. '--exit-on-eof <%s; echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('srv.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local line
+    local t_end = H.now() + 5
+    while H.now() < t_end do
+      line = (H.read(out) or ''):match('^([^\n]*)\n')
+      if line then break end
+      H.sleep(0.02)
+    end
+    assert.truthy(line, 'no announce line')
+    local ev = cjson.decode(line)
+    ev.pid = math.tointeger(ev.pid)
+    defer(function() H.kill(ev.pid) end)
+    -- watching stdin is a blocking wait, not a busy loop: well under 10 %
+    -- of a CPU over 0.5 s (ticks of 10 ms)
+    local function cpu_ticks()
+      local st = H.read('/proc/' .. ev.pid .. '/stat'):match('%) (.*)$')
+      local f = {}
+      for tok in st:gmatch('%S+') do f[#f + 1] = tok end
+      return tonumber(f[12]) + tonumber(f[13])
+    end
+    local c0 = cpu_ticks()
+    H.sleep(0.5)
+    assert.is_true(cpu_ticks() - c0 <= 5)
+    os.execute('kill -TERM ' .. ev.pid)
+    assert.is_true(H.wait_exit(ev.pid, 2))
+    assert.equal('143', status_of(rc))
+  end)
+end)
