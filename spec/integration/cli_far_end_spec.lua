@@ -182,3 +182,67 @@ describe('qoslab far end: server --announce --exit-on-eof', function()
     assert.equal('143', status_of(rc))
   end)
 end)
+
+-- A namespace of the spec's own (its lo), removed also when a test fails.
+local ns_seq = 0
+local function own_netns(defer)
+  ns_seq = ns_seq + 1
+  local ns = string.format('qlfar-%d-%d', H.pid, ns_seq)
+  H.must('ip netns add ' .. ns)
+  defer(function() os.execute('ip netns del ' .. ns .. ' 2>/dev/null') end)
+  H.must('ip -n ' .. ns .. ' link set lo up')
+  return ns
+end
+
+describe('qoslab far end: netem with JSON in and out', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('set --spec-json on a kernel without sch_netem: the ENOTSUP line, status 1, stdout empty',
+    function()
+      if H.netem_available() then
+        pending('this kernel has sch_netem: the ENOTSUP path is not reachable')
+        return
+      end
+      local defer = H.cleanups(finally)
+      local ns = own_netns(defer)
+      local out, err, status = qoslab('netem set lo --netns ' .. ns
+        .. [[ --spec-json '{"delay_ms": 20, "loss_pct": 1}' --json]])
+      assert.equal(1, status)
+      assert.equal('', out)
+      local e = error_of(err)
+      assert.equal('ENOTSUP', e.code)
+      assert.equal(cjson.null, e.field)
+      assert.equal('qoslab netem set lo: kernel has no sch_netem: ', e.message:sub(1, 46))
+      -- the human line says the same with the code, and how to check the spec
+      assert.truthy(err:find(e.message .. ' (ENOTSUP)\n', 1, true))
+      assert.truthy(err:find('(qoslab netem check limit 1000 delay 20ms loss 1% shows', 1, true))
+      -- nothing was left there
+      assert.equal('', H.must('tc -n ' .. ns .. ' qdisc show dev lo | grep -v noqueue || true'))
+    end)
+
+  it('show, stats and clear --json: one document each', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local out, err, status = qoslab('netem show lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+    out, err, status = qoslab('netem stats lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+    out, err, status = qoslab('netem clear lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.same({ ok = true, dev = 'lo', removed = false }, cjson.decode(out))
+  end)
+
+  it('a bad spec: status 2 and the field', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local out, err, status = qoslab('netem set lo --netns ' .. ns
+      .. [[ --spec-json '{"delay_ms": -1}' --json]])
+    assert.equal(2, status)
+    assert.equal('', out)
+    assert.same({ code = 'EINVAL', field = 'spec.delay_ms',
+      message = 'qoslab.netem.apply: spec.delay_ms: expected a finite number in [0, 1000000000], '
+        .. 'got -1' }, error_of(err))
+  end)
+end)
