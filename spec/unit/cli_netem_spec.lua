@@ -66,6 +66,7 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     assert.equal(0, rc)
     assert.same({ ok = true, dev = 'veth0', removed = true }, require('cjson').decode(out))
     rc, out = netem { 'clear', 'empty', '--json' }
+    assert.equal(0, rc)
     assert.same({ ok = true, dev = 'empty', removed = false }, require('cjson').decode(out))
   end)
 
