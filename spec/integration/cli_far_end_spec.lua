@@ -246,3 +246,85 @@ describe('qoslab far end: netem with JSON in and out', function()
         .. 'got -1' }, error_of(err))
   end)
 end)
+
+describe('qoslab far end: info and clock', function()
+  after_each(function() H.cleanup_tmp() end)
+  local now_ns = require('qoslab.timer').now_ns
+
+  it('info --json: the meta record with this host\'s clocks', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local t0 = now_ns()
+    local rt0 = os.time()
+    local out, err, status = qoslab('info --json --netns ' .. ns .. ' --ifname lo')
+    local t1 = now_ns()
+    assert.equal(0, status, err)
+    assert.equal('', err)
+    -- integers as written (dkjson; cjson would round realtime_ns)
+    local rec = require('dkjson').decode(out)
+    assert.equal(H.must('uname -r'):match('%S+'), rec.kernel.release)
+    assert.equal(require('qoslab.core')._VERSION, rec.qoslab_version)
+    assert.equal('integer', math.type(rec.mono_ns))
+    assert.is_true(rec.mono_ns >= t0 and rec.mono_ns <= t1)
+    assert.equal('integer', math.type(rec.realtime_ns))
+    assert.is_true(rec.realtime_ns >= (rt0 - 1) * 1000000000 and rec.realtime_ns <= (os.time() + 1) * 1000000000)
+    assert.equal(ns, rec.netns)
+    assert.equal('lo', rec.interfaces[1].ifname)
+    assert.equal(65536, rec.interfaces[1].mtu_bytes)
+    assert.equal('noqueue', rec.interfaces[1].qdiscs[1].kind)
+    assert.equal('string', type(rec.sysctls['net.ipv4.tcp_congestion_control']))
+  end)
+
+  it('clock --echo: each line back with CLOCK_MONOTONIC, flushed per line, exit 0 at the end', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('clk.in'), H.tmp('clk.out'), H.tmp('clk.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local t0 = now_ns()
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab clock --echo <%s; '
+      .. 'echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('clk.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local got
+    for i = 1, 3 do
+      local sent = now_ns()
+      w:write('probe ', i, '\n')
+      w:flush()
+      -- the answer comes while stdin is still open: flushed per line
+      local t_end = H.now() + 5
+      repeat
+        got = {}
+        for l in (H.read(out) or ''):gmatch('[^\n]+') do got[#got + 1] = l end
+        if #got >= i then break end
+        H.sleep(0.005)
+      until H.now() > t_end
+      assert.equal(i, #got)
+      local n = got[i]:match('^probe ' .. i .. ' (%d+)$')
+      assert.truthy(n, got[i])
+      n = math.tointeger(tonumber(n))
+      assert.is_true(n >= sent and n <= now_ns())
+      if i > 1 then
+        assert.is_true(n > math.tointeger(tonumber(got[i - 1]:match('(%d+)$'))))
+      end
+    end
+    w:close()
+    assert.equal('0', status_of(rc))
+    assert.is_true(t0 > 0)
+  end)
+
+  it('clock --echo over a whole input: as many lines, non-decreasing', function()
+    local out, err, status = qoslab('clock --echo', 'a\n\nb c\n')
+    assert.equal(0, status, err)
+    local prev = 0
+    local lines = {}
+    for l in out:gmatch('([^\n]*)\n') do lines[#lines + 1] = l end
+    assert.equal(3, #lines)
+    for i, want in ipairs { 'a', '', 'b c' } do
+      local text, n = lines[i]:match('^(.-) ?(%d+)$')
+      assert.equal(want, text)
+      n = math.tointeger(tonumber(n))
+      assert.is_true(n >= prev)
+      prev = n
+    end
+  end)
+end)
