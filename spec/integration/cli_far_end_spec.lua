@@ -1,0 +1,330 @@
+-- bin/qoslab as the far end of a multi-host experiment (started over ssh by
+-- a near end): with QOSLAB_ERRORS=json every failure ends in one
+-- `qoslab-error:` line with the exit status 1 (the world) or 2 (bad input);
+-- `server --announce --exit-on-eof`, `netem`/`shape` with JSON in and out,
+-- `info --json`, `clock --echo`, `client --start-at/--result-json`. Each run
+-- is a process, as ssh would start it.
+local cjson = require 'cjson'
+local H = require 'integration.traffic_helper'
+
+-- Run bin/qoslab with QOSLAB_ERRORS=json; stdin from `stdin_text` (or
+-- /dev/null). Returns stdout, stderr, exit status.
+local function qoslab(args, stdin_text)
+  local out, err, inp = H.tmp('out'), H.tmp('err'), H.tmp('in')
+  local f = assert(io.open(inp, 'w'))
+  f:write(stdin_text or '')
+  f:close()
+  local _, _, status = os.execute(string.format(
+    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab %s <%s >%s 2>%s',
+    args, H.q(inp), H.q(out), H.q(err)))
+  return H.read(out) or '', H.read(err) or '', status
+end
+
+-- The stderr lines and the decoded machine line (the last one).
+local function error_of(err)
+  local lines = {}
+  for l in err:gmatch('[^\n]+') do lines[#lines + 1] = l end
+  local last = lines[#lines] or ''
+  local json = last:match('^qoslab%-error: (.*)$')
+  assert(json, 'no qoslab-error line last on stderr:\n' .. err)
+  local n = 0
+  for _, l in ipairs(lines) do if l:find('^qoslab%-error: ') then n = n + 1 end end
+  assert.equal(1, n)
+  return cjson.decode(json), last
+end
+
+describe('qoslab far end: QOSLAB_ERRORS=json', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('a usage error keeps its lines and ends in the machine line, status 2', function()
+    local _, err, status = qoslab('client')
+    assert.equal(2, status)
+    assert.equal('Usage: qoslab client HOST [options]\n'
+      .. "qoslab client: error: missing argument 'host'\n"
+      .. 'see qoslab client --help\n'
+      .. [[qoslab-error: {"message": "missing argument 'host'", "code": "EINVAL", "field": "host"}]]
+      .. '\n', err)
+  end)
+
+  it('a bad option value names the option key as the field', function()
+    local _, err, status = qoslab('client 127.0.0.1 -p 70000')
+    assert.equal(2, status)
+    local e = error_of(err)
+    assert.same({ message = '-p: 70000 is out of range [1, 65535]', code = 'EINVAL',
+      field = 'opts.port' }, e)
+  end)
+
+  it('an unknown command: status 2, EINVAL, no field', function()
+    local _, err, status = qoslab('no-such-command')
+    assert.equal(2, status)
+    local e, line = error_of(err)
+    assert.equal([[qoslab-error: {"message": "unknown command 'no-such-command'", "code": "EINVAL", "field": null}]], line)
+    assert.equal(cjson.null, e.field)
+  end)
+
+  it('a failure of the world: status 1 with its code', function()
+    local port = H.port()
+    local _, err, status = qoslab('client 127.0.0.1 -t 1 -p ' .. port)
+    assert.equal(1, status)
+    local e = error_of(err)
+    assert.equal('ECONNREFUSED', e.code)
+    assert.equal(cjson.null, e.field)
+    assert.truthy(e.message:find('127.0.0.1 port ' .. port, 1, true))
+  end)
+
+  it('a command that records no failure itself: its last line and code', function()
+    local _, err, status = qoslab('report /nonexistent-qoslab-dir')
+    assert.equal(1, status)
+    local e = error_of(err)
+    assert.equal('ENOENT', e.code)
+    assert.equal('qoslab report: not a folder: /nonexistent-qoslab-dir (ENOENT)', e.message)
+  end)
+
+  it('without the variable there is no machine line', function()
+    local _, _, status = os.execute('env -u QOSLAB_BUILD -u QOSLAB_ERRORS lua5.4 bin/qoslab client '
+      .. '>/dev/null 2>' .. H.q(H.tmp('plain')))
+    assert.equal(2, status)
+    assert.falsy(H.read(H.tmp('plain')):find('qoslab-error', 1, true))
+  end)
+end)
+
+-- The exit status the spawning shell wrote into `rc` (waited for up to 1 s).
+local function status_of(rc)
+  local t_end = H.now() + 1
+  repeat
+    local v = (H.read(rc) or ''):match('%d+')
+    if v then return v end
+    H.sleep(0.02)
+  until H.now() > t_end
+  return nil
+end
+
+describe('qoslab far end: server --announce --exit-on-eof', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('announces its port and pid, and exits 0 within 1 s of stdin closing', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab server -p 0 --announce '
+      .. '--exit-on-eof <%s; echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('srv.err'))
+    defer(function() H.kill(sh) end)
+    -- the writer end: the near end's ssh channel
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local line
+    local t_end = H.now() + 5
+    while H.now() < t_end do
+      line = (H.read(out) or ''):match('^([^\n]*)\n')
+      if line then break end
+      H.sleep(0.02)
+    end
+    assert.truthy(line, 'no announce line')
+    local ev = cjson.decode(line)
+    ev.pid, ev.port = math.tointeger(ev.pid), math.tointeger(ev.port)
+    assert.equal('listening', ev.event)
+    assert.equal('integer', math.type(ev.port))
+    assert.is_true(ev.port > 0)
+    assert.is_true(H.alive(ev.pid))
+    defer(function() H.kill(ev.pid) end)
+    assert.is_true(H.wait_listen(ev.port, nil, 2))
+    -- its parent is the shell that started it: the pid is the server's own
+    local stat = H.read('/proc/' .. ev.pid .. '/cmdline'):gsub('%z', ' ')
+    assert.truthy(stat:find('bin/qoslab server', 1, true))
+    -- data on stdin is not its end
+    w:write('keepalive\n')
+    w:flush()
+    H.sleep(0.3)
+    assert.is_true(H.alive(ev.pid))
+    local t0 = H.now()
+    w:close()
+    assert.is_true(H.wait_exit(ev.pid, 1), 'server still running 1 s after stdin closed')
+    assert.is_true(H.now() - t0 < 1)
+    assert.equal('0', status_of(rc))
+    -- no process left whose parent was the server
+    local _, kids = H.sh('ps -o pid= --ppid ' .. ev.pid)
+    assert.equal('', kids)
+  end)
+
+  it('SIGTERM still stops it with 143 while it watches stdin', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab server -p 0 --announce '
+      .. '--exit-on-eof <%s; echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('srv.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local line
+    local t_end = H.now() + 5
+    while H.now() < t_end do
+      line = (H.read(out) or ''):match('^([^\n]*)\n')
+      if line then break end
+      H.sleep(0.02)
+    end
+    assert.truthy(line, 'no announce line')
+    local ev = cjson.decode(line)
+    ev.pid = math.tointeger(ev.pid)
+    defer(function() H.kill(ev.pid) end)
+    -- watching stdin is a blocking wait, not a busy loop: well under 10 %
+    -- of a CPU over 0.5 s (ticks of 10 ms)
+    local function cpu_ticks()
+      local st = H.read('/proc/' .. ev.pid .. '/stat'):match('%) (.*)$')
+      local f = {}
+      for tok in st:gmatch('%S+') do f[#f + 1] = tok end
+      return tonumber(f[12]) + tonumber(f[13])
+    end
+    local c0 = cpu_ticks()
+    H.sleep(0.5)
+    assert.is_true(cpu_ticks() - c0 <= 5)
+    os.execute('kill -TERM ' .. ev.pid)
+    assert.is_true(H.wait_exit(ev.pid, 2))
+    assert.equal('143', status_of(rc))
+  end)
+end)
+
+-- A namespace of the spec's own (its lo), removed also when a test fails.
+local ns_seq = 0
+local function own_netns(defer)
+  ns_seq = ns_seq + 1
+  local ns = string.format('qlfar-%d-%d', H.pid, ns_seq)
+  H.must('ip netns add ' .. ns)
+  defer(function() os.execute('ip netns del ' .. ns .. ' 2>/dev/null') end)
+  H.must('ip -n ' .. ns .. ' link set lo up')
+  return ns
+end
+
+describe('qoslab far end: netem with JSON in and out', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('set --spec-json on a kernel without sch_netem: the ENOTSUP line, status 1, stdout empty',
+    function()
+      if H.netem_available() then
+        pending('this kernel has sch_netem: the ENOTSUP path is not reachable')
+        return
+      end
+      local defer = H.cleanups(finally)
+      local ns = own_netns(defer)
+      local out, err, status = qoslab('netem set lo --netns ' .. ns
+        .. [[ --spec-json '{"delay_ms": 20, "loss_pct": 1}' --json]])
+      assert.equal(1, status)
+      assert.equal('', out)
+      local e = error_of(err)
+      assert.equal('ENOTSUP', e.code)
+      assert.equal(cjson.null, e.field)
+      assert.equal('qoslab netem set lo: kernel has no sch_netem: ', e.message:sub(1, 46))
+      -- the human line says the same with the code, and how to check the spec
+      assert.truthy(err:find(e.message .. ' (ENOTSUP)\n', 1, true))
+      assert.truthy(err:find('(qoslab netem check limit 1000 delay 20ms loss 1% shows', 1, true))
+      -- nothing was left there
+      assert.equal('', H.must('tc -n ' .. ns .. ' qdisc show dev lo | grep -v noqueue || true'))
+    end)
+
+  it('show, stats and clear --json: one document each', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local out, err, status = qoslab('netem show lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+    out, err, status = qoslab('netem stats lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+    out, err, status = qoslab('netem clear lo --json --netns ' .. ns)
+    assert.equal(0, status, err)
+    assert.same({ ok = true, dev = 'lo', removed = false }, cjson.decode(out))
+  end)
+
+  it('a bad spec: status 2 and the field', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local out, err, status = qoslab('netem set lo --netns ' .. ns
+      .. [[ --spec-json '{"delay_ms": -1}' --json]])
+    assert.equal(2, status)
+    assert.equal('', out)
+    assert.same({ code = 'EINVAL', field = 'spec.delay_ms',
+      message = 'qoslab.netem.apply: spec.delay_ms: expected a finite number in [0, 1000000000], '
+        .. 'got -1' }, error_of(err))
+  end)
+end)
+
+describe('qoslab far end: info and clock', function()
+  after_each(function() H.cleanup_tmp() end)
+  local now_ns = require('qoslab.timer').now_ns
+
+  it('info --json: the meta record with this host\'s clocks', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local t0 = now_ns()
+    local rt0 = os.time()
+    local out, err, status = qoslab('info --json --netns ' .. ns .. ' --ifname lo')
+    local t1 = now_ns()
+    assert.equal(0, status, err)
+    assert.equal('', err)
+    -- integers as written (dkjson; cjson would round realtime_ns)
+    local rec = require('dkjson').decode(out)
+    assert.equal(H.must('uname -r'):match('%S+'), rec.kernel.release)
+    assert.equal(require('qoslab.core')._VERSION, rec.qoslab_version)
+    assert.equal('integer', math.type(rec.mono_ns))
+    assert.is_true(rec.mono_ns >= t0 and rec.mono_ns <= t1)
+    assert.equal('integer', math.type(rec.realtime_ns))
+    assert.is_true(rec.realtime_ns >= (rt0 - 1) * 1000000000 and rec.realtime_ns <= (os.time() + 1) * 1000000000)
+    assert.equal(ns, rec.netns)
+    assert.equal('lo', rec.interfaces[1].ifname)
+    assert.equal(65536, rec.interfaces[1].mtu_bytes)
+    assert.equal('noqueue', rec.interfaces[1].qdiscs[1].kind)
+    assert.equal('string', type(rec.sysctls['net.ipv4.tcp_congestion_control']))
+  end)
+
+  it('clock --echo: each line back with CLOCK_MONOTONIC, flushed per line, exit 0 at the end', function()
+    local defer = H.cleanups(finally)
+    local fifo, out, rc = H.tmp('clk.in'), H.tmp('clk.out'), H.tmp('clk.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local t0 = now_ns()
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab clock --echo <%s; '
+      .. 'echo $? >%s', H.q(fifo), H.q(rc)), out, H.tmp('clk.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local got
+    for i = 1, 3 do
+      local sent = now_ns()
+      w:write('probe ', i, '\n')
+      w:flush()
+      -- the answer comes while stdin is still open: flushed per line
+      local t_end = H.now() + 5
+      repeat
+        got = {}
+        for l in (H.read(out) or ''):gmatch('[^\n]+') do got[#got + 1] = l end
+        if #got >= i then break end
+        H.sleep(0.005)
+      until H.now() > t_end
+      assert.equal(i, #got)
+      local n = got[i]:match('^probe ' .. i .. ' (%d+)$')
+      assert.truthy(n, got[i])
+      n = math.tointeger(tonumber(n))
+      assert.is_true(n >= sent and n <= now_ns())
+      if i > 1 then
+        assert.is_true(n > math.tointeger(tonumber(got[i - 1]:match('(%d+)$'))))
+      end
+    end
+    w:close()
+    assert.equal('0', status_of(rc))
+    assert.is_true(t0 > 0)
+  end)
+
+  it('clock --echo over a whole input: as many lines, non-decreasing', function()
+    local out, err, status = qoslab('clock --echo', 'a\n\nb c\n')
+    assert.equal(0, status, err)
+    local prev = 0
+    local lines = {}
+    for l in out:gmatch('([^\n]*)\n') do lines[#lines + 1] = l end
+    assert.equal(3, #lines)
+    for i, want in ipairs { 'a', '', 'b c' } do
+      local text, n = lines[i]:match('^(.-) ?(%d+)$')
+      assert.equal(want, text)
+      n = math.tointeger(tonumber(n))
+      assert.is_true(n >= prev)
+      prev = n
+    end
+  end)
+end)
