@@ -247,7 +247,9 @@ end
 -- Stop a remote process (and its group when it leads one): TERM, then KILL
 -- after a second.
 local function stop_remote(self, pid)
-  if not pid then return end
+  -- Here the process is our own child, ended by end_local (a signal
+  -- loop like the one below would see it as a zombie until reaped).
+  if not pid or not self.ssh then return end
   local script = 'kill -TERM -- -"$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; i=0; '
     .. 'while kill -0 "$1" 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
     .. 'kill -KILL -- -"$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true'
@@ -752,7 +754,9 @@ end
 -- @tparam[opt] table opts `{netns =, ingress =, parent =, timeout_s =}`
 -- @return what qoslab.netem.get returns there, or nil, message, CODE
 function Host:netem_get(ifname, opts)
-  return (netem_read(self, 'qoslab.Host:netem_get', 'show', ifname, opts))
+  local r, err, code = netem_read(self, 'qoslab.Host:netem_get', 'show', ifname, opts)
+  if r == nil then return nil, err, code end
+  return r
 end
 
 --- Counters of the netem on a device of the host (qoslab.netem.stats there).
@@ -760,7 +764,9 @@ end
 -- @tparam[opt] table opts `{netns =, ingress =, parent =, timeout_s =}`
 -- @return what qoslab.netem.stats returns there, or nil, message, CODE
 function Host:netem_stats(ifname, opts)
-  return (netem_read(self, 'qoslab.Host:netem_stats', 'stats', ifname, opts))
+  local r, err, code = netem_read(self, 'qoslab.Host:netem_stats', 'stats', ifname, opts)
+  if r == nil then return nil, err, code end
+  return r
 end
 
 --- Remove the netem from a device of the host (qoslab.netem.clear there).
