@@ -14,9 +14,10 @@ local function qoslab(args, stdin_text)
   local f = assert(io.open(inp, 'w'))
   f:write(stdin_text or '')
   f:close()
+  -- what netem/shape set record for `qoslab cleanup` stays in the scratch dir
   local _, _, status = os.execute(string.format(
-    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab %s <%s >%s 2>%s',
-    args, H.q(inp), H.q(out), H.q(err)))
+    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json QOSLAB_STATE_DIR=%s lua5.4 bin/qoslab %s <%s >%s 2>%s',
+    H.q(H.tmp('state')), args, H.q(inp), H.q(out), H.q(err)))
   return H.read(out) or '', H.read(err) or '', status
 end
 
@@ -412,5 +413,74 @@ describe('qoslab far end: client --start-at --result-json', function()
     assert.equal(1, status)
     assert.equal('', out)
     assert.equal('ECONNREFUSED', error_of(err).code)
+  end)
+end)
+
+describe('qoslab far end: shape with JSON in and out', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('set, show, stats and clear in a namespace, as tc sees it', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    H.must(string.format('ip -n %s link add s0 type veth peer name s1 && ip -n %s link set s0 up',
+      ns, ns))
+    local n = ' --netns ' .. ns
+    local out, err, status = qoslab('shape set s0 --json' .. n
+      .. [[ --spec-json '{"kind": "tbf", "rate_bps": 10000000, "burst_bytes": 15000}']])
+    assert.equal(0, status, err)
+    local r = cjson.decode(out)
+    assert.same({ ok = true, dev = 's0', kind = 'tbf', handle = '1:', netem_parent = '1:1',
+      spec = { kind = 'tbf', rate_bps = 10000000, burst_bytes = 15000, limit_bytes = 40000 } }, r)
+    -- tc: a tbf at the root with that rate and bucket
+    local tc = H.must('tc -n ' .. ns .. ' qdisc show dev s0')
+    assert.truthy(tc:find('qdisc tbf 1: root', 1, true), tc)
+    assert.truthy(tc:find('rate 10Mbit burst 15000b', 1, true), tc)
+    out, err, status = qoslab('shape show s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.same(r.spec, cjson.decode(out))
+    out, err, status = qoslab('shape stats s0 --json' .. n)
+    assert.equal(0, status, err)
+    local st = cjson.decode(out)
+    assert.equal('tbf', st[1].kind)
+    assert.equal('root', st[1].parent)
+    -- htb replaces it
+    out, err, status = qoslab('shape set s0 --json' .. n
+      .. [[ --spec-json '{"kind": "htb", "rate_bps": 2e7}']])
+    assert.equal(0, status, err)
+    assert.equal('1:10', cjson.decode(out).netem_parent)
+    tc = H.must('tc -n ' .. ns .. ' class show dev s0')
+    assert.truthy(tc:find('class htb 1:10', 1, true) and tc:find('rate 20Mbit', 1, true), tc)
+    out, err, status = qoslab('shape clear s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.same({ ok = true, dev = 's0' }, cjson.decode(out))
+    tc = H.must('tc -n ' .. ns .. ' qdisc show dev s0')
+    assert.is_nil(tc:find('htb', 1, true), tc)
+    assert.is_nil(tc:find('tbf', 1, true), tc)
+    out, err, status = qoslab('shape show s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+  end)
+
+  it('bad input: status 2 with the field; no device: status 1, ENODEV', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local n = ' --netns ' .. ns
+    local _, err, status = qoslab('shape set lo' .. n
+      .. [[ --spec-json '{"kind": "tbf", "rate_bps": -1}']])
+    assert.equal(2, status)
+    assert.same({ code = 'EINVAL', field = 'spec.rate_bps', message = 'qoslab.shape.apply: '
+      .. 'spec.rate_bps: expected an integer in [8, 8000000000000000], got -1' }, error_of(err))
+    _, err, status = qoslab('shape set lo --parent 1:1' .. n .. [[ --spec-json '{}']])
+    assert.equal(2, status)
+    assert.equal('--parent', error_of(err).field)
+    _, err, status = qoslab('shape set lo' .. n)
+    assert.equal(2, status)
+    assert.equal('EINVAL', error_of(err).code)
+    _, err, status = qoslab('shape show nodev --json' .. n)
+    assert.equal(1, status)
+    assert.same({ code = 'ENODEV', field = cjson.null, message = 'qoslab shape show nodev: no such '
+      .. 'network device "nodev" in namespace ' .. ns }, error_of(err))
+    -- nothing was set on lo
+    assert.is_nil(H.must('tc -n ' .. ns .. ' qdisc show dev lo'):find('tbf', 1, true))
   end)
 end)
