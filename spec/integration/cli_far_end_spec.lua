@@ -14,9 +14,10 @@ local function qoslab(args, stdin_text)
   local f = assert(io.open(inp, 'w'))
   f:write(stdin_text or '')
   f:close()
+  -- what netem/shape set record for `qoslab cleanup` stays in the scratch dir
   local _, _, status = os.execute(string.format(
-    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab %s <%s >%s 2>%s',
-    args, H.q(inp), H.q(out), H.q(err)))
+    'env -u QOSLAB_BUILD QOSLAB_ERRORS=json QOSLAB_STATE_DIR=%s lua5.4 bin/qoslab %s <%s >%s 2>%s',
+    H.q(H.tmp('state')), args, H.q(inp), H.q(out), H.q(err)))
   return H.read(out) or '', H.read(err) or '', status
 end
 
@@ -326,5 +327,160 @@ describe('qoslab far end: info and clock', function()
       assert.is_true(n >= prev)
       prev = n
     end
+  end)
+end)
+
+describe('qoslab far end: client --start-at --result-json', function()
+  after_each(function() H.cleanup_tmp() end)
+  local timer = require 'qoslab.timer'
+
+  -- a qoslab server on loopback for `n` tests, its port from --announce
+  local function server(defer, n)
+    local out = H.tmp('srv.out')
+    local sh = H.spawn('env -u QOSLAB_BUILD lua5.4 bin/qoslab server -p 0 --announce'
+      .. (n == 1 and ' -1' or ''), out, H.tmp('srv.err'))
+    defer(function() H.kill(sh) end)
+    local t_end = H.now() + 5
+    repeat
+      local line = (H.read(out) or ''):match('^([^\n]*)\n')
+      if line then
+        local ev = cjson.decode(line)
+        local pid = math.tointeger(ev.pid)
+        defer(function() H.kill(pid) end)
+        return math.tointeger(ev.port)
+      end
+      H.sleep(0.02)
+    until H.now() > t_end
+    error('no announce line from the server')
+  end
+
+  -- stdout must be one JSON document and nothing else
+  local function result_of(out)
+    assert.truthy(out:match('^{.*}\n$'), out)
+    local res, _, err = require('dkjson').decode(out)
+    assert.truthy(res, err)
+    return res
+  end
+
+  it('starts no earlier than the target 300 ms ahead; the result says when', function()
+    local defer = H.cleanups(finally)
+    local port = server(defer, 2)
+    local t0, rt0 = timer.now_ns(), timer.realtime_ns()
+    local at = t0 + 300000000
+    local out, err, status = qoslab(string.format('client 127.0.0.1 -p %d -t 0.3 --start-at %d '
+      .. '--result-json', port, at))
+    local t1 = timer.now_ns()
+    assert.equal(0, status, err)
+    local res = result_of(out)
+    assert.equal(at, res.options.start_at_mono_ns)
+    assert.equal('integer', math.type(res.started_mono_ns))
+    assert.is_true(res.started_mono_ns >= at)
+    assert.equal(res.started_mono_ns - at, res.start_late_ns)
+    -- woken by the precise sleep: late by well under 50 ms on a busy 2-CPU host
+    assert.is_true(res.start_late_ns < 50000000, tostring(res.start_late_ns))
+    -- the test's own clock zero (CLOCK_REALTIME, after connecting) is after the target too
+    assert.is_true(res.start_time_unix_s >= (rt0 + 300000000) / 1e9 - 0.001)
+    -- and the whole run: at least the wait and the 0.3 s test
+    assert.is_true(t1 - t0 >= 600000000)
+    assert.is_true(res.sent.bytes > 0)
+    assert.equal(res.sent.bytes, res.received.bytes)
+
+    -- 0.5 s late: starts at once, the lateness recorded
+    local late_at = timer.now_ns() - 500000000
+    out, err, status = qoslab(string.format('client 127.0.0.1 -p %d -t 0.3 --start-at %d '
+      .. '--result-json', port, late_at))
+    assert.equal(0, status, err)
+    res = result_of(out)
+    assert.is_true(res.start_late_ns >= 500000000 and res.start_late_ns < 1000000000)
+  end)
+
+  it('more than 1 s in the past: an error naming --start-at, status 2, nothing on stdout', function()
+    local at = timer.now_ns() - 2000000000
+    local out, err, status = qoslab(string.format('client 127.0.0.1 -p 9 --start-at %d '
+      .. '--result-json', at))
+    assert.equal(2, status)
+    assert.equal('', out)
+    local e = error_of(err)
+    assert.equal('EINVAL', e.code)
+    assert.equal('opts.start_at_mono_ns', e.field)
+    assert.matches('^%-%-start%-at %(start_at_mono_ns%): expected a time at most 1 s in the past '
+      .. '%(CLOCK_MONOTONIC now %d+ ns%), got ' .. at .. ' %(2%.%d%d%d s ago%)$', e.message)
+  end)
+
+  it('a failure with --result-json: on stderr with its code, stdout empty', function()
+    local port = H.port()
+    local out, err, status = qoslab('client 127.0.0.1 -t 1 --result-json -p ' .. port)
+    assert.equal(1, status)
+    assert.equal('', out)
+    assert.equal('ECONNREFUSED', error_of(err).code)
+  end)
+end)
+
+describe('qoslab far end: shape with JSON in and out', function()
+  after_each(function() H.cleanup_tmp() end)
+
+  it('set, show, stats and clear in a namespace, as tc sees it', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    H.must(string.format('ip -n %s link add s0 type veth peer name s1 && ip -n %s link set s0 up',
+      ns, ns))
+    local n = ' --netns ' .. ns
+    local out, err, status = qoslab('shape set s0 --json' .. n
+      .. [[ --spec-json '{"kind": "tbf", "rate_bps": 10000000, "burst_bytes": 15000}']])
+    assert.equal(0, status, err)
+    local r = cjson.decode(out)
+    assert.same({ ok = true, dev = 's0', kind = 'tbf', handle = '1:', netem_parent = '1:1',
+      spec = { kind = 'tbf', rate_bps = 10000000, burst_bytes = 15000, limit_bytes = 40000 } }, r)
+    -- tc: a tbf at the root with that rate and bucket
+    local tc = H.must('tc -n ' .. ns .. ' qdisc show dev s0')
+    assert.truthy(tc:find('qdisc tbf 1: root', 1, true), tc)
+    assert.truthy(tc:find('rate 10Mbit burst 15000b', 1, true), tc)
+    out, err, status = qoslab('shape show s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.same(r.spec, cjson.decode(out))
+    out, err, status = qoslab('shape stats s0 --json' .. n)
+    assert.equal(0, status, err)
+    local st = cjson.decode(out)
+    assert.equal('tbf', st[1].kind)
+    assert.equal('root', st[1].parent)
+    -- htb replaces it
+    out, err, status = qoslab('shape set s0 --json' .. n
+      .. [[ --spec-json '{"kind": "htb", "rate_bps": 2e7}']])
+    assert.equal(0, status, err)
+    assert.equal('1:10', cjson.decode(out).netem_parent)
+    tc = H.must('tc -n ' .. ns .. ' class show dev s0')
+    assert.truthy(tc:find('class htb 1:10', 1, true) and tc:find('rate 20Mbit', 1, true), tc)
+    out, err, status = qoslab('shape clear s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.same({ ok = true, dev = 's0' }, cjson.decode(out))
+    tc = H.must('tc -n ' .. ns .. ' qdisc show dev s0')
+    assert.is_nil(tc:find('htb', 1, true), tc)
+    assert.is_nil(tc:find('tbf', 1, true), tc)
+    out, err, status = qoslab('shape show s0 --json' .. n)
+    assert.equal(0, status, err)
+    assert.equal('null\n', out)
+  end)
+
+  it('bad input: status 2 with the field; no device: status 1, ENODEV', function()
+    local defer = H.cleanups(finally)
+    local ns = own_netns(defer)
+    local n = ' --netns ' .. ns
+    local _, err, status = qoslab('shape set lo' .. n
+      .. [[ --spec-json '{"kind": "tbf", "rate_bps": -1}']])
+    assert.equal(2, status)
+    assert.same({ code = 'EINVAL', field = 'spec.rate_bps', message = 'qoslab.shape.apply: '
+      .. 'spec.rate_bps: expected an integer in [8, 8000000000000000], got -1' }, error_of(err))
+    _, err, status = qoslab('shape set lo --parent 1:1' .. n .. [[ --spec-json '{}']])
+    assert.equal(2, status)
+    assert.equal('--parent', error_of(err).field)
+    _, err, status = qoslab('shape set lo' .. n)
+    assert.equal(2, status)
+    assert.equal('EINVAL', error_of(err).code)
+    _, err, status = qoslab('shape show nodev --json' .. n)
+    assert.equal(1, status)
+    assert.same({ code = 'ENODEV', field = cjson.null, message = 'qoslab shape show nodev: no such '
+      .. 'network device "nodev" in namespace ' .. ns }, error_of(err))
+    -- nothing was set on lo
+    assert.is_nil(H.must('tc -n ' .. ns .. ' qdisc show dev lo'):find('tbf', 1, true))
   end)
 end)

@@ -415,7 +415,8 @@ function M.main_status(argv)
   M.started_as = M.self_command(argv)
   -- Concerns that add subcommands.
   for _, mod in ipairs { 'qoslab.cli.netem', 'qoslab.cli.traffic', 'qoslab.cli.plan',
-                       'qoslab.cli.stdtest', 'qoslab.cli.report', 'qoslab.cli.info' } do
+                       'qoslab.cli.stdtest', 'qoslab.cli.report', 'qoslab.cli.info',
+                       'qoslab.cli.shape' } do
     local ok, err = pcall(require, mod)
     if not ok and not tostring(err):find("module '" .. mod .. "' not found", 1, true) then
       error(err, 0)

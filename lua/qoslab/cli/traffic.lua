@@ -209,6 +209,18 @@ function M.describe_output(cmd, client)
     :argname('FILE')
 end
 
+--- Parse a CLOCK_MONOTONIC time in integer nanoseconds (`--start-at`).
+-- @tparam string s decimal digits
+-- @treturn integer ns, or nil, message
+function M.parse_mono_ns(s)
+  local n = type(s) == 'string' and s:match('^%d+$') and math.tointeger(tonumber(s))
+  if not n then
+    return nil, string.format("'%s' is not a CLOCK_MONOTONIC time in integer nanoseconds "
+      .. "(as qoslab clock prints it)", tostring(s))
+  end
+  return n
+end
+
 --- Add the `client` flags to an argparse command.
 function M.describe_client(cmd)
   cmd:summary('Run a test against an iperf3 or qoslab server.')
@@ -238,6 +250,11 @@ function M.describe_client(cmd)
   cmd:option('-i --interval', 'Seconds between interval reports (>= 0.1; 0 = none).', '1')
     :convert(conv('-i', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:flag('-J --json', "Print the result as iperf3's JSON at the end.")
+  cmd:option('--start-at', 'Start when this host\'s CLOCK_MONOTONIC reaches MONO_NS (integer '
+    .. 'ns, as qoslab clock prints it); up to 1 s late it starts at once.'):argname('MONO_NS')
+    :convert(conv('--start-at', M.parse_mono_ns))
+  cmd:flag('--result-json', "Print qoslab's own result table (what qoslab.traffic.run returns) "
+    .. 'as one JSON document, and nothing else on stdout.')
   M.describe_output(cmd, true)
   cmd:option('-O --omit', 'Seconds of warm-up left out of the totals.')
     :convert(conv('-O', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
@@ -300,6 +317,7 @@ function M.client_opts(a)
     zerocopy = a.zerocopy or nil,
     cpu_affinity = a.affinity and a.affinity.client,
     server_cpu_affinity = a.affinity and a.affinity.server,
+    start_at_mono_ns = a.start_at,
   }
   if a.connect_timeout then o.connect_timeout_s = a.connect_timeout / 1000 end
   if udp and a.bytes then
@@ -380,6 +398,7 @@ local FLAG_OF = {
   bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
+  start_at_mono_ns = '--start-at',
   ['probe.interval_ms'] = '--probe', ['probe.proto'] = '--probe-proto', probe = '--probe',
   one_off = '-1', idle_timeout_s = '--idle-timeout', max_tests = '--max-tests',
   max_tests_per_address = '--max-tests-per-address',
@@ -469,7 +488,9 @@ local function client_body(a, sink)
   end
   -- --json-stream: events as they happen; -J: one document at the end
   local stream = a.json_stream and require('qoslab.cli.json_stream').new(sink)
-  local json = a.json or a.json_stream
+  -- --result-json: quiet as -J, the result table at the end, errors on stderr
+  local rjson = a.result_json
+  local json = a.json or a.json_stream or rjson
   local title = a.title
   if not json then
     out(title, string.format('Connecting to host %s, port %d%s', opts.host, opts.port,
@@ -478,7 +499,8 @@ local function client_body(a, sink)
   local h, msg, code = t:start()
   if not h then
     cli.failure(M.flag_message(msg), code)
-    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    if rjson then fail(M.flag_message(msg), ' (', tostring(code), ')')
+    elseif stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, nil, nil, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
@@ -498,7 +520,9 @@ local function client_body(a, sink)
   local interrupted = false
   local ok_loop, err_loop = pcall(function()
     for iv in h:intervals() do
-      if stream then
+      if rjson then -- luacheck: ignore 542
+        -- the intervals are in the result
+      elseif stream then
         if not stream.started then stream:start(running_ctx(opts, h:setup())) end
         -- -i 0: no interval reports, as iperf3
         if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
@@ -548,14 +572,19 @@ local function client_body(a, sink)
   res, msg, code = h:wait()
   if not res then
     cli.failure(M.flag_message(msg), code)
-    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    if rjson then fail(M.flag_message(msg), ' (', tostring(code), ')')
+    elseif stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, jsetup, jintervals, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
   local plotted = a.plot and M.write_plots(a.plot, res,
     not json and function(line) out(title, line) end, function(line) sink:err(line) end) or 0
-  if stream then
+  if rjson then
+    -- dkjson: integers stay integers (ns times, byte counts); cjson writes
+    -- 14 significant digits
+    sink:json(require('dkjson').encode(M.plain(res)))
+  elseif stream then
     stream:finish(res)
   elseif json then
     sink:json(json_text(traffic.to_iperf3_json(res)))
@@ -583,6 +612,23 @@ local function client_body(a, sink)
     out(title, interrupted and 'qoslab: interrupted, test stopped early' or 'qoslab Done.')
   end
   return interrupted or plotted
+end
+
+--- A result as plain data for JSON: a copy without metatables, its
+-- non-finite numbers (no JSON for them) as strings ("inf", "-inf", "nan").
+-- @param v a result table (or any value in one)
+-- @return the copy
+function M.plain(v)
+  if type(v) == 'number' then
+    if v ~= v then return 'nan' end
+    if v == math.huge then return 'inf' end
+    if v == -math.huge then return '-inf' end
+    return v
+  end
+  if type(v) ~= 'table' then return v end
+  local c = {}
+  for k, e in next, v do c[k] = M.plain(e) end
+  return c
 end
 
 --- `--plot FILE`: the time series into FILE, the latency CDF into
