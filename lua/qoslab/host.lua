@@ -333,10 +333,14 @@ local function qcall(self, what, args, opts, level)
     tail ~= '' and tail or 'no message'), 'EIO'
 end
 
--- qcall whose stdout is one JSON document: the decoded table.
+-- What qjson returns for a JSON null (a get that found nothing).
+local NONE = setmetatable({}, { __name = 'none' })
+
+-- qcall whose stdout is one JSON document: the decoded table (NONE for null).
 local function qjson(self, what, args, opts, level)
   local r, err, code = qcall(self, what, args, opts, (level or 1) + 1)
   if not r then return nil, err, code end
+  if r.stdout:match('^%s*null%s*$') then return NONE, r.stdout end
   local v, jerr = decode(r.stdout)
   if type(v) ~= 'table' then
     return nil, string.format('%s: %s: the far end printed no JSON document (%s); is its qoslab older '
@@ -396,7 +400,10 @@ local function forget(self, change)
   end
   local live = false
   for h in pairs(M._handles) do if h.ssh and #h.changes > 0 then live = true end end
-  if not live then os.remove(ledger_path()) end
+  if not live then
+    os.remove(ledger_path())
+    fs.rmdir_if_empty(ledger_dir())
+  end
 end
 
 local function find_change(self, kind, ifname, netns, ingress, parent)
@@ -702,8 +709,10 @@ local function with_json(a, ...)
   return out
 end
 
+-- The far end's document without what only the command line adds (ok, dev).
 local function strip_ok(t)
-  if type(t) == 'table' and t.ok == true then t.ok = nil end
+  if t == NONE then return nil end
+  if type(t) == 'table' and t.ok == true then t.ok, t.dev = nil, nil end
   return t
 end
 
@@ -752,7 +761,8 @@ end
 --- The netem on a device of the host (qoslab.netem.get there).
 -- @tparam string ifname
 -- @tparam[opt] table opts `{netns =, ingress =, parent =, timeout_s =}`
--- @return what qoslab.netem.get returns there, or nil, message, CODE
+-- @return what qoslab.netem.get returns there (the spec, nil when none),
+--   or nil, message, CODE
 function Host:netem_get(ifname, opts)
   local r, err, code = netem_read(self, 'qoslab.Host:netem_get', 'show', ifname, opts)
   if r == nil then return nil, err, code end
@@ -772,13 +782,14 @@ end
 --- Remove the netem from a device of the host (qoslab.netem.clear there).
 -- @tparam string ifname
 -- @tparam[opt] table opts `{netns =, ingress =, parent =, timeout_s =}`
--- @return what qoslab.netem.clear returns there, or nil, message, CODE
+-- @return what qoslab.netem.clear returns there (true: removed, false:
+--   none was there), or nil, message, CODE
 function Host:netem_clear(ifname, opts)
   local r, o, code = netem_read(self, 'qoslab.Host:netem_clear', 'clear', ifname, opts)
   if r == nil then return nil, o, code end
   local c = find_change(self, 'netem', ifname, o.netns, o.ingress, o.parent)
   if c then forget(self, c) end
-  return r
+  return r.removed == true
 end
 
 local SHAPE_OPTS = { netns = true, timeout_s = true }
@@ -810,7 +821,8 @@ end
 --- The rate limit on a device of the host (qoslab.shape.get there).
 -- @tparam string ifname
 -- @tparam[opt] table opts `{netns =, timeout_s =}`
--- @return what qoslab.shape.get returns there, or nil, message, CODE
+-- @return what qoslab.shape.get returns there (the spec, nil when none),
+--   or nil, message, CODE
 function Host:shape_get(ifname, opts)
   local ctx = 'qoslab.Host:shape_get'
   check_open(self, ctx)
@@ -818,13 +830,14 @@ function Host:shape_get(ifname, opts)
   local r, err, code = qjson(self, 'shape show', { 'shape', 'show', table.unpack(with_json(a)) },
     { timeout_s = timeout_of(self, ctx, o) }, 2)
   if not r then return nil, err, code end
-  return strip_ok(r)
+  if r == NONE then return nil end
+  return r
 end
 
 --- Remove the rate limit from a device of the host (qoslab.shape.clear there).
 -- @tparam string ifname
 -- @tparam[opt] table opts `{netns =, timeout_s =}`
--- @return what qoslab.shape.clear returns there, or nil, message, CODE
+-- @return true (as qoslab.shape.clear), or nil, message, CODE
 function Host:shape_clear(ifname, opts)
   local ctx = 'qoslab.Host:shape_clear'
   check_open(self, ctx)
@@ -834,7 +847,7 @@ function Host:shape_clear(ifname, opts)
   if not r then return nil, err, code end
   local c = find_change(self, 'shape', ifname, o.netns)
   if c then forget(self, c) end
-  return strip_ok(r)
+  return true
 end
 
 -- ------------------------------------------------- info, clock, client ----
@@ -1052,8 +1065,9 @@ function Host:cleanup()
       local ok, err
       if c.kind == 'netem' then ok, err = self:netem_clear(c.ifname, opts)
       else ok, err = self:shape_clear(c.ifname, { netns = c.netns }) end
-      r.removed, r.error = ok ~= nil, err
-      if not ok then forget(self, c) end
+      -- A failure keeps the record: `qoslab cleanup --hosts` can try again
+      -- once this process has ended.
+      r.removed, r.error = ok == true, err
     end
     report[#report + 1] = r
   end
@@ -1209,6 +1223,7 @@ function M.cleanup_dead(opts)
       end
     end
   end
+  fs.rmdir_if_empty(ledger_dir())
   return report
 end
 

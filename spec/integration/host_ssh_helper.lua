@@ -84,7 +84,10 @@ function S.setup(n)
         'UsePAM no', 'StrictModes no', 'PermitRootLogin prohibit-password',
         'PasswordAuthentication no', 'KbdInteractiveAuthentication no', 'PubkeyAuthentication yes',
         'MaxSessions 64', 'MaxStartups 64', 'X11Forwarding no', 'AllowTcpForwarding no',
-        'PrintMotd no', 'PrintLastLog no', 'LogLevel VERBOSE', '' }, '\n'))
+        'PrintMotd no', 'PrintLastLog no', 'LogLevel VERBOSE',
+        -- What qoslab records there (its `shape set` keeps a record for
+        -- `qoslab cleanup`) stays in the run's directory.
+        'SetEnv QOSLAB_STATE_DIR=' .. d .. '/remote-state', '' }, '\n'))
       f:close()
       h.sshd_pid = H.spawn(string.format('exec ip netns exec %s /usr/sbin/sshd -D -e -f %s', h.ns, H.q(cfg)),
         d .. '/sshd-' .. i .. '.log')

@@ -32,7 +32,7 @@ describe('qoslab.host over ssh #integration', function()
     defer(function() a:close() end)
     local b = qoslab.host(env.spec(2))
     defer(function() b:close() end)
-    local A, B = env.hosts[1], env.hosts[2]
+    local B = env.hosts[2]
 
     -- Metadata: the same kernel as here (a namespace shares it), this
     -- qoslab, and a monotonic clock read between the call's start and end.
@@ -69,7 +69,7 @@ describe('qoslab.host over ssh #integration', function()
     local shaped = assert(a:shape_apply('data0', { kind = 'tbf', rate_bps = 20e6 }))
     assert.equal('tbf', shaped.kind)
     assert.matches('qdisc tbf 1: root .*rate 20Mbit', tc(1, 'data0'))
-    assert.same(shaped.spec, assert(a:shape_get('data0')).spec)
+    assert.same(shaped.spec, a:shape_get('data0'))
 
     local start_there = timer.now_ns() + clock.offset_ns + 300 * 1000000
     local res = assert(a:client { host = B.data_addr, port = srv:port(), duration_s = 1,
@@ -82,8 +82,8 @@ describe('qoslab.host over ssh #integration', function()
     assert.same({ { kind = 'shape', ifname = 'data0', removed = true } }, report)
     assert.not_matches('tbf', tc(1, 'data0'))
     b:close()
-    assert.same({}, env.procs(2, 'qoslab'))
-    assert.same({}, env.procs(1, 'qoslab'))
+    assert.same({}, env.procs(2, '/bin/qoslab '))
+    assert.same({}, env.procs(1, '/bin/qoslab '))
     a:close()
     assert.same({}, a:close())
   end)
@@ -107,8 +107,9 @@ describe('qoslab.host over ssh #integration', function()
       'qoslab.timer.sleep(60)', '' }, '\n'))
     f:close()
     local out = env.dir .. '/plan.out'
-    local pid = H.spawn(string.format('cd %s && exec env -u QOSLAB_BUILD QOSLAB_STATE_DIR=%s lua5.4 bin/qoslab run %s',
-      H.q(S.checkout), H.q(state_dir), H.q(plan)), out)
+    -- (run from the run's directory: `qoslab run` makes its results/ there)
+    local pid = H.spawn(string.format('cd %s && exec env -u QOSLAB_BUILD QOSLAB_STATE_DIR=%s lua5.4 %s run %s',
+      H.q(env.dir), H.q(state_dir), H.q(S.qoslab), H.q(plan)), out)
     defer(function() H.kill(pid) end)
     local t_end = H.now() + 10
     while not (H.read(out) or ''):find('ready', 1, true) and H.now() < t_end and H.alive(pid) do H.sleep(0.05) end
@@ -121,12 +122,12 @@ describe('qoslab.host over ssh #integration', function()
     while #env.procs(2, 'qoslab server') > 0 and H.now() < t_end do H.sleep(0.05) end
     assert.same({}, env.procs(2, 'qoslab server'))
     assert.matches('tbf', tc(1, 'data0'))  -- left behind
-    local ok, text = H.sh(string.format('cd %s && env -u QOSLAB_BUILD QOSLAB_STATE_DIR=%s lua5.4 bin/qoslab cleanup '
-      .. '--hosts %s,%s', H.q(S.checkout), H.q(state_dir), env.hosts[1].ssh, env.hosts[2].ssh))
+    local ok, text = H.sh(string.format('cd %s && env -u QOSLAB_BUILD QOSLAB_STATE_DIR=%s lua5.4 %s cleanup '
+      .. '--hosts %s,%s', H.q(env.dir), H.q(state_dir), H.q(S.qoslab), env.hosts[1].ssh, env.hosts[2].ssh))
     assert(ok, text)
     assert.matches('removed shape on data0 at ' .. env.hosts[1].ssh:gsub('%.', '%%.'), text)
     assert.not_matches('tbf', tc(1, 'data0'))
-    assert.same({}, env.procs(2, 'qoslab'))
+    assert.same({}, env.procs(2, '/bin/qoslab '))
     -- Nothing left recorded, and no ssh master of the dead plan lingers.
     assert.same({}, require('qoslab.fs').list(state_dir .. '/hosts') or {})
     local _, masters = H.sh("pgrep -f -- '-M -N -o ControlPath=/tmp/qoslab-ssh-' || true")
@@ -186,6 +187,7 @@ describe('qoslab.host over ssh #integration', function()
     ok, msg, code = missing:server { port = 0 }
     assert.is_nil(ok)
     assert.equal('ENOENT', code)
+    assert.matches('looked for ' .. env.dir .. '/no/qoslab', msg, 1, true)
 
     -- A hang: ETIMEDOUT after the timeout, and the command gone there too.
     local a = qoslab.host(env.spec(1))
