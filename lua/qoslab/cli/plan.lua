@@ -701,12 +701,40 @@ local function describe_demo(cmd)
   cmd:option('--timeout', 'Guest run time limit in seconds.', '1800'):convert(tonumber)
 end
 
+-- `--hosts [user@a,...]`: what dead processes changed on other hosts, over
+-- ssh (qoslab.host's ledger). Returns the exit status.
+local function cleanup_hosts(list)
+  local only
+  if list and list ~= '' then
+    only = {}
+    for h in list:gmatch('[^,%s]+') do only[#only + 1] = h end
+  end
+  local report = require('qoslab.host').cleanup_dead { hosts = only }
+  local failed = 0
+  for _, r in ipairs(report) do
+    local what = r.kind == 'server' and string.format('qoslab server (pid %s)', tostring(r.pid))
+      or string.format('%s on %s%s', r.kind, tostring(r.ifname), r.netns and (' in netns ' .. r.netns) or '')
+    what = what .. ' at ' .. tostring(r.host)
+    if r.removed then print('removed ' .. what)
+    elseif r.skipped then print('skipped (' .. r.skipped .. '): ' .. what)
+    elseif r.error then
+      failed = failed + 1
+      print('not removed: ' .. what .. ': ' .. r.error .. ' (kept in its record for another try)')
+    else print('gone already: ' .. what) end
+  end
+  print(string.format('qoslab cleanup --hosts: %d remote change%s handled%s', #report,
+    #report == 1 and '' or 's', failed > 0 and string.format(', %d not removed', failed) or ''))
+  return failed > 0 and 1 or 0
+end
+
 local function cleanup_cmd(a)
   local state = require 'qoslab.state'
   local removed = state.cleanup { all = a.all or nil }
+  local host_status = 0
+  if a.hosts then host_status = cleanup_hosts(a.hosts[1]) end
   if #removed == 0 then
-    print('qoslab cleanup: nothing left behind')
-    return 0
+    print('qoslab cleanup: nothing left behind' .. (a.hosts and ' on this machine' or ''))
+    return host_status
   end
   local gone, skipped, failed, files = 0, 0, 0, 0
   -- Names as read from a state file may hold control bytes: print them quoted
@@ -744,12 +772,14 @@ local function cleanup_cmd(a)
     #removed - files - gone - skipped - failed, gone,
     failed > 0 and string.format(', %d not removed', failed) or '',
     skipped > 0 and string.format(', %d skipped', skipped) or ''))
-  return failed > 0 and 1 or 0
+  return (failed > 0 or host_status ~= 0) and 1 or 0
 end
 
 local function describe_cleanup(cmd)
   cmd:summary('Remove namespaces, links and qdiscs that killed qoslab runs left behind.')
   cmd:flag('--all', 'Also what live qoslab processes recorded (careful).')
+  cmd:option('--hosts', 'Also what killed runs changed on other hosts through qoslab.host '
+    .. '(netem, shapers, servers), over ssh; USER@HOST,... limits it to those.'):args('?')
 end
 
 M.commands = {
