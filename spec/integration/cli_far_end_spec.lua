@@ -313,6 +313,30 @@ describe('qoslab far end: info and clock', function()
     assert.is_true(t0 > 0)
   end)
 
+  it('clock --echo ends on SIGTERM while it waits for a line: 143', function()
+    local defer = H.cleanups(finally)
+    local fifo, rc = H.tmp('clk.in'), H.tmp('clk.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab clock --echo '
+      .. '<%s & echo $! >%s.pid; wait $!; echo $? >%s', H.q(fifo), H.q(rc), H.q(rc)),
+      H.tmp('clk.out'), H.tmp('clk.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local pid
+    local t_end = H.now() + 5
+    repeat
+      pid = math.tointeger(tonumber((H.read(rc .. '.pid') or ''):match('%d+')))
+      if not pid then H.sleep(0.02) end
+    until pid or H.now() > t_end
+    assert.truthy(pid)
+    defer(function() H.kill(pid) end)
+    H.sleep(0.3)
+    os.execute('kill -TERM ' .. pid)
+    assert.equal('143', status_of(rc))
+    assert.equal('qoslab clock: interrupted by SIGTERM\n', H.read(H.tmp('clk.err')))
+  end)
+
   it('clock --echo over a whole input: as many lines, non-decreasing', function()
     local out, err, status = qoslab('clock --echo', 'a\n\nb c\n')
     assert.equal(0, status, err)
