@@ -224,7 +224,8 @@ end
 -- results folder's meta.json (`infos`).
 -- @tparam string role letters, digits, "_", "-" (a letter or "_" first)
 -- @tparam[opt] table default qoslab.host options (`{ssh =, port =, identity =,
---   options =, qoslab =, connect_timeout_s =, timeout_s =, name =}`), or nil
+--   options =, qoslab =, connect_timeout_s =, timeout_s =, name =}`; without
+--   `ssh`: `qoslab.host.localhost`'s `{qoslab =, timeout_s =, name =}`), or nil
 --   for `qoslab.host.localhost()`
 -- @treturn qoslab.host|nil the handle (to-be-closed), or nil, message, CODE
 --   when the host cannot be reached (the message names the role and, for a
@@ -258,7 +259,8 @@ function M.get(role, default)
       if config.qoslab then opts.qoslab = config.qoslab end
     end
     if opts.name == nil then opts.name = role end
-    local ok, r1, r2, r3 = pcall(host, opts)
+    -- a default without ssh is this machine with those options (qoslab =, timeout_s =)
+    local ok, r1, r2, r3 = pcall(opts.ssh ~= nil and host or host.localhost, opts)
     if not ok then
       local flags = ''
       if config and (config.identity or config.options or config.qoslab) then
@@ -270,7 +272,7 @@ function M.get(role, default)
     h, msg, code = r1, r2, r3
   else
     where = string.format('role %s (this machine)', role)
-    h, msg, code = host.localhost()
+    h, msg, code = host.localhost { name = role }
   end
   if not h then return nil, string.format('%s: %s', where, tostring(msg)), code end
   used[role] = true
@@ -349,6 +351,215 @@ end
 
 local function mbps(v) return v and string.format('%.2f', v / 1e6) or nil end
 local function ms(v) return v and string.format('%.3f', v / 1e6) or nil end
+
+-- Whether an argv (as qoslab.host starts it: each remote word quoted for
+-- the remote shell, or plain on this machine) is a `qoslab client` test.
+local function is_client_test(argv)
+  for _, w in ipairs(argv) do
+    if w == '--result-json' or w == "'--result-json'" then return true end
+  end
+  return false
+end
+
+local function process_proxy(p)
+  return setmetatable({}, { __index = function(_, k)
+    if k == 'communicate' then
+      return function(_, ...)
+        coroutine.yield('started')
+        return p:communicate(...)
+      end
+    end
+    return function(_, ...) return p[k](p, ...) end
+  end })
+end
+
+--- Start `host:client(test)` and return a job whose `:wait()` gives what
+-- that call returns, without waiting for the test: qoslab.host runs the
+-- test as one local process (`qoslab.fs.process`, an ssh session) and then
+-- reads it to its end. The call runs in a coroutine while `fs.process` is
+-- wrapped: the test's process is started by the handle's own code (the same
+-- argv, quoting, timeouts and error mapping) and the coroutine pauses where
+-- the handle would start reading it; `:wait()` lets it read on. So several
+-- tests run at once, one process each. (Internal to `clients`.)
+-- @tparam qoslab.host h
+-- @tparam table test options of `host:client`
+-- @treturn table|nil the job (`:wait()` -> result | nil, message, CODE;
+--   `:abort()` stops the test's process), or nil, message, CODE when the call
+--   ended before its test started (no connection, ...)
+-- @raise what `host:client` raises (a bad option); and when the handle ran
+--   the test to its end without starting it through `qoslab.fs.process`
+--   (it could not run concurrently)
+function M._start_client(h, test)
+  local fs = require 'qoslab.fs'
+  local real = fs.process
+  local started
+  local function process(argv, popts)
+    local p, msg, code = real(argv, popts)
+    if p and not started and type(argv) == 'table' and is_client_test(argv) then
+      started = p
+      return process_proxy(p)
+    end
+    return p, msg, code
+  end
+  local co = coroutine.create(function() return h:client(test) end)
+  fs.process = process
+  local r = table.pack(coroutine.resume(co))
+  fs.process = real
+  if not r[1] then error(r[2], 0) end
+  if coroutine.status(co) == 'dead' then
+    if r[2] ~= nil then
+      error('qoslab.hosts.clients: ' .. tostring(h.name) .. ': its test ran to its end before the next could '
+        .. 'start (qoslab.host no longer starts it through qoslab.fs.process): the tests cannot run at once', 0)
+    end
+    return nil, r[3], r[4]
+  end
+  local job = {}
+  function job.wait()
+    local w = table.pack(coroutine.resume(co))
+    if not w[1] then return nil, tostring(w[2]), 'EIO' end
+    return table.unpack(w, 2, w.n)
+  end
+  function job.abort()
+    if coroutine.status(co) ~= 'dead' then
+      pcall(started.kill, started, 'TERM')
+      coroutine.close(co)
+      pcall(started.close, started)
+    end
+  end
+  return job
+end
+
+local CLIENTS_KEYS = { clients = true, test = true, start_in_s = true, names = true,
+                       clock_samples = true, title = true }
+
+--- Run one test from each of several hosts at the same instant.
+-- Measures each host's clock offset (`host:clock_offset{samples =}`: remote
+-- CLOCK_MONOTONIC = local + offset, within half the best round trip), picks
+-- one start time T = this host's CLOCK_MONOTONIC now + `start_in_s`, rounded
+-- up to a whole 10 ms, and gives host i `start_at_mono_ns = T + offset_i` (its
+-- own clock's reading of T), so every test starts at T and their intervals
+-- lie on one grid. The tests run concurrently (one ssh process each) and are
+-- waited for together. A client whose clock or test fails is in the result
+-- with its error and counted in `sum.failed`, never dropped.
+-- @tparam table opts
+--   * `clients` ({qoslab.host, ...}, 1-64): the hosts to run a client on;
+--   * `test` (table): `qoslab.traffic.run` options for every client (`host`,
+--     `port`, `proto`, `duration_s`, `parallel`, ...; not `start_at_mono_ns`,
+--     which this sets);
+--   * `start_in_s` (0.05-3600, default 2): from now to the start, time enough
+--     for every ssh to start its client;
+--   * `names` ({string, ...}, one per client; default each host's `name`,
+--     else "client I");
+--   * `clock_samples` (1-1000, default 16): round trips per offset;
+--   * `title` (string): kept in the result for `table`.
+-- @treturn table `{start_mono_ns = T (this host's clock), title =,
+--   per_client = {{name =, result = (the test's result table) | nil, error =
+--   "message (CODE)" | nil, code =, offset_ns =, offset_error_ns =,
+--   start_at_mono_ns = (on that host's clock), start_late_ns = (how long after
+--   start_at_mono_ns that host's client began the test, by its own clock: the
+--   result's `start_late_ns`)}, ...},
+--   sum = (`sum(per_client)`), start_spread_ns = (largest minus smallest
+--   start_late_ns of the clients with one; nil with fewer than two)}`
+-- @raise on bad opts, naming the field
+-- @usage local r = hosts.clients{clients = {a, b, c}, test = {host = '10.0.0.9', duration_s = 5}}
+-- io.write(hosts.table(r))
+function M.clients(opts)
+  local ctx = 'qoslab.hosts.clients'
+  check.table(ctx, 'opts', opts)
+  check.keys(ctx, 'opts', opts, CLIENTS_KEYS)
+  local list = opts.clients
+  check.table(ctx, 'opts.clients', list)
+  if #list < 1 or #list > 64 then check.fail(ctx, 'opts.clients', 'a list of 1-64 qoslab.host handles', list) end
+  for i, h in ipairs(list) do
+    if (type(h) ~= 'table' and type(h) ~= 'userdata') or type(h.client) ~= 'function' then
+      check.fail(ctx, 'opts.clients[' .. i .. ']', 'a qoslab.host handle', h)
+    end
+  end
+  check.table(ctx, 'opts.test', opts.test)
+  if opts.test.start_at_mono_ns ~= nil then
+    error(ctx .. ': opts.test.start_at_mono_ns: set by hosts.clients (leave it out)', 2)
+  end
+  local start_in_s = check.number(ctx, 'opts.start_in_s', opts.start_in_s, 0.05, 3600, 2)
+  local samples = check.integer(ctx, 'opts.clock_samples', opts.clock_samples, 1, 1000, 16)
+  check.string(ctx, 'opts.title', opts.title)
+  local names = {}
+  if opts.names ~= nil then
+    check.table(ctx, 'opts.names', opts.names)
+    if #opts.names ~= #list then
+      check.fail(ctx, 'opts.names', string.format('a list of %d names (one per client)', #list), opts.names)
+    end
+  end
+  for i, h in ipairs(list) do
+    local n = opts.names and opts.names[i]
+    if n == nil then n = type(h.name) == 'string' and h.name or ('client ' .. i) end
+    names[i] = check.string(ctx, 'opts.names[' .. i .. ']', n)
+  end
+
+  local per = {}
+  for i, h in ipairs(list) do
+    local e = { name = names[i] }
+    local off, msg, code = h:clock_offset { samples = samples }
+    if off then
+      e.offset_ns, e.offset_error_ns = off.offset_ns, off.error_ns
+    else
+      e.error, e.code = string.format('%s (%s)', tostring(msg), tostring(code)), code
+    end
+    per[i] = e
+  end
+  local timer = require 'qoslab.timer'
+  local grid = 10000000
+  local t = timer.now_ns() + math.floor(start_in_s * 1e9)
+  t = (t + grid - 1) // grid * grid
+  -- Every client is started before any is waited for; a raise (a bad
+  -- test option) stops those started.
+  local running = {}
+  local ok, err = pcall(function()
+    for i, h in ipairs(list) do
+      local e = per[i]
+      if not e.error then
+        local test = copy(opts.test)
+        e.start_at_mono_ns = t + e.offset_ns
+        test.start_at_mono_ns = e.start_at_mono_ns
+        if test.timeout_s == nil then
+          -- the handle's own margin, plus the wait for the start and the test
+          test.timeout_s = (tonumber(h.timeout_s) or 60) + start_in_s + (tonumber(test.duration_s) or 10)
+            + (tonumber(test.omit_s) or 0)
+        end
+        local job, msg, code = M._start_client(h, test)
+        if job then running[i] = job
+        else e.error, e.code = string.format('%s (%s)', tostring(msg), tostring(code)), code end
+      end
+    end
+  end)
+  if not ok then
+    for _, job in pairs(running) do job.abort() end
+    error((tostring(err):gsub('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: ', '')), 2)
+  end
+  for i = 1, #list do
+    local job = running[i]
+    if job then
+      local e = per[i]
+      local res, msg, code = job.wait()
+      if res then
+        e.result = res
+        e.start_late_ns = math.tointeger(res.start_late_ns)
+      else
+        e.error, e.code = string.format('%s (%s)', tostring(msg), tostring(code)), code
+      end
+    end
+  end
+  local lo, hi
+  for _, e in ipairs(per) do
+    if e.start_late_ns then
+      lo = math.min(lo or e.start_late_ns, e.start_late_ns)
+      hi = math.max(hi or e.start_late_ns, e.start_late_ns)
+    end
+  end
+  local n_late = 0
+  for _, e in ipairs(per) do if e.start_late_ns then n_late = n_late + 1 end end
+  return { start_mono_ns = t, title = opts.title, per_client = per, sum = M.sum(per),
+           start_spread_ns = n_late >= 2 and (hi - lo) or nil }
+end
 
 --- A text table of a `clients` run: one row per client (sent and received
 -- Mbit/s, retransmits or lost datagrams, clock offset and its error, how late

@@ -85,6 +85,26 @@ describe('qoslab.hosts', function()
         'cfg%.roles key: expected a role name')
     end)
 
+    it('get gives this machine for an unmapped role and reads its metadata once', function()
+      hosts.configure { roles = { server = { ssh = 'lab@192.0.2.1' } } }
+      local h <close> = assert(hosts.get('client'))
+      assert.equal('client', h.name)
+      assert.is_nil(h.ssh)
+      local info = hosts.infos().client
+      assert.is_nil(info.error, info.error)
+      assert.equal('client', info.role)
+      assert.equal('local', info.connection)
+      assert.equal(require('qoslab')._VERSION, info.qoslab_version)
+      assert.equal('integer', math.type(info.mono_ns))
+      -- the mapped role was never asked for
+      assert.same({ 'server' }, hosts.unused_roles())
+      -- a mapped role with a bad field: the role and the flag named
+      hosts.configure { roles = { server = { ssh = 'lab@192.0.2.1' } }, options = { 'not an option' } }
+      assert.error_matches(function() hosts.get('server') end,
+        'qoslab%.hosts%.get: role server %(%-%-host%-map server=lab@192%.0%.2%.1%) with %-%-ssh%-identity/%-%-ssh%-option/'
+        .. '%-%-remote%-qoslab as given: qoslab%.host: options%[1%]: expected a "Key=Value" string')
+    end)
+
     it('get names a bad role or default', function()
       assert.error_matches(function() hosts.get(42) end, 'qoslab%.hosts%.get: role: expected a role name')
       assert.error_matches(function() hosts.get('a b') end, 'role: expected a role name')
