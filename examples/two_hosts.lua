@@ -14,12 +14,13 @@
 --   bin/qoslab run examples/two_hosts.lua --host-map client=root@10.0.0.1 \
 --     --host-map server=lab@10.0.0.2 [--ssh-identity ~/.ssh/id_ed25519] \
 --     [--remote-qoslab /opt/qoslab/bin/qoslab] [--quick] [--out DIR] \
---     [-- dev=eth1 server_addr=192.168.7.2]
+--     [-- dev=eth1 server_addr=192.168.7.2 delays_ms=0,10,50,100]
 --
 -- `server_addr` is where the client host reaches the server over the path
 -- measured (default: the server's --host-map address); `dev` the client
 -- host's device toward it (default: the device of the client host's route to
--- server_addr). Without --host-map both roles are this machine, `dev` then
+-- server_addr); `delays_ms` the one-way delays swept (default 0,10,50,100).
+-- Without --host-map both roles are this machine, `dev` then
 -- being lo: netem on this machine's loopback for the run. Every change
 -- (the netem qdisc, the server) is undone when the run ends, fails or is
 -- interrupted (to-be-closed host handles); after a kill -9,
@@ -32,16 +33,28 @@ local quick = run.quick or os.getenv('QOSLAB_QUICK') == '1'
 local out = run.out or 'results/two_hosts'
 
 -- Plan arguments: KEY=VALUE words after `--`.
-local args = { dev = nil, server_addr = nil }
+local args = {}
 for _, a in ipairs { ... } do
   local k, v = tostring(a):match('^([%w_]+)=(.+)$')
-  if k ~= 'dev' and k ~= 'server_addr' then
-    error(string.format('two_hosts.lua: argument %q: expected dev=IFNAME or server_addr=ADDR', tostring(a)), 0)
+  if k ~= 'dev' and k ~= 'server_addr' and k ~= 'delays_ms' then
+    error(string.format('two_hosts.lua: argument %q: expected dev=IFNAME, server_addr=ADDR or delays_ms=D1,D2,...',
+      tostring(a)), 0)
   end
   args[k] = v
 end
 
 local delays_ms = { 0, 10, 50, 100 }
+if args.delays_ms then
+  delays_ms = {}
+  for d in args.delays_ms:gmatch('[^,]+') do
+    local n = math.tointeger(tonumber(d))
+    if not n or n < 0 or n > 10000 then
+      error(string.format('two_hosts.lua: delays_ms=%s: expected whole milliseconds 0-10000, comma-separated',
+        args.delays_ms), 0)
+    end
+    delays_ms[#delays_ms + 1] = n
+  end
+end
 local duration_s = quick and 2 or 10
 
 local client <close> = assert(qoslab.hosts.get('client'))
