@@ -416,7 +416,12 @@ function M._start_client(h, test)
   local job = {}
   function job.wait()
     local w = table.pack(coroutine.resume(co))
-    if not w[1] then return nil, tostring(w[2]), 'EIO' end
+    if not w[1] then
+      -- an interruption (SIGINT/SIGTERM/SIGHUP) stays what it is
+      local c = check.core()
+      if c.interrupted_by and c.interrupted_by(w[2]) then error(w[2], 0) end
+      return nil, tostring(w[2]), 'EIO'
+    end
     return table.unpack(w, 2, w.n)
   end
   function job.abort()
@@ -460,7 +465,10 @@ local CLIENTS_KEYS = { clients = true, test = true, start_in_s = true, names = t
 --   result's `start_late_ns`)}, ...},
 --   sum = (`sum(per_client)`), start_spread_ns = (largest minus smallest
 --   start_late_ns of the clients with one; nil with fewer than two)}`
--- @raise on bad opts, naming the field
+-- @raise on bad opts, naming the field; and on SIGINT, SIGTERM or SIGHUP
+--   while qoslab's signal handlers are installed (`qoslab run`): the tests
+--   are stopped and qoslab.core's interruption error (code "EINTR") is raised,
+--   as `qoslab.traffic.run` does
 -- @usage local r = hosts.clients{clients = {a, b, c}, test = {host = '10.0.0.9', duration_s = 5}}
 -- io.write(hosts.table(r))
 function M.clients(opts)
@@ -535,11 +543,24 @@ function M.clients(opts)
     for _, job in pairs(running) do job.abort() end
     error((tostring(err):gsub('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: ', '')), 2)
   end
+  local c = check.core()
   for i = 1, #list do
     local job = running[i]
     if job then
       local e = per[i]
-      local res, msg, code = job.wait()
+      local wok, res, msg, code = pcall(job.wait)
+      if not wok then
+        for j = i + 1, #list do if running[j] then running[j].abort() end end
+        error(res, 0)
+      end
+      -- A stop request ends the run as a local test's does: the tests still
+      -- running are stopped (with the signal pending each handle's read
+      -- ends at once, and the handle stops its process there too) and the
+      -- interruption is raised.
+      if not res and code == 'EINTR' and c.signal_pending and c.signal_pending() then
+        for j = i + 1, #list do if running[j] then pcall(running[j].wait) end end
+        error(c.interruption(), 0)
+      end
       if res then
         e.result = res
         e.start_late_ns = math.tointeger(res.start_late_ns)

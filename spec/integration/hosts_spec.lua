@@ -40,6 +40,16 @@ local function leftovers(env)
       end
     end
   end
+  -- and no change recorded for `qoslab cleanup --hosts` (qoslab.host's ledger)
+  local dir = require('qoslab.state').dir() .. '/hosts'
+  if lfs.attributes(dir, 'mode') == 'directory' then
+    for name in lfs.dir(dir) do
+      local text = name:match('%.jsonl$') and H.read(dir .. '/' .. name) or ''
+      for _, h in ipairs(env.hosts) do
+        if text:find(h.addr, 1, true) then out[#out + 1] = 'ledger ' .. name .. ' names ' .. h.addr end
+      end
+    end
+  end
   return out
 end
 
@@ -123,13 +133,16 @@ describe('qoslab.hosts across hosts over ssh', function()
     assert.equal(retr, s.retransmits)
     -- the sum of the rates bounds the sum
     assert(s.received_bps <= (RATES[1] + RATES[2] + RATES[3]) * 1.05, 'sum ' .. s.received_bps)
-    -- aligned: the spread of the starts within the two largest offset errors and a few ms
+    -- aligned: the spread of the starts within the two largest offset errors
+    -- and a few ms (each far client wakes from a precise sleep; on this
+    -- shared 2-core machine, loaded by other suites, a wake-up can wait a few
+    -- scheduler slices: 1.5 ms is typical, 21 ms was seen at load 7.6)
     local errs = {}
     for _, e in ipairs(res.per_client) do errs[#errs + 1] = e.offset_error_ns end
     table.sort(errs)
-    local allowed = errs[#errs] + errs[#errs - 1] + 10e6
-    assert(res.start_spread_ns <= allowed, string.format('starts spread over %.3f ms, allowed %.3f ms',
-      res.start_spread_ns / 1e6, allowed / 1e6))
+    local allowed = errs[#errs] + errs[#errs - 1] + 25e6
+    assert(res.start_spread_ns <= allowed, string.format('starts spread over %.3f ms, allowed %.3f ms\n%s',
+      res.start_spread_ns / 1e6, allowed / 1e6, text))
     -- and seen from outside: these hosts share one wall clock, on which each
     -- test's own clock started (after its connection set-up) within as much
     local t0 = {}
@@ -206,6 +219,42 @@ describe('qoslab.hosts across hosts over ssh', function()
     assert.matches('sch_netem', out, 1, true)
     assert.not_matches('inside the qemu guest', out, 1, true)
     assert.not_matches('netem', qdiscs(env.hosts[2].ns, 'data0'))
+    assert.same({}, leftovers(env))
+  end)
+
+  it('SIGINT while the clients run: exit through the interruption, no far client left', function()
+    local plan = H.tmp('hosts_sigint.lua')
+    local f = assert(io.open(plan, 'w'))
+    f:write([[
+local a <close> = assert(qoslab.hosts.get('a'))
+local b <close> = assert(qoslab.hosts.get('b'))
+local server <close> = assert(qoslab.hosts.get('server'))
+local srv <close> = assert(server:server { port = 0 })
+qoslab.hosts.clients { clients = { a, b }, start_in_s = 1,
+  test = { host = ']] .. SERVER_DATA .. [[', port = srv:port(), duration_s = 30 } }
+print('not reached')
+]])
+    f:close()
+    local log = H.tmp('sigint.log')
+    local pid = H.spawn(string.format('exec env -u QOSLAB_BUILD %s run %s --out %s --host-map a=%s --host-map b=%s '
+      .. '--host-map server=%s %s', S.qoslab, H.q(plan), H.q(H.tmp('sigint-out')), env.hosts[2].ssh, env.hosts[3].ssh,
+      env.hosts[1].ssh, ssh_flags()), log)
+    finally(function() H.kill(pid) end)
+    -- both far clients running their test
+    local t_end = H.now() + 20
+    while H.now() < t_end and (#env.procs(2, 'bin/qoslab client') == 0 or #env.procs(3, 'bin/qoslab client') == 0) do
+      H.sleep(0.1)
+    end
+    assert.equal(1, #env.procs(2, 'bin/qoslab client'), H.read(log))
+    assert.equal(1, #env.procs(3, 'bin/qoslab client'), H.read(log))
+    H.sleep(1.5)
+    local t_int = H.now()
+    H.must('kill -INT ' .. pid)
+    assert(H.wait_exit(pid, 10), 'qoslab run did not end after SIGINT')
+    assert(H.now() - t_int < 8, 'took ' .. (H.now() - t_int) .. ' s to stop')
+    local out = H.read(log)
+    assert.matches('qoslab run: interrupted by SIGINT', out, 1, true)
+    assert.not_matches('not reached', out, 1, true)
     assert.same({}, leftovers(env))
   end)
 
