@@ -197,19 +197,29 @@ local function copy(t)
   return c
 end
 
+-- The failures of reaching a host (qoslab.host's codes for the connection
+-- and a missing qoslab there), as opposed to a far end that cannot say
+-- something.
+local UNREACHABLE = { EACCES = true, ECONNREFUSED = true, EHOSTUNREACH = true, ENETUNREACH = true,
+                      ETIMEDOUT = true, ENOENT = true }
+
 -- The metadata of a role's host, collected once (while a run is configured).
+-- Returns nil, message, CODE when the host cannot be reached.
 local function collect_info(role, h, connection)
-  if infos[role] then return end
+  if infos[role] then return true end
   local ok, info, msg, code = pcall(h.info, h)
   local rec
   if ok and type(info) == 'table' then
     rec = copy(info)
+  elseif ok and UNREACHABLE[code] then
+    return nil, msg, code
   else
     rec = { error = ok and string.format('%s (%s)', tostring(msg), tostring(code)) or tostring(info) }
   end
   rec.role, rec.connection = role, connection
   infos[role] = rec
   info_order[#info_order + 1] = role
+  return true
 end
 
 --- A `qoslab.host` handle for one of a plan's roles.
@@ -220,17 +230,20 @@ end
 -- `default`), the other fields (`timeout_s`, `connect_timeout_s`) from
 -- `default`; its `name` is the role unless `default` names it. The run-wide
 -- ssh flags apply to a `default` with `ssh` too. While a run is configured
--- the host's metadata (`host:info()`) is collected once per role, for the
--- results folder's meta.json (`infos`).
+-- the host is reached at once: its metadata (`host:info()`) is collected
+-- once per role, for the results folder's meta.json (`infos`), and a host
+-- that cannot be reached fails here, naming the role and its flag (else the
+-- handle's first call fails, naming the role as the handle's name).
 -- @tparam string role letters, digits, "_", "-" (a letter or "_" first)
 -- @tparam[opt] table default qoslab.host options (`{ssh =, port =, identity =,
 --   options =, qoslab =, connect_timeout_s =, timeout_s =, name =}`; without
 --   `ssh`: `qoslab.host.localhost`'s `{qoslab =, timeout_s =, name =}`), or nil
 --   for `qoslab.host.localhost()`
 -- @treturn qoslab.host|nil the handle (to-be-closed), or nil, message, CODE
---   when the host cannot be reached (the message names the role and, for a
---   mapped role, the `--host-map` value; codes as qoslab.host: ETIMEDOUT,
---   EHOSTUNREACH, ECONNREFUSED, EACCES, ENOENT)
+--   when a configured run's host cannot be reached (the message names the
+--   role and, for a mapped role, the `--host-map` value; codes as
+--   qoslab.host's: ETIMEDOUT, EHOSTUNREACH, ENETUNREACH, ECONNREFUSED, EACCES,
+--   ENOENT for no qoslab there)
 -- @raise when role or default is not of that shape, or qoslab.host refuses
 --   the options: the message names the role and the flag the value came from
 -- @usage local server <close> = assert(qoslab.hosts.get('server'))
@@ -277,7 +290,13 @@ function M.get(role, default)
   if not h then return nil, string.format('%s: %s', where, tostring(msg)), code end
   used[role] = true
   if config then
-    collect_info(role, h, mapped and target_text(mapped) or (opts and opts.ssh and target_text(opts)) or 'local')
+    local connection = mapped and target_text(mapped) or (opts and opts.ssh and target_text(opts)) or 'local'
+    local got
+    got, msg, code = collect_info(role, h, connection)
+    if not got then
+      h:close()
+      return nil, string.format('%s: %s', where, tostring(msg)), code
+    end
   end
   return h
 end

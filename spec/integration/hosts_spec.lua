@@ -222,6 +222,23 @@ describe('qoslab.hosts across hosts over ssh', function()
     assert.same({}, leftovers(env))
   end)
 
+  it('a mapped host that cannot be reached fails at once, naming the role and its --host-map', function()
+    local plan = H.tmp('hosts_unreachable.lua')
+    local f = assert(io.open(plan, 'w'))
+    f:write("local s <close>, msg, code = qoslab.hosts.get('server')\nprint('code', code)\n"
+      .. "assert(s, msg)\nprint('not reached')\n")
+    f:close()
+    local t0 = H.now()
+    local rc, out = run_qoslab(string.format('%s --out %s --host-map server=%s:2 %s', H.q(plan),
+      H.q(H.tmp('unreachable-out')), env.hosts[1].ssh, ssh_flags()))
+    assert.equal(1, rc, out)
+    assert(H.now() - t0 < 10, 'took ' .. (H.now() - t0) .. ' s')
+    assert.matches('role server (--host-map server=' .. env.hosts[1].ssh .. ':2): server: nothing accepts ssh '
+      .. 'connections at ' .. env.hosts[1].ssh .. ' port 2', out, 1, true)
+    assert.matches('code\tECONNREFUSED\n', out, 1, true)
+    assert.not_matches('not reached', out, 1, true)
+  end)
+
   it('SIGINT while the clients run: exit through the interruption, no far client left', function()
     local plan = H.tmp('hosts_sigint.lua')
     local f = assert(io.open(plan, 'w'))
