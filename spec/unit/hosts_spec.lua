@@ -112,6 +112,49 @@ describe('qoslab.hosts', function()
     end)
   end)
 
+  describe('clients on this machine', function()
+    it('runs two tests at once against a loopback server and sums them', function()
+      local qoslab = require 'qoslab'
+      local srv <close> = assert(qoslab.server { port = 0, bind_address = '127.0.0.1' })
+      local a <close> = qoslab.host.localhost { name = 'a' }
+      local b <close> = qoslab.host.localhost { name = 'b' }
+      local t0 = qoslab.timer.now()
+      local res = hosts.clients { clients = { a, b }, start_in_s = 0.5,
+        test = { host = '127.0.0.1', port = srv:port(), duration_s = 1, bitrate_bps = 10000000 } }
+      local took = qoslab.timer.now() - t0
+      for i, e in ipairs(res.per_client) do
+        assert.equal(({ 'a', 'b' })[i], e.name)
+        assert.is_nil(e.error, e.error)
+        assert.equal(res.start_mono_ns + e.offset_ns, e.start_at_mono_ns)
+        assert(e.start_late_ns >= 0, 'started early: ' .. e.start_late_ns)
+      end
+      -- at once: two 1 s tests after a 0.5 s start take well under 2.5 s
+      assert(took < 2.4, 'took ' .. took .. ' s')
+      assert.equal(res.per_client[1].result.sent.bytes + res.per_client[2].result.sent.bytes, res.sum.sent_bytes)
+      assert.equal(2, res.sum.ok)
+      -- each test's clock started on the same instant, give or take its set-up
+      local d = math.abs(res.per_client[1].result.start_time_unix_s - res.per_client[2].result.start_time_unix_s)
+      assert(d < 0.05, 'test clocks ' .. d .. ' s apart')
+    end)
+
+    it('names a bad option', function()
+      local a <close> = require('qoslab.host').localhost()
+      assert.error_matches(function() hosts.clients { clients = { a }, test = {} } end, 'host')
+      assert.error_matches(function() hosts.clients { clients = {}, test = {} } end,
+        'opts%.clients: expected a list of 1%-64 qoslab%.host handles')
+      assert.error_matches(function() hosts.clients { clients = { 42 }, test = {} } end,
+        'opts%.clients%[1%]: expected a qoslab%.host handle, got 42')
+      assert.error_matches(function() hosts.clients { clients = { a }, test = { host = 'x', start_at_mono_ns = 1 } } end,
+        'opts%.test%.start_at_mono_ns: set by hosts%.clients')
+      assert.error_matches(function() hosts.clients { clients = { a }, test = { host = 'x' }, names = { 'a', 'b' } } end,
+        'opts%.names: expected a list of 1 names')
+      assert.error_matches(function() hosts.clients { clients = { a }, test = { host = 'x' }, start_in_s = 0 } end,
+        'opts%.start_in_s: expected a finite number in %[0%.05, 3600%]')
+      assert.error_matches(function() hosts.clients { clients = { a }, test = { host = 'x' }, bogus = 1 } end,
+        'opts%.bogus: unknown key')
+    end)
+  end)
+
   describe('sum and table', function()
     local function res(sent_bps, recv_bps, sent_b, recv_b, extra)
       local r = { sent = { bytes = sent_b, bits_per_second = sent_bps, retransmits = 3 },
