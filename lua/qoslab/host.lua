@@ -1003,7 +1003,6 @@ local function client_args(ctx, o)
       check.fail(ctx, 'opts.' .. k, 'an option the qoslab client command has', v, 2)
     end
   end
-  if o.interval_s == nil then args[#args + 1] = '-i'; args[#args + 1] = '0' end
   return args
 end
 

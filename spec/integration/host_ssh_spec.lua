@@ -156,6 +156,9 @@ describe('qoslab.host over ssh #integration', function()
     -- A bad spec is raised here, as qoslab.netem.apply raises it.
     assert.has_error(function() a:netem_apply('data0', { delay_ms = -1 }) end,
       'qoslab.netem.apply: spec.delay_ms: expected a finite number in [0, 1000000000], got -1')
+    -- tc words are read there: the far end's field error is raised here too.
+    assert.has_error(function() a:netem_apply('data0', 'delay banana') end,
+      'host1: qoslab.netem.parse: delay: expected a time with a unit (e.g. 50ms, 1.5ms, 250us, 1s), got "banana"')
     assert.same({}, a:cleanup())
   end)
 
