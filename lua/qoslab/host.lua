@@ -1012,7 +1012,8 @@ end
 --   checks them), plus `start_at_mono_ns` (start when the host's
 --   CLOCK_MONOTONIC reaches it: see `clock_offset`) and `timeout_s` (default:
 --   the handle's, plus the test's duration)
--- @treturn table the result table qoslab.traffic.run returns there
+-- @treturn table the result table qoslab.traffic.run returns there (with
+--   its metatable here: `tostring(res)` is the summary)
 -- @return or nil, message, CODE (the far end's, e.g. "ECONNREFUSED")
 -- @raise on a bad option
 -- @usage local r = assert(a:client{host = '10.9.1.2', port = srv:port(), duration_s = 2})
@@ -1041,7 +1042,8 @@ function Host:client(opts)
   end
   local r, out, code = qjson(self, 'client test', client_args(ctx, o), { timeout_s = t }, 2)
   if not r then return nil, out, code end
-  return r
+  -- As traffic.run's result: tostring gives the summary.
+  return setmetatable(r, require('qoslab.traffic.result').Result)
 end
 
 -- ---------------------------------------------------------- cleanup ----
