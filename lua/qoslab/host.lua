@@ -456,7 +456,9 @@ end
 -- @usage local b <close> = qoslab.host{ssh = 'root@10.9.0.2', options = {'StrictHostKeyChecking=yes'}}
 function M.new(spec)
   check_spec(spec, 1)
-  if spec.ssh == nil then check.fail(CTX, 'ssh', '"user@host" or "host"', nil, 1) end
+  if spec.ssh == nil then
+    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, not starting with "-")', nil, 1)
+  end
   return make(spec, 2)
 end
 
