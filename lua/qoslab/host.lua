@@ -369,10 +369,21 @@ local ledger_next = 1
 
 local function ledger_path() return ledger_dir() .. '/' .. state._tag() .. '.jsonl' end
 
+local ledger_warned = false
+
 local function ledger_write(obj)
   fs.mkdir_p(ledger_dir())
-  local f = io.open(ledger_path(), 'a')
-  if not f then return end
+  local f, err = io.open(ledger_path(), 'a')
+  if not f then
+    -- As qoslab.state: the run goes on, but the user must know.
+    if not ledger_warned then
+      ledger_warned = true
+      io.stderr:write(string.format('qoslab: warning: cannot record what this run changes on other hosts '
+        .. 'in %s (%s); if it is killed, `qoslab cleanup --hosts` will not find it (set QOSLAB_STATE_DIR '
+        .. 'to a writable folder)\n', ledger_dir(), tostring(err)))
+    end
+    return
+  end
   f:write(cjson.encode(obj), '\n')
   f:close()
 end
