@@ -147,6 +147,18 @@ describe('qoslab far end: server --announce --exit-on-eof', function()
     assert.equal('', kids)
   end)
 
+  it('stdin at its end already: exits 0 without serving; no stdin at all: EBADF', function()
+    local out, err, status = qoslab('server -p 0 --announce --exit-on-eof')
+    assert.equal(0, status, err)
+    assert.equal('', out)
+    assert.equal('qoslab server: --exit-on-eof: stdin is at its end already; not serving\n', err)
+    local _, _, st = os.execute('env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab server '
+      .. '-p 0 --exit-on-eof <&- >/dev/null 2>' .. H.q(H.tmp('ebadf')))
+    assert.equal(1, st)
+    assert.same({ code = 'EBADF', field = '--exit-on-eof', message = '--exit-on-eof: stdin: fd 0 '
+      .. 'is not open: nothing to wait for the end of' }, error_of(H.read(H.tmp('ebadf'))))
+  end)
+
   it('SIGTERM still stops it with 143 while it watches stdin', function()
     local defer = H.cleanups(finally)
     local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')
@@ -311,6 +323,30 @@ describe('qoslab far end: info and clock', function()
     w:close()
     assert.equal('0', status_of(rc))
     assert.is_true(t0 > 0)
+  end)
+
+  it('clock --echo ends on SIGTERM while it waits for a line: 143', function()
+    local defer = H.cleanups(finally)
+    local fifo, rc = H.tmp('clk.in'), H.tmp('clk.rc')
+    H.must('mkfifo ' .. H.q(fifo))
+    local sh = H.spawn(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab clock --echo '
+      .. '<%s & echo $! >%s.pid; wait $!; echo $? >%s', H.q(fifo), H.q(rc), H.q(rc)),
+      H.tmp('clk.out'), H.tmp('clk.err'))
+    defer(function() H.kill(sh) end)
+    local w = assert(io.open(fifo, 'w'))
+    defer(function() pcall(w.close, w) end)
+    local pid
+    local t_end = H.now() + 5
+    repeat
+      pid = math.tointeger(tonumber((H.read(rc .. '.pid') or ''):match('%d+')))
+      if not pid then H.sleep(0.02) end
+    until pid or H.now() > t_end
+    assert.truthy(pid)
+    defer(function() H.kill(pid) end)
+    H.sleep(0.3)
+    os.execute('kill -TERM ' .. pid)
+    assert.equal('143', status_of(rc))
+    assert.equal('qoslab clock: interrupted by SIGTERM\n', H.read(H.tmp('clk.err')))
   end)
 
   it('clock --echo over a whole input: as many lines, non-decreasing', function()

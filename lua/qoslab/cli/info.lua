@@ -78,6 +78,8 @@ end
 --- Echo every line of `input` to `output` as `LINE MONO_NS` (the
 -- CLOCK_MONOTONIC time it was read, integer ns), flushed per line, until the
 -- input ends. Blocks in the read between lines (no busy loop).
+-- @raise qoslab.core's interruption error when a signal ended the read
+--   (with qoslab's handlers installed), or "stdin: ..." on a read error
 -- @tparam[opt=io.stdin] file input
 -- @tparam[opt=io.stdout] file output
 -- @treturn integer lines echoed
@@ -86,17 +88,25 @@ function M.echo_clock(input, output)
   input, output = input or io.stdin, output or io.stdout
   output:setvbuf('line')
   local now_ns = require('qoslab.timer').now_ns
+  local core = require 'qoslab.core'
   local n = 0
-  for line in input:lines() do
+  while true do
+    local line, err = input:read('l')
+    if line == nil then
+      -- a signal (qoslab's handlers: no restart) ends the read too
+      if core.signal_pending() then error(core.interruption(), 0) end
+      if err then error('stdin: ' .. tostring(err), 0) end
+      return n
+    end
     output:write(line, ' ', string.format('%d', now_ns()), '\n')
     output:flush()
     n = n + 1
   end
-  return n
 end
 
 local function run_clock(a)
   if a.echo then
+    require('qoslab.core').signals_install()
     M.echo_clock()
     return 0
   end
