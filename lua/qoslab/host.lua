@@ -308,6 +308,31 @@ local function exec(self, what, argv, stdin, timeout_s)
   return { status = how == 'exit' and status or 128 + status, stdout = out, stderr = strip_pid(err) }
 end
 
+-- Why the far end's qoslab failed (exit status, its stderr): nil, message,
+-- code; a bad-input error naming a field (exit 2, contract's error line
+-- with a field) is raised at `level` instead, as the local call raises it.
+local function far_failure(self, what, status, stderr, level)
+  local line = stderr:match('.*qoslab%-error: ([^\n]*)')
+  local fe = line and decode(line)
+  if type(fe) == 'table' and type(fe.message) == 'string' then
+    if status == 2 and type(fe.field) == 'string' then
+      error(string.format('%s: %s', self.name, fe.message), (level or 1) + 1)
+    end
+    local msg = string.format('%s: %s', self.name, fe.message:gsub('\n', '; '))
+    if status == 2 and (fe.message:find('unknown command', 1, true) or fe.message:find('unknown option', 1, true)) then
+      msg = msg .. ' (the qoslab there is older than this one: update it)'
+    end
+    return nil, msg, type(fe.code) == 'string' and fe.code or 'EIO'
+  end
+  if status == 127 then
+    return nil, string.format('%s: qoslab is not installed on %s (looked for %s; set qoslab = path)',
+      self.name, self.ssh or 'this machine', self.qoslab), 'ENOENT'
+  end
+  local tail = stderr:gsub('%s+$', ''):match('([^\n]*)$')
+  return nil, string.format('%s: %s failed (exit %d): %s', self.name, what, status,
+    tail ~= '' and tail or 'no message'), 'EIO'
+end
+
 -- Run `qoslab ARGS...` on the host. Returns the result of exec when it
 -- exited 0; else nil, message, code, or raises the far end's field error.
 local function qcall(self, what, args, opts, level)
@@ -316,21 +341,8 @@ local function qcall(self, what, args, opts, level)
   local r, err, code = exec(self, what, argv, opts and opts.stdin, opts and opts.timeout_s or self.timeout_s)
   if not r then return nil, err, code end
   if r.status == 0 then return r end
-  local line = r.stderr:match('qoslab%-error: ([^\n]*)\n?%s*$') or r.stderr:match('.*qoslab%-error: ([^\n]*)')
-  local fe = line and decode(line)
-  if type(fe) == 'table' and type(fe.message) == 'string' then
-    if r.status == 2 and fe.code == 'EINVAL' then
-      error(string.format('%s: %s', self.name, fe.message), (level or 1) + 1)
-    end
-    return nil, string.format('%s: %s', self.name, fe.message), type(fe.code) == 'string' and fe.code or 'EIO'
-  end
-  if r.status == 127 then
-    return nil, string.format('%s: qoslab is not installed on %s (looked for %s; set qoslab = path)',
-      self.name, self.ssh or 'this machine', self.qoslab), 'ENOENT'
-  end
-  local tail = r.stderr:gsub('%s+$', ''):match('([^\n]*)$')
-  return nil, string.format('%s: %s failed (exit %d): %s', self.name, what, r.status,
-    tail ~= '' and tail or 'no message'), 'EIO'
+  local f, msg, fcode = far_failure(self, what, r.status, r.stderr, (level or 1) + 1)
+  return f, msg, fcode  -- not a tail call: the level counts this frame
 end
 
 -- What qjson returns for a JSON null (a get that found nothing).
@@ -357,10 +369,21 @@ local ledger_next = 1
 
 local function ledger_path() return ledger_dir() .. '/' .. state._tag() .. '.jsonl' end
 
+local ledger_warned = false
+
 local function ledger_write(obj)
   fs.mkdir_p(ledger_dir())
-  local f = io.open(ledger_path(), 'a')
-  if not f then return end
+  local f, err = io.open(ledger_path(), 'a')
+  if not f then
+    -- As qoslab.state: the run goes on, but the user must know.
+    if not ledger_warned then
+      ledger_warned = true
+      io.stderr:write(string.format('qoslab: warning: cannot record what this run changes on other hosts '
+        .. 'in %s (%s); if it is killed, `qoslab cleanup --hosts` will not find it (set QOSLAB_STATE_DIR '
+        .. 'to a writable folder)\n', ledger_dir(), tostring(err)))
+    end
+    return
+  end
   f:write(cjson.encode(obj), '\n')
   f:close()
 end
@@ -456,7 +479,9 @@ end
 -- @usage local b <close> = qoslab.host{ssh = 'root@10.9.0.2', options = {'StrictHostKeyChecking=yes'}}
 function M.new(spec)
   check_spec(spec, 1)
-  if spec.ssh == nil then check.fail(CTX, 'ssh', '"user@host" or "host"', nil, 1) end
+  if spec.ssh == nil then
+    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, not starting with "-")', nil, 1)
+  end
   return make(spec, 2)
 end
 
@@ -495,7 +520,10 @@ local function check_open(self, ctx)
   if self.closed then error(ctx .. ': the handle is closed', 3) end
 end
 
---- Run a program on the host.
+--- Run a program on the host. sshd does not stop a program whose channel
+-- closed, so a timeout (or an interruption) stops it there by its pid; one
+-- still running when this process is killed outlives it (a server does not:
+-- it watches its channel).
 -- @tparam {string,...} argv the program and its arguments (each one reaches
 --   the program as it is: quoted for the remote shell)
 -- @tparam[opt] table opts `{timeout_s = (default the handle's), stdin = STRING
@@ -617,19 +645,8 @@ function Host:server(opts)
       local err = read(err_path)
       local started = remote_pid(err) ~= nil
       if self.ssh and how == 'exit' and status == 255 and not started then return nil, ssh_failure(self, err) end
-      err = strip_pid(err)
-      local fl = err:match('.*qoslab%-error: ([^\n]*)')
-      local fe = fl and decode(fl)
-      if type(fe) == 'table' and type(fe.message) == 'string' then
-        if status == 2 and fe.code == 'EINVAL' then error(self.name .. ': ' .. fe.message, 2) end
-        return nil, self.name .. ': ' .. fe.message, type(fe.code) == 'string' and fe.code or 'EIO'
-      end
-      if status == 127 then
-        return nil, string.format('%s: qoslab is not installed on %s (looked for %s; set qoslab = path)',
-          self.name, self.ssh or 'this machine', self.qoslab), 'ENOENT'
-      end
-      return nil, string.format('%s: the server ended before it listened (exit %d): %s', self.name, status,
-        (err:gsub('%s+$', ''):match('([^\n]*)$'))), 'EIO'
+      local f, msg, fcode = far_failure(self, 'server', how == 'exit' and status or 128 + status, strip_pid(err), 2)
+      return f, msg, fcode  -- not a tail call: the level counts this frame
     end
     if now_s() >= deadline then
       stop_remote(self, remote_pid(read(err_path)))
@@ -1003,7 +1020,6 @@ local function client_args(ctx, o)
       check.fail(ctx, 'opts.' .. k, 'an option the qoslab client command has', v, 2)
     end
   end
-  if o.interval_s == nil then args[#args + 1] = '-i'; args[#args + 1] = '0' end
   return args
 end
 
@@ -1013,7 +1029,8 @@ end
 --   checks them), plus `start_at_mono_ns` (start when the host's
 --   CLOCK_MONOTONIC reaches it: see `clock_offset`) and `timeout_s` (default:
 --   the handle's, plus the test's duration)
--- @treturn table the result table qoslab.traffic.run returns there
+-- @treturn table the result table qoslab.traffic.run returns there (with
+--   its metatable here: `tostring(res)` is the summary)
 -- @return or nil, message, CODE (the far end's, e.g. "ECONNREFUSED")
 -- @raise on a bad option
 -- @usage local r = assert(a:client{host = '10.9.1.2', port = srv:port(), duration_s = 2})
@@ -1042,7 +1059,8 @@ function Host:client(opts)
   end
   local r, out, code = qjson(self, 'client test', client_args(ctx, o), { timeout_s = t }, 2)
   if not r then return nil, out, code end
-  return r
+  -- As traffic.run's result: tostring gives the summary.
+  return setmetatable(r, require('qoslab.traffic.result').Result)
 end
 
 -- ---------------------------------------------------------- cleanup ----

@@ -87,8 +87,9 @@ TEST(wait_eof_times_out_drops_data_and_sees_the_end)
 	t0 = ql_now_ns();
 	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0 + 20000000, NULL, &e), 0);
 	CHECK(ql_now_ns() >= t0 + 20000000);
-	/* the writer closed: the end, at once */
+	/* the writer closed: the end, at once; also seen with a deadline passed */
 	close(p[1]);
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], ql_now_ns() - 1000000, NULL, &e), 1);
 	t0 = ql_now_ns();
 	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0 + 1000000000LL, NULL, &e), 1);
 	CHECK(ql_now_ns() - t0 < 500000000LL);
@@ -98,6 +99,10 @@ TEST(wait_eof_times_out_drops_data_and_sees_the_end)
 	CHECK_STR(e.code, "EBADF");
 	volatile int stop = 1;
 	CHECK_EQ_INT(pipe(p), 0);
+	/* a deadline passed, nothing there: 0 at once */
+	t0 = ql_now_ns();
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0, NULL, &e), 0);
+	CHECK(ql_now_ns() - t0 < 100000000LL);
 	CHECK_EQ_INT(ql_fd_wait_eof(p[0], ql_now_ns() + 1000000000LL, &stop, &e), -EINTR);
 	close(p[0]);
 	close(p[1]);

@@ -147,6 +147,18 @@ describe('qoslab far end: server --announce --exit-on-eof', function()
     assert.equal('', kids)
   end)
 
+  it('stdin at its end already: exits 0 without serving; no stdin at all: EBADF', function()
+    local out, err, status = qoslab('server -p 0 --announce --exit-on-eof')
+    assert.equal(0, status, err)
+    assert.equal('', out)
+    assert.equal('qoslab server: --exit-on-eof: stdin is at its end already; not serving\n', err)
+    local _, _, st = os.execute('env -u QOSLAB_BUILD QOSLAB_ERRORS=json lua5.4 bin/qoslab server '
+      .. '-p 0 --exit-on-eof <&- >/dev/null 2>' .. H.q(H.tmp('ebadf')))
+    assert.equal(1, st)
+    assert.same({ code = 'EBADF', field = '--exit-on-eof', message = '--exit-on-eof: stdin: fd 0 '
+      .. 'is not open: nothing to wait for the end of' }, error_of(H.read(H.tmp('ebadf'))))
+  end)
+
   it('SIGTERM still stops it with 143 while it watches stdin', function()
     local defer = H.cleanups(finally)
     local fifo, out, rc = H.tmp('stdin'), H.tmp('srv.out'), H.tmp('srv.rc')

@@ -29,12 +29,14 @@ function S.available()
   return true
 end
 
---- Make n hosts (namespaces with sshd), the first two joined by a data veth.
+--- Make n hosts (namespaces with sshd; only the first `sshd` of them run
+-- one, default all), the first two joined by a data veth.
 -- @treturn table `{dir =, hosts = {{ns =, addr =, ssh = "root@ADDR",
 --   data_ifname =, data_addr =}, ...}, client_key =, wrong_key =,
 --   options = {...} (for qoslab.host), spec(i, extra) -> qoslab.host spec,
 --   close()}`
-function S.setup(n)
+function S.setup(n, sshd)
+  sshd = sshd or n
   local self = { hosts = {} }
   local closers = {}
   local closed = false
@@ -77,25 +79,27 @@ function S.setup(n)
       H.must(string.format('ip -n %s addr add %s/30 dev ctl0 && ip -n %s link set ctl0 up && '
         .. 'ip -n %s link set lo up', h.ns, h.addr, h.ns, h.ns))
       local cfg = string.format('%s/sshd-%d.conf', d, i)
-      local f = assert(io.open(cfg, 'w'))
-      f:write(table.concat({
-        'Port 22', 'ListenAddress ' .. h.addr, 'HostKey ' .. d .. '/host_key',
-        'PidFile ' .. d .. '/sshd-' .. i .. '.pid', 'AuthorizedKeysFile ' .. d .. '/authorized_keys',
-        'UsePAM no', 'StrictModes no', 'PermitRootLogin prohibit-password',
-        'PasswordAuthentication no', 'KbdInteractiveAuthentication no', 'PubkeyAuthentication yes',
-        'MaxSessions 64', 'MaxStartups 64', 'X11Forwarding no', 'AllowTcpForwarding no',
-        'PrintMotd no', 'PrintLastLog no', 'LogLevel VERBOSE',
-        -- What qoslab records there (its `shape set` keeps a record for
-        -- `qoslab cleanup`) stays in the run's directory.
-        'SetEnv QOSLAB_STATE_DIR=' .. d .. '/remote-state', '' }, '\n'))
-      f:close()
-      h.sshd_pid = H.spawn(string.format('exec ip netns exec %s /usr/sbin/sshd -D -e -f %s', h.ns, H.q(cfg)),
-        d .. '/sshd-' .. i .. '.log')
-      closers[#closers + 1] = function() H.kill(h.sshd_pid) end
-      known[#known + 1] = h.addr .. ' ' .. host_pub
+      local f = i <= sshd and assert(io.open(cfg, 'w'))
+      if f then
+        f:write(table.concat({
+          'Port 22', 'ListenAddress ' .. h.addr, 'HostKey ' .. d .. '/host_key',
+          'PidFile ' .. d .. '/sshd-' .. i .. '.pid', 'AuthorizedKeysFile ' .. d .. '/authorized_keys',
+          'UsePAM no', 'StrictModes no', 'PermitRootLogin prohibit-password',
+          'PasswordAuthentication no', 'KbdInteractiveAuthentication no', 'PubkeyAuthentication yes',
+          'MaxSessions 64', 'MaxStartups 64', 'X11Forwarding no', 'AllowTcpForwarding no',
+          'PrintMotd no', 'PrintLastLog no', 'LogLevel VERBOSE',
+          -- What qoslab records there (its `shape set` keeps a record for
+          -- `qoslab cleanup`) stays in the run's directory.
+          'SetEnv QOSLAB_STATE_DIR=' .. d .. '/remote-state', '' }, '\n'))
+        f:close()
+        h.sshd_pid = H.spawn(string.format('exec ip netns exec %s /usr/sbin/sshd -D -e -f %s', h.ns, H.q(cfg)),
+          d .. '/sshd-' .. i .. '.log')
+        closers[#closers + 1] = function() H.kill(h.sshd_pid) end
+        known[#known + 1] = h.addr .. ' ' .. host_pub
+      end
     end
-    for i = 1, n do
-      assert(H.wait_listen(22, self.hosts[i].ns, 5), 'sshd did not listen in ' .. self.hosts[i].ns
+    for i = 1, sshd do
+      assert(H.wait_listen(22, self.hosts[i].ns, 30), 'sshd did not listen in ' .. self.hosts[i].ns
         .. ':\n' .. (H.read(d .. '/sshd-' .. i .. '.log') or ''))
     end
     local kf = assert(io.open(d .. '/known_hosts', 'w'))

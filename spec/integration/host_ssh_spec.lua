@@ -74,6 +74,9 @@ describe('qoslab.host over ssh #integration', function()
     local start_there = timer.now_ns() + clock.offset_ns + 300 * 1000000
     local res = assert(a:client { host = B.data_addr, port = srv:port(), duration_s = 1,
                                   start_at_mono_ns = start_there })
+    assert.equal('qoslab.Result', getmetatable(res).__name)
+    assert.equal('integer', math.type(res.received.bytes))
+    assert(res.start_late_ns == nil or res.start_late_ns < 1e9)
     local bps = res.received.bits_per_second
     assert(bps <= 20e6 * 1.05 and bps >= 20e6 * 0.5, 'received ' .. bps .. ' bit/s through a 20 Mbit/s tbf')
 
@@ -156,6 +159,9 @@ describe('qoslab.host over ssh #integration', function()
     -- A bad spec is raised here, as qoslab.netem.apply raises it.
     assert.has_error(function() a:netem_apply('data0', { delay_ms = -1 }) end,
       'qoslab.netem.apply: spec.delay_ms: expected a finite number in [0, 1000000000], got -1')
+    -- tc words are read there: the far end's field error is raised here too.
+    assert.has_error(function() a:netem_apply('data0', 'delay banana') end,
+      'host1: qoslab.netem.parse: delay: expected a time with a unit (e.g. 50ms, 1.5ms, 250us, 1s), got "banana"')
     assert.same({}, a:cleanup())
   end)
 

@@ -298,7 +298,7 @@ local function capture_stderr()
       if self == proxy then self = real end
       return v(self, ...)
     end
-  end, __tostring = function() return tostring(real) end, __name = 'FILE*' })
+  end, __tostring = function() return tostring(real) end })
   io.stderr = proxy -- luacheck: ignore 122
   return function()
     io.stderr = real -- luacheck: ignore 122
