@@ -106,7 +106,7 @@ DEB_PKGS := lua5.4 liblua5.4-dev libnl-3-dev libnl-route-3-dev libcjson-dev \
             pkg-config gcc make lua-busted lua-cjson lua-dkjson lua-argparse lua-filesystem \
             luarocks iproute2 ethtool iputils-ping iperf3 iperf gnuplot-nox \
             qemu-system-x86 busybox-static clang libclang-rt-14-dev xz-utils \
-            util-linux procps python3 lua-check chromium
+            util-linux procps python3 lua-check chromium openssh-server
 deps:
 	@sh spec/support/deps.sh $(DEB_PKGS)
 

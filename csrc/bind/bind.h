@@ -147,6 +147,7 @@ void qlb_open_link(lua_State *L);
 void qlb_open_traffic(lua_State *L);
 void qlb_open_probe(lua_State *L);
 void qlb_open_sys(lua_State *L);
+void qlb_open_proc(lua_State *L);
 void qlb_open_file(lua_State *L);
 
 #endif

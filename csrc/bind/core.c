@@ -15,7 +15,8 @@
  * `qoslab.netem`; `traffic_client`, `traffic_server` (the `qoslab.Test` and
  * `qoslab.Server` userdata) as `qoslab.traffic`; `probe_check`, `probe_start`
  * (the `qoslab.Probe` userdata) as `qoslab.latency`; `fsync`, `realpath`,
- * `uname`, `kill`, `spawn` as `qoslab.fs`. The rest serve the Lua layers
+ * `uname`, `kill`, `spawn`, `process` (the `qoslab.Process` userdata) as
+ * `qoslab.fs`. The rest serve the Lua layers
  * and the `qoslab` command (`read_regular_file`; `signals_install`,
  * `signal_pending`, `signal_reset` turn SIGINT, SIGTERM and SIGHUP into a
  * clean stop). Their names and arguments may change with the Lua modules.
@@ -45,6 +46,7 @@ int luaopen_qoslab_core(lua_State *L)
 	qlb_open_traffic(L);
 	qlb_open_probe(L);
 	qlb_open_sys(L);
+	qlb_open_proc(L);
 	qlb_open_file(L);
 	return 1;
 }

@@ -8,6 +8,8 @@
  * core.kill(pid, sig)              -> true | nil, msg, code  (sig "TERM", "INT", "KILL", "HUP", 0)
  * core.spawn(argv[, {cwd=, output=}]) -> "exit"|"signal", n | nil, msg, code
  * core.spawn_reader(argv)          -> file, pid | nil, msg, code
+ * core.mkdtemp(prefix)             -> directory | nil, msg, code
+ *     mkdtemp(3) of PREFIX.."XXXXXX": a new directory, mode 0700
  *     the child's stdout as a Lua file (stdin and stderr are ours); its
  *     close() waits for the child and answers as io.popen's close does
  */
@@ -222,6 +224,24 @@ static int l_spawn_reader(lua_State *L)
 	return 2;
 }
 
+static int l_mkdtemp(lua_State *L)
+{
+	const char *prefix = path_arg(L, 1, "qoslab.core.mkdtemp", "prefix");
+	size_t n = strlen(prefix);
+	if (n > PATH_MAX - 7)
+		qlb_field_error(L, "qoslab.core.mkdtemp", "prefix", "a path shorter than PATH_MAX - 6", 1);
+	char tmpl[PATH_MAX];
+	memcpy(tmpl, prefix, n);
+	memcpy(tmpl + n, "XXXXXX", 7);
+	if (!mkdtemp(tmpl)) {
+		ql_err e;
+		ql_err_set(&e, errno, NULL, "cannot make a directory %sXXXXXX: %s", prefix, strerror(errno));
+		return qlb_fail(L, &e);
+	}
+	lua_pushstring(L, tmpl);
+	return 1;
+}
+
 void qlb_open_sys(lua_State *L)
 {
 	static const luaL_Reg fns[] = {
@@ -231,6 +251,7 @@ void qlb_open_sys(lua_State *L)
 		{ "kill", l_kill },
 		{ "spawn", l_spawn },
 		{ "spawn_reader", l_spawn_reader },
+		{ "mkdtemp", l_mkdtemp },
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);

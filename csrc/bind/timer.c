@@ -5,6 +5,9 @@
  * core.now_ns()                   -> integer nanoseconds
  * core.sleep(s)                   -> true | nil, msg, "EINTR"
  * core.sleep_until(t_s)           -> true | nil, msg, "EINTR"
+ * core.realtime_ns()             -> integer nanoseconds (CLOCK_REALTIME)
+ * core.wait_eof(fd, timeout_s)    -> true (fd at its end) | false (timeout) |
+ *                                    nil, msg, "EINTR" | "EBADF" | ...
  * core.periodic(period_s[, start_s]) -> qoslab.Periodic
  *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
@@ -23,6 +26,7 @@
 #include <errno.h>
 #include <math.h>
 #include <stdint.h>
+#include <time.h>
 
 #include "../core/sig.h"
 #include "../core/timer.h"
@@ -53,6 +57,41 @@ static int l_now_ns(lua_State *L)
 {
 	lua_pushinteger(L, (lua_Integer)ql_now_ns());
 	return 1;
+}
+
+static int l_realtime_ns(lua_State *L)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	lua_pushinteger(L, (lua_Integer)ts.tv_sec * 1000000000 + ts.tv_nsec);
+	return 1;
+}
+
+/* core.wait_eof(fd, timeout_s): in slices of at most 100 ms, as the sleeps,
+ * so an interrupt of a plain lua5.4 ends it too. */
+static int l_wait_eof(lua_State *L)
+{
+	ql_err e;
+	lua_Integer fd = luaL_checkinteger(L, 1);
+	if (fd < 0 || fd > 0x7fffffff)
+		qlb_field_error(L, "qoslab.timer.wait_eof", "fd", "a file descriptor >= 0", 1);
+	int64_t t = ql_now_ns() + seconds_to_ns(L, 2, "qoslab.timer.wait_eof", "timeout_s", 0);
+	lua_Hook mark = qlb_hook_mark(L);
+	for (;;) {
+		int64_t now = ql_now_ns();
+		int64_t until = t - now > 100000000 ? now + 100000000 : t;
+		int rc = ql_fd_wait_eof((int)fd, until, &ql_sig_stop, &e);
+		if (rc < 0)
+			return qlb_fail(L, &e);
+		if (rc == 1 || until >= t) {
+			lua_pushboolean(L, rc == 1);
+			return 1;
+		}
+		if (qlb_interrupted(L, mark)) {
+			ql_err_set(&e, EINTR, "EINTR", "wait interrupted");
+			return qlb_fail(L, &e);
+		}
+	}
 }
 
 /* Sleep until t (CLOCK_MONOTONIC ns) in slices of at most 100 ms, so an
@@ -297,6 +336,8 @@ void qlb_open_timer(lua_State *L)
 	static const luaL_Reg fns[] = {
 		{ "now", l_now },
 		{ "now_ns", l_now_ns },
+		{ "realtime_ns", l_realtime_ns },
+		{ "wait_eof", l_wait_eof },
 		{ "sleep", l_sleep },
 		{ "sleep_until", l_sleep_until },
 		{ "periodic", l_periodic },

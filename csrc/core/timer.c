@@ -48,6 +48,47 @@ int ql_sleep_until_ns(int64_t deadline_ns, const volatile int *stop,
 	}
 }
 
+int ql_fd_wait_eof(int fd, int64_t deadline_ns, const volatile int *stop,
+		   ql_err *e)
+{
+	char buf[4096];
+	for (;;) {
+		if (stop && *stop)
+			return ql_err_set(e, EINTR, NULL, "wait interrupted");
+		/* a deadline already passed still looks once (poll with 0) */
+		int64_t left = deadline_ns - ql_now_ns();
+		if (left < 0)
+			left = 0;
+		if (stop && left > STEP_NS)
+			left = STEP_NS;
+		/* round up, so a wait never returns before its deadline */
+		int ms = (int)((left + 999999) / 1000000);
+		struct pollfd pfd = { .fd = fd, .events = POLLIN };
+		int rc = poll(&pfd, 1, ms);
+		if (rc < 0 && errno != EINTR)
+			return ql_err_set(e, errno, NULL, "poll: %s", strerror(errno));
+		if (rc > 0 && (pfd.revents & POLLNVAL))
+			return ql_err_set(e, EBADF, NULL,
+					  "fd %d is not open: nothing to wait for the end of",
+					  fd);
+		if (rc > 0) {
+			/* readable or hung up: what is there is read (and
+			 * dropped); a read of 0 bytes is the end */
+			ssize_t n = read(fd, buf, sizeof buf);
+			if (n == 0)
+				return 1;
+			if (n < 0 && errno != EINTR && errno != EAGAIN) {
+				if (errno == EIO || errno == ECONNRESET)
+					return 1;
+				return ql_err_set(e, errno, NULL, "read of fd %d: %s",
+						  fd, strerror(errno));
+			}
+		}
+		if (ql_now_ns() >= deadline_ns)
+			return 0;
+	}
+}
+
 int ql_periodic_open(ql_periodic *p, int64_t start_ns, int64_t period_ns,
 		     ql_err *e)
 {

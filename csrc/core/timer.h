@@ -26,6 +26,18 @@ int64_t ql_now_ns(void);
 int ql_sleep_until_ns(int64_t deadline_ns, const volatile int *stop,
 		      ql_err *e);
 
+/*
+ * Wait until fd reaches its end (a read of 0 bytes: the writer of a pipe or
+ * the peer of a socket closed it) or until the CLOCK_MONOTONIC time
+ * deadline_ns, whichever is first, blocked in poll(2) (no busy loop). What
+ * the fd carries meanwhile is read and dropped. Returns 1 at the end, 0 at
+ * the deadline, -EINTR if *stop became non-zero (checked at least every
+ * 50 ms; stop may be NULL), -EBADF when fd is not open, or another negative
+ * errno of poll/read.
+ */
+int ql_fd_wait_eof(int fd, int64_t deadline_ns, const volatile int *stop,
+		   ql_err *e);
+
 /* A periodic timer on an absolute grid. */
 typedef struct ql_periodic {
 	int fd;             /* timerfd, -1 when closed */

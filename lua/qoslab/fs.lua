@@ -1,6 +1,7 @@
 --- File system and process helpers of the Lua layers: LuaFileSystem for
 -- directories and file kinds, qoslab.core for what LuaFileSystem lacks
--- (fsync, realpath, uname, kill, running a program by argv).
+-- (fsync, realpath, uname, kill, running a program by argv, with pipes
+-- and timeouts).
 --
 -- No function here starts a shell, so a path or name is never parsed as
 -- shell syntax, and a Ctrl-C reaches this process (system(3) would ignore
@@ -278,6 +279,52 @@ function M.popen(argv)
   local c = core()
   if not c then return nil, 'qoslab.core is not loadable: cannot run ' .. tostring(argv[1]), 'ENOTSUP' end
   return c.spawn_reader(argv)
+end
+
+--- Start a program by argv (no shell) with pipes to it, every read and
+-- write bounded by a timeout (poll(2) on CLOCK_MONOTONIC): for driving a
+-- program that may hang, such as an ssh client whose peer went away.
+-- @tparam table argv program (looked up in PATH unless it has a "/") and
+--   1..255 arguments, strings without NUL bytes
+-- @tparam[opt] table opts `{stdin = "null"|"pipe" (default "null"),
+--   stdout = "pipe"|PATH (default "pipe"), stderr = "pipe"|PATH (default
+--   "pipe"; a PATH is created or truncated, mode 0600), cwd = DIR,
+--   new_group = boolean (the child leads its own process group, so a Ctrl-C
+--   at the terminal reaches only this process, which then stops the child
+--   itself; default false)}`
+-- @treturn userdata|nil a `qoslab.Process`, or nil, message, CODE ("ENOENT"
+--   for no such program, "EACCES", ...). Its methods (timeouts in seconds,
+--   nil: none): `pid()`; `send(data, timeout_s)` → true; `close_stdin()`;
+--   `communicate(input|nil, timeout_s)` writes input, closes stdin, reads
+--   both outputs to their end → stdout, stderr (or nil, message,
+--   "ETIMEDOUT"|"EINTR", stdout so far, stderr so far);
+--   `read_line(timeout_s)` → the next stdout line without "\n" (or nil,
+--   message, "ETIMEDOUT"|"EINTR"|"EOF"); `take_stderr()` → stderr read so
+--   far; `wait(timeout_s)` → "exit"|"signal", n (or nil, message,
+--   "ETIMEDOUT"); `kill("TERM"|"INT"|"KILL"|"HUP")`; `close()` (also `__gc`,
+--   `__close`): closes the pipes, a child still running gets SIGKILL and is
+--   reaped. Failures return nil, message, CODE; an output above 256 MiB is
+--   "EFBIG".
+-- @raise on a bad argv or opts (`"qoslab.core.process: opts.stdin: ..."`)
+-- @usage local p = assert(fs.process({'ssh', host, 'uptime'}))
+-- local out, err = p:communicate(nil, 10); local how, n = p:wait(1)
+function M.process(argv, opts)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot run ' .. tostring(argv[1]), 'ENOTSUP' end
+  return c.process(argv, opts)
+end
+
+--- Make a new private directory (mkdtemp(3): mode 0700, a name no one
+-- had): `prefix` followed by six random characters.
+-- @tparam string prefix e.g. "/tmp/qoslab-ssh-"
+-- @treturn string|nil the directory, or nil, message, CODE ("ENOENT" when
+--   the parent is missing, "EACCES", ...)
+-- @usage local dir = assert(fs.mkdtemp('/tmp/qoslab-ssh-'))
+function M.mkdtemp(prefix)
+  local c = core()
+  if not c then return nil, 'qoslab.core is not loadable: cannot make ' .. tostring(prefix), 'ENOTSUP' end
+  if not usable(prefix) then return nil, 'not a usable path: ' .. string.format('%q', tostring(prefix)), 'EINVAL' end
+  return c.mkdtemp(prefix)
 end
 
 --- The first executable file named `name` in $PATH (like `command -v`).

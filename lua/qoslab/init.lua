@@ -4,7 +4,8 @@
 -- `qoslab.shape`, `qoslab.netns`, `qoslab.link`, `qoslab.testbed`, `qoslab.traffic`
 -- (also as `qoslab.server`, `qoslab.client`), `qoslab.plan`, `qoslab.report`,
 -- `qoslab.plot`, `qoslab.vm`, `qoslab.state`, `qoslab.latency`, `qoslab.stdtest`,
--- `qoslab.meta`, `qoslab.schedule`.
+-- `qoslab.meta`, `qoslab.schedule`, `qoslab.host` (other machines over ssh),
+-- `qoslab.hosts` (a plan's roles on those machines).
 -- Each sub-module loads on first use, so a script that only needs timers
 -- never touches netlink.
 --
@@ -22,7 +23,7 @@ local lazy = {
   plan = 'qoslab.plan', report = 'qoslab.report', plot = 'qoslab.plot',
   vm = 'qoslab.vm', state = 'qoslab.state', link = 'qoslab.link',
   latency = 'qoslab.latency', stdtest = 'qoslab.stdtest', meta = 'qoslab.meta',
-  schedule = 'qoslab.schedule',
+  schedule = 'qoslab.schedule', host = 'qoslab.host', hosts = 'qoslab.hosts',
 }
 -- Shortcuts that live in a sub-module.
 local shortcuts = {

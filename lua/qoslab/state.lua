@@ -88,6 +88,13 @@ local function file_of(id)
   return string.format('%s/%d-%s-%s.jsonl', M.dir(), id.pid, id.start, id.boot)
 end
 
+--- (internal) What names this process's state file: "PID-START-BOOT"
+-- (see the module's description), for records kept beside it.
+function M._tag()
+  local id = self_id()
+  return string.format('%d-%s-%s', id.pid, id.start, id.boot)
+end
+
 --- (internal) This process's state file.
 function M._file() return file_of(self_id()) end
 
@@ -372,6 +379,13 @@ local function file_owner(name)
   p = name:match('^(%d+)%.jsonl$')  -- older qoslab: named by pid alone
   if p then return start_time(p) and 'live?' or 'dead', tonumber(p) end
   return nil
+end
+
+--- (internal) Whether the process that a record named `TAG.jsonl` (TAG
+-- as `_tag` makes it) belongs to runs: "self", "live", "dead", or nil for
+-- a name that is no such record's.
+function M._owner(name)
+  return (file_owner(name))
 end
 
 --- Remove what dead qoslab processes left behind (or every process's, with all).

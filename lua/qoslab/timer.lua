@@ -18,6 +18,24 @@ M.now = core.now
 -- @treturn integer nanoseconds (CLOCK_MONOTONIC)
 M.now_ns = core.now_ns
 
+--- Wall-clock time now in integer nanoseconds since the Unix epoch
+-- (CLOCK_REALTIME: it steps when the clock is set; for intervals use now_ns).
+-- @treturn integer nanoseconds
+M.realtime_ns = core.realtime_ns
+
+--- Wait until a file descriptor reaches its end (a read of 0 bytes: the
+-- writer of a pipe, e.g. an ssh channel, closed it) or `timeout_s` passed,
+-- whichever is first, blocked in poll(2). Whatever the descriptor carries
+-- meanwhile is read and dropped.
+-- @tparam integer fd e.g. 0 for stdin
+-- @tparam number timeout_s seconds, >= 0
+-- @return true at the end, false when the timeout passed first; or nil,
+--   message, CODE: "EINTR" when SIGINT/SIGTERM/SIGHUP arrived, "EBADF" when
+--   fd is not open, another errno name when poll/read failed
+-- @raise when fd is not an integer >= 0 or timeout_s not a finite number >= 0
+-- @usage if timer.wait_eof(0, 0.1) then print('stdin closed') end
+M.wait_eof = core.wait_eof
+
 --- Sleep for a duration (clock_nanosleep, TIMER_ABSTIME on CLOCK_MONOTONIC).
 -- @tparam number seconds duration in seconds, >= 0
 -- @return true, or nil, message, "EINTR" when SIGINT/SIGTERM arrived

@@ -78,6 +78,33 @@ local function split_probe(ctx, opts)
   return o, { opts = copy(probe), filled = filled }
 end
 
+-- How late a test may start after its `start_at_mono_ns` and still run
+-- (it then starts at once): 1 s, in ns.
+M.START_LATE_MAX_NS = 1000000000
+
+-- The options without `start_at_mono_ns`, and that time (integer ns) or
+-- nil. A value that is no CLOCK_MONOTONIC time in ns (integer >= 0), or one
+-- more than START_LATE_MAX_NS ago, is raised naming the field at the
+-- public function's caller (level 3 from here).
+local function split_start(ctx, opts)
+  if type(opts) ~= 'table' or rawget(opts, 'start_at_mono_ns') == nil then return opts, nil end
+  local o = copy(opts)
+  local at = o.start_at_mono_ns
+  o.start_at_mono_ns = nil
+  local n = (type(at) == 'number' and at == math.floor(at)) and math.tointeger(at) or nil
+  if not n or n < 0 then
+    check.fail(ctx, 'opts.start_at_mono_ns', 'a CLOCK_MONOTONIC time in integer nanoseconds '
+      .. '>= 0 (qoslab.timer.now_ns())', at, 2)
+  end
+  local now = core().now_ns()
+  if now - n > M.START_LATE_MAX_NS then
+    error(string.format('%s: opts.start_at_mono_ns: expected a time at most %g s in the past '
+      .. '(CLOCK_MONOTONIC now %d ns), got %d (%.3f s ago)', ctx, M.START_LATE_MAX_NS / 1e9, now,
+      n, (now - n) / 1e9), 3)
+  end
+  return o, n
+end
+
 -- ------------------------------------------------------------- client ----
 
 --- Metatable of result tables: only `__tostring` (the summary) and `__name`.
@@ -141,7 +168,13 @@ M.Result = require('qoslab.traffic.result').Result
 --   `port` (default the test's), `interval_ms`, `tos`, `payload_bytes`,
 --   `idle_s` (default 2: probed alone before the load and after it),
 --   `timeout_ms`, `clock_synced`; the result gets `res.latency` and each
---   interval `latency`, see manual/results.md). No string may hold a NUL byte;
+--   interval `latency`, see manual/results.md),
+--   `start_at_mono_ns` (integer ns of CLOCK_MONOTONIC, `qoslab.timer.now_ns()`:
+--   the test starts when this host's clock reaches it, waited for with the
+--   precise sleep, so tests on several hosts start together; up to 1 s in the
+--   past it starts at once; the result then has `start_late_ns`, how long
+--   after that time it started (>= 0), `started_mono_ns`, and the time in
+--   `res.options`). No string may hold a NUL byte;
 --   `netns` is a namespace name (1–200 bytes, no "/"; `''` is an error).
 -- @treturn qoslab.Test a pending test (see module text)
 -- @raise on a wrong type, unknown key, out-of-range value or contradictory
@@ -150,9 +183,11 @@ M.Result = require('qoslab.traffic.result').Result
 --   check, `core.traffic_client_check`)
 -- @usage print(qoslab.client{host = '127.0.0.1', duration_s = 2})
 function M.client(opts)
-  local o, probe = split_probe('qoslab.client', opts)
+  local o, start_at = split_start('qoslab.client', opts)
+  local probe
+  o, probe = split_probe('qoslab.client', o)
   local filled = checked_client('qoslab.client', o)
-  return test.pending(copy(o), filled, probe)
+  return test.pending(copy(o), filled, probe, start_at)
 end
 
 --- Run a test now and return its result (the eager form of `client`).
@@ -169,7 +204,9 @@ end
 --   refused), ...; ELINKFAILED for a test in the namespace of a
 --   `qoslab.testbed` whose native link failed, before or during the test:
 --   it then ends at once)
--- @raise like `client`; and on SIGINT, SIGTERM or SIGHUP while qoslab's
+-- @raise like `client` (also when `start_at_mono_ns` is more than 1 s past);
+--   and on SIGINT, SIGTERM or SIGHUP (also while waiting for
+--   `start_at_mono_ns`) while qoslab's
 --   signal handlers are installed (`qoslab run`, the CLI): the test stops and
 --   qoslab.core's interruption error (code "EINTR", `signal` the signal's
 --   name) is raised, so the plan ends and `qoslab run` exits 130/143/129
@@ -177,9 +214,11 @@ end
 --   interpreter raises its own "interrupted!".
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', duration_s = 2})
 function M.run(opts)
-  local o, probe = split_probe('qoslab.traffic.run', opts)
+  local o, start_at = split_start('qoslab.traffic.run', opts)
+  local probe
+  o, probe = split_probe('qoslab.traffic.run', o)
   local filled = checked_client('qoslab.traffic.run', o)
-  return test.run(copy(o), filled, probe)
+  return test.run(copy(o), filled, probe, start_at)
 end
 
 --- Start a test now and return its live handle (`client(opts):start()`).
@@ -188,11 +227,14 @@ end
 --   start: ENOTSUP or EPERM for an unusable `congestion`, ENOMEM or EAGAIN
 --   (no memory or thread); a failure once it runs (ECONNREFUSED, ENOENT
 --   for a missing namespace, ... as `run`) comes from the handle's `:wait()`
--- @raise like `client`, naming qoslab.traffic.start
+-- @raise like `client`, naming qoslab.traffic.start; like `run` on a signal
+--   while waiting for `start_at_mono_ns`
 function M.start(opts)
-  local o, probe = split_probe('qoslab.traffic.start', opts)
+  local o, start_at = split_start('qoslab.traffic.start', opts)
+  local probe
+  o, probe = split_probe('qoslab.traffic.start', o)
   local filled = checked_client('qoslab.traffic.start', o)
-  return test.start(copy(o), filled, probe)
+  return test.start(copy(o), filled, probe, start_at)
 end
 
 -- ------------------------------------------------------------- server ----

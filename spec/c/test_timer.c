@@ -2,6 +2,7 @@
 #include "ctest.h"
 
 #include <errno.h>
+#include <unistd.h>
 
 #include "err.h"
 #include "timer.h"
@@ -72,6 +73,41 @@ TEST(errno_names_are_stable)
 	CHECK_EQ_INT(e.usage, 0);
 }
 
+TEST(wait_eof_times_out_drops_data_and_sees_the_end)
+{
+	ql_err e;
+	int p[2];
+	CHECK_EQ_INT(pipe(p), 0);
+	int64_t t0 = ql_now_ns();
+	/* nothing written, writer open: the deadline */
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0 + 30000000, NULL, &e), 0);
+	CHECK(ql_now_ns() >= t0 + 30000000);
+	/* data is not the end: read, dropped, still the deadline */
+	CHECK_EQ_INT((int)write(p[1], "hello\n", 6), 6);
+	t0 = ql_now_ns();
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0 + 20000000, NULL, &e), 0);
+	CHECK(ql_now_ns() >= t0 + 20000000);
+	/* the writer closed: the end, at once; also seen with a deadline passed */
+	close(p[1]);
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], ql_now_ns() - 1000000, NULL, &e), 1);
+	t0 = ql_now_ns();
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0 + 1000000000LL, NULL, &e), 1);
+	CHECK(ql_now_ns() - t0 < 500000000LL);
+	close(p[0]);
+	/* a closed fd: EBADF, not a wait */
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], ql_now_ns() + 1000000000LL, NULL, &e), -EBADF);
+	CHECK_STR(e.code, "EBADF");
+	volatile int stop = 1;
+	CHECK_EQ_INT(pipe(p), 0);
+	/* a deadline passed, nothing there: 0 at once */
+	t0 = ql_now_ns();
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], t0, NULL, &e), 0);
+	CHECK(ql_now_ns() - t0 < 100000000LL);
+	CHECK_EQ_INT(ql_fd_wait_eof(p[0], ql_now_ns() + 1000000000LL, &stop, &e), -EINTR);
+	close(p[0]);
+	close(p[1]);
+}
+
 int main(void)
 {
 	RUN(now_is_monotonic_ns);
@@ -80,5 +116,6 @@ int main(void)
 	RUN(periodic_stays_on_grid_and_counts_missed);
 	RUN(periodic_rejects_tiny_period);
 	RUN(errno_names_are_stable);
+	RUN(wait_eof_times_out_drops_data_and_sees_the_end);
 	return ctest_done();
 }

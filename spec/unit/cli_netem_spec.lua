@@ -52,6 +52,46 @@ describe('qoslab netem (in-process, with a fake qoslab.netem)', function()
     assert.same({ dev = 'veth0', spec = { delay_ms = 50, loss_pct = 1 }, opts = { netns = 'lab', quiet = true } }, fake.applied)
   end)
 
+  it('set --spec-json: the Lua spec from JSON (integers as integers), JSON out', function()
+    local rc, out, err = netem { 'set', 'veth0', '--spec-json',
+      '{"delay_ms": 50, "loss_pct": 1.5, "slot": {"min_delay_ms": 2}}', '--json' }
+    assert.equal(0, rc, err)
+    assert.same({ delay_ms = 50, loss_pct = 1.5, slot = { min_delay_ms = 2 } }, fake.applied.spec)
+    assert.equal('integer', math.type(fake.applied.spec.delay_ms))
+    local doc = require('cjson').decode(out)
+    assert.is_true(doc.ok)
+    assert.equal('veth0', doc.dev)
+    assert.same({ 'limit 1000 packets is below rate x delay' }, doc.warnings)
+    rc, out = netem { 'clear', 'veth0', '--json' }
+    assert.equal(0, rc)
+    assert.same({ ok = true, dev = 'veth0', removed = true }, require('cjson').decode(out))
+    rc, out = netem { 'clear', 'empty', '--json' }
+    assert.equal(0, rc)
+    assert.same({ ok = true, dev = 'empty', removed = false }, require('cjson').decode(out))
+  end)
+
+  it('set --spec-json refuses what is no spec object, naming the option', function()
+    for _, c in ipairs {
+      { '[1, 2]', '--spec-json: expected a JSON object, got [1,2]\n' },
+      { '"delay"', '--spec-json: expected a JSON object, got "delay"\n' },
+      { '{"delay_ms": null}', '--spec-json: spec.delay_ms: null: leave the key out instead\n' },
+    } do
+      local rc, out, err = netem { 'set', 'veth0', '--spec-json', c[1] }
+      assert.equal(2, rc)
+      assert.equal('', out)
+      assert.equal(c[2], err)
+    end
+    local rc, _, err = netem { 'set', 'veth0', '--spec-json', 'nope' }
+    assert.equal(2, rc)
+    assert.matches('^%-%-spec%-json: expected a JSON object, e.g. \'{"delay_ms": 50}\', got "nope"', err)
+    rc, _, err = netem { 'set', 'veth0', 'delay', '5ms', '--spec-json', '{}' }
+    assert.equal(2, rc)
+    assert.matches('not both', err, 1, true)
+    rc, _, err = netem { 'show', 'veth0', '--spec-json', '{}' }
+    assert.equal(2, rc)
+    assert.equal('qoslab netem show: --spec-json is for set\n', err)
+  end)
+
   it('show prints the netem or says there is none; clear removes', function()
     local rc, out = netem { 'show', 'empty' }
     assert.equal(0, rc)

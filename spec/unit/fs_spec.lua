@@ -151,4 +151,48 @@ io.write(tostring(ok), ' ', tostring(err):match('interrupted') or tostring(err),
     assert.is_nil(ok)
     assert.equal('ENOENT', code)
   end)
+  it('process: pipes both ways, a timeout that ends the wait and not the child, EPIPE as a short write', function()
+    local p = assert(fs.process({ 'sh', '-c', 'cat; echo "to err" >&2; exit 3' }, { stdin = 'pipe' }))
+    assert.same({ "a b 'c' $x;\n", 'to err\n' }, { p:communicate("a b 'c' $x;\n", 5) })
+    assert.same({ 'exit', 3 }, { p:wait(5) })
+    p:close()
+
+    local t0 = require('qoslab.timer').now()
+    local s = assert(fs.process({ 'sh', '-c', 'echo partial; exec sleep 30' }))
+    local out, msg, code, so_far = s:communicate(nil, 0.3)
+    local took = require('qoslab.timer').now() - t0
+    assert.is_nil(out)
+    assert.equal('ETIMEDOUT', code)
+    assert.matches('timed out', msg, 1, true)
+    assert.equal('partial\n', so_far)
+    assert(took >= 0.3 and took < 2, took)
+    assert.is_true(fs.kill(s:pid(), 0))  -- the child outlives the timeout
+    assert.same({ nil, ('process %d: still running'):format(s:pid()), 'ETIMEDOUT' }, { s:wait(0.05) })
+    assert.is_true(s:kill('KILL'))
+    assert.same({ 'signal', 9 }, { s:wait(5) })
+
+    local e = assert(fs.process({ 'sh', '-c', 'while read l; do echo "$l!"; done' }, { stdin = 'pipe' }))
+    for i = 1, 3 do
+      assert.is_true(e:send('line ' .. i .. '\n', 5))
+      assert.equal('line ' .. i .. '!', e:read_line(5))
+    end
+    e:close_stdin()
+    assert.equal('EOF', select(3, e:read_line(5)))
+    assert.same({ 'exit', 0 }, { e:wait(5) })
+
+    local gone = assert(fs.process({ 'true' }, { stdin = 'pipe' }))
+    assert.same({ 'exit', 0 }, { gone:wait(5) })
+    assert.is_true(gone:send(string.rep('x', 1 << 20), 5))  -- dropped, and this process lives
+
+    local f = dir .. '.out'
+    local w = assert(fs.process({ 'sh', '-c', 'echo o; echo e >&2' }, { stdout = f, stderr = f .. '2' }))
+    assert.same({ 'exit', 0 }, { w:wait(5) })
+    assert.equal('o\n', read(f))
+    assert.equal('e\n', read(f .. '2'))
+    os.remove(f); os.remove(f .. '2')
+
+    assert.equal('ENOENT', select(3, fs.process({ dir .. '/no-such-program' })))
+    assert.has_error(function() fs.process({ 'true' }, { stdin = 'yes' }) end,
+      'qoslab.core.process: opts.stdin: expected one of "null", "pipe", got string "yes"')
+  end)
 end)

@@ -233,7 +233,130 @@ function M.pparse(parser, args)
   return false, msg, failed or parser
 end
 
+-- ------------------------------------------------ machine-readable errors --
+
+--- Whether failures also end in a machine line (`QOSLAB_ERRORS=json` in the
+-- environment), for a program that drives qoslab (over ssh, say).
+-- @treturn boolean
+function M.errors_json()
+  return os.getenv('QOSLAB_ERRORS') == 'json'
+end
+
+--- The field a check message names: "CTX: FIELD: expected ..., got ..."
+-- (qoslab.check.fail and the C binding) or "CTX: FIELD: unknown key ...".
+-- @param msg an error message
+-- @treturn string|nil the field, e.g. "opts.port", or nil when it names none
+function M.field_of(msg)
+  msg = tostring(msg)
+  for _, tail in ipairs { ': expected ', ': unknown key' } do
+    local f = msg:match(': ([%a_][%w_%.%[%]]*)' .. tail) or msg:match('^([%a_][%w_%.%[%]]*)' .. tail)
+    if f then return f end
+  end
+  return nil
+end
+
+--- Record the failure a command is about to report (its human line is
+-- written as always, by the command): with `QOSLAB_ERRORS=json` it becomes
+-- the `qoslab-error:` line when the command ends with status 1 or 2. The
+-- last one recorded counts.
+-- @tparam string message what failed and what to do
+-- @tparam[opt] string code errno-like code ("ENOENT", "ENOTSUP", ...;
+--   default "EINVAL" for bad input)
+-- @tparam[opt] string field the input at fault ("opts.port", "--start-at")
+function M.failure(message, code, field)
+  M.last_failure = { message = tostring(message), code = code or 'EINVAL', field = field }
+end
+
+-- The line of stderr that stands for a failure no command recorded
+-- (QOSLAB_ERRORS=json only): io.stderr is a proxy that writes through and
+-- keeps the last line ending in an errno-like "(CODE)", else the first line
+-- (a command's error comes first, notes such as "nothing was written" after).
+local last_line, first_line = nil, nil
+
+local function capture_stderr()
+  local real = io.stderr
+  local pending = ''
+  local proxy = {}
+  function proxy.write(self, ...)
+    local r = table.pack(real:write(...))
+    for i = 1, select('#', ...) do pending = pending .. tostring((select(i, ...))) end
+    for line in pending:gmatch('([^\n]*)\n') do
+      if line:match('%S') then
+        first_line = first_line or line
+        if line:match('%(E[%u%d]+%)%s*$') then last_line = line end
+      end
+    end
+    pending = pending:match('[^\n]*$')
+    if #pending > 65536 then pending = pending:sub(-65536) end
+    if r[1] == real then return self end
+    return table.unpack(r, 1, r.n)
+  end
+  setmetatable(proxy, { __index = function(_, k)
+    local v = real[k]
+    if type(v) ~= 'function' then return v end
+    return function(self, ...)
+      if self == proxy then self = real end
+      return v(self, ...)
+    end
+  end, __tostring = function() return tostring(real) end })
+  io.stderr = proxy -- luacheck: ignore 122
+  return function()
+    io.stderr = real -- luacheck: ignore 122
+    if pending:match('%(E[%u%d]+%)%s*$') then return pending end
+    return last_line or first_line or (pending:match('%S') and pending) or nil
+  end
+end
+
+--- The `qoslab-error:` line for a failure (the contract of
+-- `QOSLAB_ERRORS=json`): `{"message": "...", "code": "ECODE", "field": "..." or null}`.
+-- @tparam table f `{ message =, code =, field = }`
+-- @treturn string the line, without its newline
+function M.error_line(f)
+  local cjson = require 'cjson'
+  return string.format('qoslab-error: {"message": %s, "code": %s, "field": %s}',
+    cjson.encode(tostring(f.message)), cjson.encode(tostring(f.code)),
+    f.field and cjson.encode(tostring(f.field)) or 'null')
+end
+
+-- The failure to report for an exit status when no command recorded one:
+-- the line of stderr kept for it, its trailing "(CODE)" as the code.
+local function failure_from(status, line, name)
+  local msg = line or string.format('qoslab %s failed (exit status %d)', name or '', status)
+  msg = strip_internal(msg)
+  local code = msg:match('%((E[%u%d]+)%)%s*$')
+  if not code then code = status == 2 and 'EINVAL' or 'EUNKNOWN' end
+  return { message = msg, code = code, field = M.field_of(msg) }
+end
+
 local order = { 'run' }
+
+--- The field of an argparse error: the option its message starts with
+-- ("-p: 'x' is not an integer"), as the command's `fields` table names it
+-- (`{ ["-p"] = "opts.port" }`), else the option itself; the argument of
+-- "missing argument 'host'"; nil when it names none.
+-- @tparam table|string|nil cmd the argparse command that failed, or its name
+-- @tparam string msg argparse's message
+-- @treturn string|nil
+function M.usage_field(cmd, msg)
+  msg = tostring(msg)
+  local name = type(cmd) == 'table' and cmd._name or cmd
+  local spec = name and M.commands[name]
+  local fields = spec and spec.fields or {}
+  local flag = msg:match('^(%-%-?[%w][%w%-]*)[:=]') or msg:match("option '(%-%-?[%w][%w%-]*)'")
+  if flag then
+    if fields[flag] then return fields[flag] end
+    for _, o in ipairs(type(cmd) == 'table' and cmd._options or {}) do
+      for _, alias in ipairs(o._aliases) do
+        if alias == flag then
+          for _, al in ipairs(o._aliases) do if fields[al] then return fields[al] end end
+          return flag
+        end
+      end
+    end
+    return flag
+  end
+  return msg:match("argument '([%w_]+)'")
+end
 
 --- Register a subcommand (used by the concerns that own them).
 function M.add(name, spec)
@@ -262,16 +385,38 @@ function M.self_command(argv)
   return out
 end
 
---- Entry point.
+--- Entry point. With `QOSLAB_ERRORS=json` a run that ends with status 1
+-- (a failure of the world) or 2 (bad input) writes, after its usual
+-- messages, one line on stderr: `qoslab-error: {"message": "...", "code":
+-- "ECODE", "field": "opts.x" or null}` (`error_line`).
 -- @tparam table argv the script's `arg`
 -- @treturn integer exit status
 function M.main(argv)
+  if not M.errors_json() then return M.main_status(argv) end
+  M.last_failure, last_line, first_line = nil, nil, nil
+  local release = capture_stderr()
+  local ok, status = pcall(M.main_status, argv)
+  local line = release()
+  if not ok then error(status, 0) end
+  if status == 1 or status == 2 then
+    local f = M.last_failure or failure_from(status, line, M.command_name)
+    io.stderr:write(M.error_line(f), '\n')
+    io.stderr:flush()
+  end
+  return status
+end
+
+--- `main` without the machine line: the exit status of a run.
+-- @tparam table argv
+-- @treturn integer exit status
+function M.main_status(argv)
   -- How this process was started, for the guest to start the same qoslab
   -- (nil when main is called with a plain list, as specs do).
   M.started_as = M.self_command(argv)
   -- Concerns that add subcommands.
   for _, mod in ipairs { 'qoslab.cli.netem', 'qoslab.cli.traffic', 'qoslab.cli.plan',
-                       'qoslab.cli.stdtest', 'qoslab.cli.report' } do
+                       'qoslab.cli.stdtest', 'qoslab.cli.report', 'qoslab.cli.info',
+                       'qoslab.cli.shape' } do
     local ok, err = pcall(require, mod)
     if not ok and not tostring(err):find("module '" .. mod .. "' not found", 1, true) then
       error(err, 0)
@@ -316,6 +461,7 @@ function M.main(argv)
     end
     -- a command's error: its one usage line, the error, where to read more
     -- (the whole usage block hid the error); the top level lists the commands
+    M.failure(a, 'EINVAL', M.usage_field(failed, a))
     if name then
       io.stderr:write(M.usage_line(failed), '\n', 'qoslab ', name, ': error: ', a, '\n',
         'see qoslab ', name, ' --help\n')
@@ -325,6 +471,7 @@ function M.main(argv)
     return 2
   end
   local name = a.command
+  M.command_name = name
   local good, status = xpcall(M.commands[name].run, function(e)
     if M.signal_status(e) or os.getenv('QOSLAB_DEBUG') ~= '1' then return e end
     return debug.traceback(e, 2)
@@ -339,7 +486,9 @@ function M.main(argv)
     io.stderr:write('qoslab ', name, ': interrupted by ', sig, '\n')
     return sig_status
   end
-  io.stderr:write('qoslab ', name, ': ', strip_internal(tostring(status)), '\n')
+  local text = strip_internal(tostring(status))
+  M.failure(text, text:match('%((E[%u%d]+)%)%s*$') or 'EUNKNOWN', M.field_of(text))
+  io.stderr:write('qoslab ', name, ': ', text, '\n')
   return 1
 end
 

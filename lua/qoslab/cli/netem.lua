@@ -5,6 +5,7 @@
 --     qoslab netem show veth0                (tc-netem(8) syntax, or --json)
 --     qoslab netem stats veth0 --json
 --     qoslab netem clear veth0 --ingress
+--     qoslab netem set veth0 --spec-json '{"delay_ms": 50, "loss_pct": 1}' --json
 --     qoslab netem check loss 5% 25%      (no device, no kernel netem needed)
 --
 -- `limit auto` sizes the queue as `qoslab.netem` documents. Put `--` before
@@ -75,35 +76,91 @@ local function check_only(a, netem, cjson)
   return 0
 end
 
+--- A Lua spec table from JSON text (`--spec-json`, for netem and shape):
+-- JSON numbers without a fraction become integers, as a Lua spec writes
+-- them; `null` is refused (a spec leaves a key out instead).
+-- @tparam string flag the option, for messages (e.g. "--spec-json")
+-- @tparam string text JSON: one object
+-- @treturn table the spec
+-- @raise "FLAG: ..." naming what is wrong (not JSON, not an object, a null)
+function M.spec_from_json(flag, text)
+  local cjson = require 'cjson'
+  local ok, v = pcall(cjson.decode, text)
+  if not ok then
+    error(string.format('%s: expected a JSON object, e.g. \'{"delay_ms": 50}\', got %q (%s)', flag,
+      text, (tostring(v):gsub('^.-: ', ''))), 0)
+  end
+  if type(v) ~= 'table' or type(next(v)) == 'number' then
+    error(string.format('%s: expected a JSON object, got %s', flag, cjson.encode(v)), 0)
+  end
+  local function lua_of(x, path)
+    if x == cjson.null then
+      error(string.format('%s: %s: null: leave the key out instead', flag, path), 0)
+    end
+    if type(x) == 'number' then return math.tointeger(x) or x end
+    if type(x) ~= 'table' then return x end
+    local t = {}
+    for k, e in pairs(x) do
+      t[k] = lua_of(e, type(k) == 'number' and string.format('%s[%d]', path, k) or (path .. '.' .. k))
+    end
+    return t
+  end
+  return lua_of(v, 'spec')
+end
+
+-- A caller's mistake is raised at the caller's line, here: of no use on
+-- the command line, so that position goes (a fault deeper keeps its own).
+local function usage_text(e)
+  return (tostring(e):gsub('^[^\n:]-qoslab/cli/[%w_]+%.lua:%d+: ', '', 1))
+end
+M.usage_text = usage_text
+
 local function run(a)
   local netem = require 'qoslab.netem'
   local cjson = require 'cjson'
   if a.action == 'check' then return check_only(a, netem, cjson) end
   local o = opts_of(a)
   local verb, dev = a.action, a.dev
+  local spec
   local ok, r1, r2, r3 = pcall(function()
     if verb ~= 'set' and #a.spec > 0 then
       error('qoslab netem ' .. verb .. ': takes no tc-netem options (got "' .. table.concat(a.spec, ' ') .. '")', 0)
+    end
+    if verb ~= 'set' and a.spec_json then
+      error('qoslab netem ' .. verb .. ': --spec-json is for set', 0)
     end
     if verb == 'show' then return netem.get(dev, o)
     elseif verb == 'clear' then return netem.clear(dev, o)
     elseif verb == 'stats' then return netem.stats(dev, o)
     end
-    if #a.spec == 0 then error('qoslab netem set: needs tc-netem options, e.g. delay 50ms loss 1%', 0) end
-    local spec = netem.parse(table.concat(a.spec, ' '))  -- `limit auto` included
+    if a.spec_json then
+      if #a.spec > 0 then
+        error('qoslab netem set: --spec-json or tc-netem options, not both (got "'
+          .. table.concat(a.spec, ' ') .. '" too)', 0)
+      end
+      spec = M.spec_from_json('--spec-json', a.spec_json)
+    else
+      if #a.spec == 0 then
+        error('qoslab netem set: needs tc-netem options, e.g. delay 50ms loss 1% (or --spec-json)', 0)
+      end
+      spec = netem.parse(table.concat(a.spec, ' '))  -- `limit auto` included
+    end
     if o then o.quiet = true else o = { quiet = true } end
     return netem.apply(dev, spec, o)
   end)
   if not ok then
-    -- a caller's mistake is raised at the caller's line, here: of no use on
-    -- the command line, so that position goes (a fault deeper keeps its own)
-    eprint((tostring(r1):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
+    local text = usage_text(r1)
+    cli.failure(text, 'EINVAL', cli.field_of(r1) or (text:find('--spec-json', 1, true) and '--spec-json'))
+    eprint(text)
     return 2
   end
   if r1 == nil and r2 ~= nil then
+    cli.failure(string.format('qoslab netem %s %s: %s', verb, dev, tostring(r2)), r3 or 'EUNKNOWN')
     eprint('qoslab netem ', verb, ' ', dev, ': ', tostring(r2), r3 and (' (' .. r3 .. ')') or '')
     if verb == 'set' and r3 == 'ENOTSUP' then
-      eprint('(qoslab netem check ', table.concat(a.spec, ' '), ' shows the advice for that spec ',
+      local words = #a.spec > 0 and table.concat(a.spec, ' ')
+        or select(2, pcall(spec_text, netem, spec))
+      eprint('(qoslab netem check ', tostring(words), ' shows the advice for that spec ',
         'without netem in the kernel)')
     end
     return 1
@@ -123,8 +180,13 @@ local function run(a)
     end
   elseif verb == 'set' then
     for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do cli_warning(w) end
-    if a.json then print(cjson.encode(r1))
+    if a.json then
+      local doc = { ok = true, dev = dev }
+      for k, v in pairs(r1) do doc[k] = v end
+      print(cjson.encode(doc))
     else print(dev .. ': netem ' .. netem.format(r1.spec)) end
+  elseif a.json then
+    print(cjson.encode { ok = true, dev = dev, removed = r1 ~= false })
   elseif r1 == false then
     print('no netem on ' .. dev)
   else
@@ -145,7 +207,9 @@ M.commands.netem = {
     cmd:option('--parent', 'Parent class MAJ:MIN (default root), e.g. 1:1 under tbf.')
     cmd:flag('--ingress', 'Impair incoming traffic (through an ifb device).')
     cmd:option('--src', 'With --ingress: only traffic from ADDR[/PREFIX].')
-    cmd:flag('--json', 'Print JSON.')
+    cmd:option('--spec-json', 'For set, instead of tc-netem options: the qoslab.netem Lua spec '
+      .. 'as a JSON object, e.g. \'{"delay_ms": 50, "loss_pct": 1}\'.'):argname('JSON')
+    cmd:flag('--json', 'Print JSON (set and clear: {"ok": true, ...} with what was applied).')
   end,
   run = run,
   -- "delay -5ms": the spec's words reach netem.parse, which names the field

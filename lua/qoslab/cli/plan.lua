@@ -1,12 +1,15 @@
 --- Subcommands `run`, `demo` and `cleanup` of bin/qoslab (`netem` is in qoslab.cli.netem).
 --
 -- `qoslab run PLAN.lua [--out DIR] [--resume] [--backend auto|netem|link]
--- [--guest|--host] [--quick] [-- ARGS...]` runs a plan file. The file is a Lua
--- chunk; it sees:
+-- [--guest|--host] [--quick] [--host-map ROLE=[user@]addr[:port] ...]
+-- [--ssh-identity FILE] [--ssh-option KEY=VALUE ...] [--remote-qoslab PATH]
+-- [-- ARGS...]` runs a plan file. The file is a Lua chunk; it sees:
 --
 -- * the global `qoslab` (the module, as `require 'qoslab'`),
 -- * the global `QOSLAB_RUN = {file, out, resume, quick, where = "host"|"guest",
---   backend = "netem"|"link", args}` (where it runs; what its testbeds impair with),
+--   backend = "netem"|"link", args, hosts}` (where it runs; what its testbeds
+--   impair with; `hosts`: the host mapping of the flags, as
+--   `qoslab.hosts.configured()` returns it, or nil),
 -- * `...` = the script arguments after `--`,
 -- * `qoslab.plan` defaults set from the flags, so `plan.sweep{...}` writes to
 --   `--out` and honours `--resume` without the plan naming them, and records
@@ -20,7 +23,10 @@
 -- read-write at the same path, so results land in the host's DIR point by
 -- point; "link" runs on this host (the guest has no TUN device for it). With
 -- "auto" a plan that calls qoslab.netem itself (not through a testbed) goes
--- to the guest too. `--guest` and `--host` choose the place outright. SIGINT/SIGTERM end the run
+-- to the guest too. `--guest` and `--host` choose the place outright. A run
+-- with `--host-map` stays on this host (its hosts are reached over ssh from
+-- here; `qoslab.hosts.get(role)` hands the plan their handles) and its
+-- meta.json gets `hosts = {ROLE = host:info()}`. SIGINT/SIGTERM end the run
 -- through a Lua error, so to-be-closed testbeds and netem scopes are removed;
 -- the exit status is then 130/143.
 -- @module qoslab.cli.plan
@@ -277,7 +283,15 @@ function M.write_meta(dir, where, backend)
     local tbm = package.loaded['qoslab.testbed']
     local open = type(tbm) == 'table' and tbm.open_testbeds and tbm.open_testbeds() or {}
     if open[1] then backend = nil end
-    return require('qoslab.meta').write_run(dir, { where = where, backend = backend })
+    local meta = require 'qoslab.meta'
+    -- The hosts of a run across machines (qoslab.hosts.get), each read once.
+    local hm = package.loaded['qoslab.hosts']
+    local hosts = type(hm) == 'table' and hm.infos and hm.infos() or {}
+    if next(hosts) == nil then return meta.write_run(dir, { where = where, backend = backend }) end
+    if fs.kind(dir .. '/' .. meta.FILE) then return false end
+    local m = meta.run_meta { where = where, backend = backend }
+    m.hosts = hosts
+    return meta.write(dir, m)
   end)
   if not ok or r == nil then
     eprint('qoslab run: warning: no ', dir, '/meta.json: ', tostring(ok and err or r),
@@ -361,9 +375,11 @@ function M.run_here(o)
   end
   local qoslab = try_require('qoslab')
   _G.qoslab = qoslab
+  local hm = o.hosts and require('qoslab.hosts')
+  if hm then hm.configure(o.hosts) end
   _G.QOSLAB_RUN = { file = o.file, out = o.out, resume = o.resume and true or false,
                     quick = o.quick and true or false, where = o.where, backend = o.backend,
-                    args = o.args or {} }
+                    args = o.args or {}, hosts = hm and hm.configured() or nil }
   -- Testbeds the plan makes with the default backend take the one chosen.
   local tbm = try_require('qoslab.testbed')
   if type(tbm) == 'table' and tbm.set_default_backend then
@@ -404,6 +420,13 @@ function M.run_here(o)
       if n ~= MARK then M.write_meta(o.out, o.where, o.backend) break end
     end
   end
+  if hm then
+    local unused = hm.unused_roles()
+    if #unused > 0 then
+      eprint('qoslab run: warning: --host-map: the plan asked for no host of role ',
+        table.concat(unused, ', '), ' (qoslab.hosts.get)')
+    end
+  end
   if not ok then
     local status = M.exit_status(res, 1)
     if status ~= 1 then
@@ -436,7 +459,67 @@ local function describe_run(cmd)
   cmd:flag('--host', 'Run on this host even if its kernel lacks sch_netem.')
   cmd:flag('--quick', 'Shortened form (fewer points, short runs); also QOSLAB_QUICK=1.')
   cmd:option('--timeout', 'Guest run time limit in seconds.', '3600'):convert(tonumber)
+  cmd:option('--host-map', 'ROLE=[user@]addr[:port]: the machine (over ssh) that plays ROLE '
+    .. '(qoslab.hosts.get(ROLE) in the plan); repeatable. The run stays on this host.'):count('*')
+  cmd:option('--ssh-identity', 'Private key file for the ssh connections to the mapped hosts.')
+  cmd:option('--ssh-option', 'KEY=VALUE: an ssh_config option for those connections; '
+    .. 'repeatable.'):count('*')
+  cmd:option('--remote-qoslab', 'The qoslab program on the mapped hosts (default: qoslab on their PATH).')
   cmd:flag('--in-guest'):hidden(true)
+end
+
+-- The host flags as qoslab.hosts.configure takes them, nil when none is
+-- given, or false after saying which value is wrong.
+local function host_flags(a)
+  local maps, opts = a.host_map or {}, a.ssh_option or {}
+  if #maps == 0 and not a.ssh_identity and #opts == 0 and not a.remote_qoslab then return nil end
+  local hosts = require 'qoslab.hosts'
+  local cfg = { roles = {} }
+  for _, v in ipairs(maps) do
+    local role, t = hosts.parse_map(v)
+    if not role then
+      eprint('qoslab run: --host-map: ', t)
+      return false
+    end
+    if cfg.roles[role] then
+      eprint('qoslab run: --host-map: role ', role, ' given twice')
+      return false
+    end
+    cfg.roles[role] = t
+  end
+  if #maps == 0 then
+    eprint('qoslab run: --ssh-identity, --ssh-option and --remote-qoslab need a --host-map '
+      .. 'ROLE=[user@]addr[:port] (the host they are for)')
+    return false
+  end
+  if a.ssh_identity then
+    if a.ssh_identity == '' or a.ssh_identity:find('\0', 1, true) or not fs.is_file(a.ssh_identity) then
+      eprint('qoslab run: --ssh-identity: expected a private key file, got ', string.format('%q', a.ssh_identity),
+        fs.kind(a.ssh_identity) and (' (a ' .. fs.kind(a.ssh_identity) .. ')') or ' (no such file)')
+      return false
+    end
+    cfg.identity = fs.realpath(a.ssh_identity) or a.ssh_identity
+  end
+  if #opts > 0 then
+    cfg.options = {}
+    for i, v in ipairs(opts) do
+      local o, why = hosts.parse_ssh_option(v)
+      if not o then
+        eprint('qoslab run: --ssh-option: ', why)
+        return false
+      end
+      cfg.options[i] = o
+    end
+  end
+  if a.remote_qoslab then
+    if a.remote_qoslab == '' or a.remote_qoslab:find('[%c]') then
+      eprint('qoslab run: --remote-qoslab: expected the path of qoslab on the mapped hosts, got ',
+        string.format('%q', a.remote_qoslab))
+      return false
+    end
+    cfg.qoslab = a.remote_qoslab
+  end
+  return cfg
 end
 
 local function quick_flag(a)
@@ -484,8 +567,16 @@ local function run_cmd(a)
     eprint('qoslab run: cannot load ', a.file, ': ', tostring(source))
     return 2
   end
+  local hosts = host_flags(a)
+  if hosts == false then return 2 end
+  if hosts and (a.guest or a.in_guest) then
+    eprint('qoslab run: --host-map and --guest exclude each other: a plan across hosts runs on '
+      .. 'this host and reaches its hosts over ssh')
+    return 2
+  end
   local o = { file = a.file, out = a.out, resume = a.resume, quick = quick_flag(a),
-              args = a.args, timeout_s = a.timeout, where = 'host', backend_flag = bflag, chunk = chunk }
+              args = a.args, timeout_s = a.timeout, where = 'host', backend_flag = bflag, chunk = chunk,
+              hosts = hosts }
   if a.in_guest then
     o.where, o.backend = 'guest', resolve_backend(bflag, true)
     return M.run_here(o)
@@ -494,7 +585,7 @@ local function run_cmd(a)
   -- without it (--backend netem: any use of netem; auto: netem called
   -- outside a testbed, which the link cannot stand in for).
   local to_guest = a.guest
-  if not to_guest and not a.host then
+  if not to_guest and not a.host and not hosts then
     if bflag == 'netem' then to_guest = M.needs_netem(source) and not host_has_netem()
     elseif bflag == 'auto' then to_guest = M.calls_netem(source) and not host_has_netem() end
   end
@@ -521,6 +612,14 @@ local function run_cmd(a)
   else
     eprint('qoslab run: on this host, backend ', o.backend,
       o.backend == 'link' and ' (qoslab\'s native impairment link)' or ' (kernel netem)')
+    if hosts then
+      local roles = {}
+      for r, t in pairs(hosts.roles) do
+        roles[#roles + 1] = r .. '=' .. t.ssh .. (t.port and (' port ' .. t.port) or '')
+      end
+      table.sort(roles)
+      eprint('qoslab run: hosts over ssh: ', table.concat(roles, ', '))
+    end
     status = M.run_here(o)
   end
   report_end('run', status, made, o)
@@ -602,12 +701,40 @@ local function describe_demo(cmd)
   cmd:option('--timeout', 'Guest run time limit in seconds.', '1800'):convert(tonumber)
 end
 
+-- `--hosts [user@a,...]`: what dead processes changed on other hosts, over
+-- ssh (qoslab.host's ledger). Returns the exit status.
+local function cleanup_hosts(list)
+  local only
+  if list and list ~= '' then
+    only = {}
+    for h in list:gmatch('[^,%s]+') do only[#only + 1] = h end
+  end
+  local report = require('qoslab.host').cleanup_dead { hosts = only }
+  local failed = 0
+  for _, r in ipairs(report) do
+    local what = r.kind == 'server' and string.format('qoslab server (pid %s)', tostring(r.pid))
+      or string.format('%s on %s%s', r.kind, tostring(r.ifname), r.netns and (' in netns ' .. r.netns) or '')
+    what = what .. ' at ' .. tostring(r.host)
+    if r.removed then print('removed ' .. what)
+    elseif r.skipped then print('skipped (' .. r.skipped .. '): ' .. what)
+    elseif r.error then
+      failed = failed + 1
+      print('not removed: ' .. what .. ': ' .. r.error .. ' (kept in its record for another try)')
+    else print('gone already: ' .. what) end
+  end
+  print(string.format('qoslab cleanup --hosts: %d remote change%s handled%s', #report,
+    #report == 1 and '' or 's', failed > 0 and string.format(', %d not removed', failed) or ''))
+  return failed > 0 and 1 or 0
+end
+
 local function cleanup_cmd(a)
   local state = require 'qoslab.state'
   local removed = state.cleanup { all = a.all or nil }
+  local host_status = 0
+  if a.hosts then host_status = cleanup_hosts(a.hosts[1]) end
   if #removed == 0 then
-    print('qoslab cleanup: nothing left behind')
-    return 0
+    print('qoslab cleanup: nothing left behind' .. (a.hosts and ' on this machine' or ''))
+    return host_status
   end
   local gone, skipped, failed, files = 0, 0, 0, 0
   -- Names as read from a state file may hold control bytes: print them quoted
@@ -645,12 +772,14 @@ local function cleanup_cmd(a)
     #removed - files - gone - skipped - failed, gone,
     failed > 0 and string.format(', %d not removed', failed) or '',
     skipped > 0 and string.format(', %d skipped', skipped) or ''))
-  return failed > 0 and 1 or 0
+  return (failed > 0 or host_status ~= 0) and 1 or 0
 end
 
 local function describe_cleanup(cmd)
   cmd:summary('Remove namespaces, links and qdiscs that killed qoslab runs left behind.')
   cmd:flag('--all', 'Also what live qoslab processes recorded (careful).')
+  cmd:option('--hosts', 'Also what killed runs changed on other hosts through qoslab.host '
+    .. '(netem, shapers, servers), over ssh; USER@HOST,... limits it to those.'):args('?')
 end
 
 M.commands = {

@@ -179,7 +179,18 @@ function M.describe_server(cmd)
   cmd:option('--test-buffer', 'Per-test buffer budget (K/M/G = 1024; default 128M).')
     :convert(conv('--test-buffer', size_at_least_1))
   cmd:flag('-J --json', 'Print each finished test as iperf3 JSON.')
+  cmd:flag('--announce', 'Once listening, print one line on stdout: '
+    .. '{"event":"listening","port":N,"pid":P}.')
+  cmd:flag('--exit-on-eof', 'Stop the tests and exit 0 when stdin reaches its end (the ssh '
+    .. 'channel of a server started over ssh closed).')
   M.describe_output(cmd, false)
+end
+
+--- This process's id (from /proc/self).
+-- @treturn integer
+function M.own_pid()
+  local target = require('lfs').symlinkattributes('/proc/self', 'target')
+  return math.tointeger(tonumber(tostring(target):match('(%d+)$'))) or 0
 end
 
 --- Add iperf3's output flags to an argparse command: `--timestamps`,
@@ -196,6 +207,18 @@ function M.describe_output(cmd, client)
     :args('?'):argname('FORMAT')
   cmd:option('--logfile', 'Append all output, errors too, to FILE instead of stdout.')
     :argname('FILE')
+end
+
+--- Parse a CLOCK_MONOTONIC time in integer nanoseconds (`--start-at`).
+-- @tparam string s decimal digits
+-- @treturn integer ns, or nil, message
+function M.parse_mono_ns(s)
+  local n = type(s) == 'string' and s:match('^%d+$') and math.tointeger(tonumber(s))
+  if not n then
+    return nil, string.format("'%s' is not a CLOCK_MONOTONIC time in integer nanoseconds "
+      .. "(as qoslab clock prints it)", tostring(s))
+  end
+  return n
 end
 
 --- Add the `client` flags to an argparse command.
@@ -227,6 +250,11 @@ function M.describe_client(cmd)
   cmd:option('-i --interval', 'Seconds between interval reports (>= 0.1; 0 = none).', '1')
     :convert(conv('-i', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
   cmd:flag('-J --json', "Print the result as iperf3's JSON at the end.")
+  cmd:option('--start-at', 'Start when this host\'s CLOCK_MONOTONIC reaches MONO_NS (integer '
+    .. 'ns, as qoslab clock prints it); up to 1 s late it starts at once.'):argname('MONO_NS')
+    :convert(conv('--start-at', M.parse_mono_ns))
+  cmd:flag('--result-json', "Print qoslab's own result table (what qoslab.traffic.run returns) "
+    .. 'as one JSON document, and nothing else on stdout.')
   M.describe_output(cmd, true)
   cmd:option('-O --omit', 'Seconds of warm-up left out of the totals.')
     :convert(conv('-O', num_in(0, 3600, 'a number of seconds in [0, 3600]')))
@@ -289,6 +317,7 @@ function M.client_opts(a)
     zerocopy = a.zerocopy or nil,
     cpu_affinity = a.affinity and a.affinity.client,
     server_cpu_affinity = a.affinity and a.affinity.server,
+    start_at_mono_ns = a.start_at,
   }
   if a.connect_timeout then o.connect_timeout_s = a.connect_timeout / 1000 end
   if udp and a.bytes then
@@ -369,6 +398,7 @@ local FLAG_OF = {
   bind_device = '--bind-dev',
   netns = '--netns', connect_timeout_s = '--connect-timeout', title = '-T',
   udp_batch = '--udp-batch', udp_gso = '--udp-gso', udp_drain_s = '--udp-drain',
+  start_at_mono_ns = '--start-at',
   ['probe.interval_ms'] = '--probe', ['probe.proto'] = '--probe-proto', probe = '--probe',
   one_off = '-1', idle_timeout_s = '--idle-timeout', max_tests = '--max-tests',
   max_tests_per_address = '--max-tests-per-address',
@@ -437,11 +467,13 @@ local function client_body(a, sink)
   local function fail(...) sink:err('qoslab client: ' .. table.concat({ ... })) end
   local opts, err = M.client_opts(a)
   if not opts then
+    cli.failure(err, 'EINVAL', cli.usage_field('client', err))
     fail(err)
     return 2
   end
   local ok, t = pcall(traffic.client, opts)
   if not ok then
+    cli.failure(M.flag_message(t), 'EINVAL', cli.field_of(t))
     fail(M.flag_message(t))
     return 2
   end
@@ -449,13 +481,16 @@ local function client_body(a, sink)
   if a.plot then
     local good, pmsg, pcode = output.check_writable('--plot', a.plot)
     if not good then
+      cli.failure(pmsg, pcode, '--plot')
       fail(pmsg, ' (', pcode, ')')
       return 1
     end
   end
   -- --json-stream: events as they happen; -J: one document at the end
   local stream = a.json_stream and require('qoslab.cli.json_stream').new(sink)
-  local json = a.json or a.json_stream
+  -- --result-json: quiet as -J, the result table at the end, errors on stderr
+  local rjson = a.result_json
+  local json = a.json or a.json_stream or rjson
   local title = a.title
   if not json then
     out(title, string.format('Connecting to host %s, port %d%s', opts.host, opts.port,
@@ -463,7 +498,9 @@ local function client_body(a, sink)
   end
   local h, msg, code = t:start()
   if not h then
-    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    cli.failure(M.flag_message(msg), code)
+    if rjson then fail(M.flag_message(msg), ' (', tostring(code), ')')
+    elseif stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, nil, nil, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
@@ -483,7 +520,9 @@ local function client_body(a, sink)
   local interrupted = false
   local ok_loop, err_loop = pcall(function()
     for iv in h:intervals() do
-      if stream then
+      if rjson then -- luacheck: ignore 542
+        -- the intervals are in the result
+      elseif stream then
         if not stream.started then stream:start(running_ctx(opts, h:setup())) end
         -- -i 0: no interval reports, as iperf3
         if (a.interval or 1) > 0 then stream:interval(ctx, iv) end
@@ -532,14 +571,20 @@ local function client_body(a, sink)
   local res
   res, msg, code = h:wait()
   if not res then
-    if stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
+    cli.failure(M.flag_message(msg), code)
+    if rjson then fail(M.flag_message(msg), ' (', tostring(code), ')')
+    elseif stream then stream:error(string.format('%s (%s)', M.flag_message(msg), code))
     elseif json then sink:json(failure_json(opts, jsetup, jintervals, msg, code))
     else fail(M.flag_message(msg), ' (', tostring(code), ')') end
     return 1
   end
   local plotted = a.plot and M.write_plots(a.plot, res,
     not json and function(line) out(title, line) end, function(line) sink:err(line) end) or 0
-  if stream then
+  if rjson then
+    -- dkjson: integers stay integers (ns times, byte counts); cjson writes
+    -- 14 significant digits
+    sink:json(require('dkjson').encode(M.plain(res)))
+  elseif stream then
     stream:finish(res)
   elseif json then
     sink:json(json_text(traffic.to_iperf3_json(res)))
@@ -569,6 +614,23 @@ local function client_body(a, sink)
   return interrupted or plotted
 end
 
+--- A result as plain data for JSON: a copy without metatables, its
+-- non-finite numbers (no JSON for them) as strings ("inf", "-inf", "nan").
+-- @param v a result table (or any value in one)
+-- @return the copy
+function M.plain(v)
+  if type(v) == 'number' then
+    if v ~= v then return 'nan' end
+    if v == math.huge then return 'inf' end
+    if v == -math.huge then return '-inf' end
+    return v
+  end
+  if type(v) ~= 'table' then return v end
+  local c = {}
+  for k, e in next, v do c[k] = M.plain(e) end
+  return c
+end
+
 --- `--plot FILE`: the time series into FILE, the latency CDF into
 -- FILE-cdf.EXT when a probe ran (`qoslab.plot.test_plots`).
 -- @tparam string file ends in .png or .svg
@@ -580,6 +642,7 @@ end
 function M.write_plots(file, res, say, err)
   local r, msg, code = require('qoslab.plot').test_plots(res, { out = file })
   if not r then
+    cli.failure('--plot: ' .. tostring(msg), code, '--plot')
     local line = 'qoslab client: --plot: ' .. tostring(msg) .. ' (' .. tostring(code) .. ')'
     if err then err(line) else io.stderr:write(line, '\n') end
     return 1
@@ -594,6 +657,7 @@ end
 local function with_sink(name, body, a)
   local sink, msg, code = output.open(a)
   if not sink then
+    cli.failure(msg, code, cli.usage_field(nil, msg))
     io.stderr:write('qoslab ', name, ': ', msg, ' (', code, ')\n')
     return code == 'EINVAL' and 2 or 1
   end
@@ -611,14 +675,37 @@ local function server_body(a, sink)
   require('qoslab.core').signals_install()
   local function out(title, line) sink:line(title, line) end
   local opts = M.server_opts(a)
+  -- --exit-on-eof: stdin must be there to reach its end (no wait here)
+  if a.exit_on_eof then
+    local open, emsg, ecode = timer.wait_eof(0, 0)
+    if open == nil then
+      cli.failure('--exit-on-eof: stdin: ' .. tostring(emsg), ecode, '--exit-on-eof')
+      sink:err('qoslab server: --exit-on-eof: stdin: ' .. tostring(emsg) .. ' (' .. tostring(ecode) .. ')')
+      return ecode == 'EINTR' and (cli.signal_status() or 130) or 1
+    end
+    if open then
+      -- already at its end (e.g. </dev/null): nothing to serve for
+      sink:err('qoslab server: --exit-on-eof: stdin is at its end already; not serving')
+      return 0
+    end
+  end
   local ok, srv, msg, code = pcall(traffic.server, opts)
   if not ok then
+    cli.failure(M.flag_message(srv), 'EINVAL', cli.field_of(srv))
     sink:err('qoslab server: ' .. M.flag_message(srv))
     return 2
   end
   if not srv then
+    cli.failure(msg, code)
     sink:err('qoslab server: ' .. tostring(msg) .. ' (' .. tostring(code) .. ')')
     return 1
+  end
+  -- --announce: one JSON line on stdout, whatever -J and --logfile do, so a
+  -- program that started this server learns its port and pid
+  if a.announce then
+    io.stdout:write(string.format('{"event":"listening","port":%d,"pid":%d}\n', srv:port(),
+      M.own_pid()))
+    io.stdout:flush()
   end
   local rule = '-----------------------------------------------------------'
   -- With -J stdout carries JSON only (one document per test); the log
@@ -681,12 +768,24 @@ local function server_body(a, sink)
     end
     shown = total
   end
-  local interrupted = false
+  local interrupted, stdin_closed = false, false
   local ok_loop, err_loop = pcall(function()
     while true do
       poll()
       if opts.one_off and srv:done() then poll() return end
-      local slept, _, scode = timer.sleep(0.1)
+      -- with --exit-on-eof the pause between two looks waits on stdin too
+      -- (poll(2), no busy loop): its end ends the server
+      local slept, wmsg, scode
+      if a.exit_on_eof then
+        local eof
+        eof, wmsg, scode = timer.wait_eof(0, 0.1)
+        if eof then stdin_closed = true poll() return end
+        slept = eof ~= nil
+        if not slept and scode ~= 'EINTR' then error('--exit-on-eof: stdin: ' .. tostring(wmsg), 0) end
+      else
+        local _
+        slept, _, scode = timer.sleep(0.1)
+      end
       if not slept and scode == 'EINTR' then interrupted = true return end
     end
   end)
@@ -699,6 +798,8 @@ local function server_body(a, sink)
   if interrupted or not ok_loop then
     status = cli.signal_status(err_loop) or 130
     log(nil, 'interrupted: the server has stopped')
+  elseif stdin_closed then
+    log(nil, 'stdin closed (--exit-on-eof): the server has stopped')
   end
   srv:stop()
   return status
@@ -706,7 +807,16 @@ end
 
 local function run_server(a) return with_sink('server', server_body, a) end
 
-cli.add('server', { describe = M.describe_server, run = run_server })
+-- flags back to the option keys they set, for the field of a usage error
+local FIELDS = {}
+for key, flag in pairs(FLAG_OF) do
+  if flag:sub(1, 1) == '-' and (not FIELDS[flag] or #key < #FIELDS[flag]) then
+    FIELDS[flag] = 'opts.' .. key
+  end
+end
+M.FIELDS = FIELDS
+
+cli.add('server', { describe = M.describe_server, run = run_server, fields = FIELDS })
 --- Say more about a client parse error: when HOST is missing because
 -- `--timestamps` or `--probe` (whose value is optional) took the word
 -- after it, and that word is no strftime format (no `%`) or no number of
@@ -731,6 +841,7 @@ function M.explain_client(msg, words)
   return nil
 end
 
-cli.add('client', { describe = M.describe_client, run = run_client, explain = M.explain_client })
+cli.add('client', { describe = M.describe_client, run = run_client, explain = M.explain_client,
+  fields = FIELDS })
 
 return M

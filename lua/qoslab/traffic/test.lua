@@ -36,8 +36,36 @@ local function link_watch(opts)
   return tbm._link_watch(opts.netns)
 end
 
+-- Wait until CLOCK_MONOTONIC reaches p.start_at (ns), with the precise
+-- sleep; records when the test starts (p.started_ns, p.start_late_ns).
+-- A signal during the wait raises the interruption, as a running test's.
+local function wait_start(p)
+  local c = core()
+  local target = p.start_at
+  while c.now_ns() < target do
+    -- the sleep takes seconds: aim 1 ns past, so the rounding never wakes it early
+    local ok, msg, code = c.sleep_until((target + 1) / 1e9)
+    if not ok then
+      if code == 'EINTR' and c.signal_pending() then error(c.interruption(), 0) end
+      if code == 'EINTR' then error('interrupted!', 0) end
+      return nil, msg, code
+    end
+  end
+  p.started_ns = c.now_ns()
+  p.start_late_ns = p.started_ns - target
+  return true
+end
+
 -- Start the C test; returns true or nil, msg, code.
 local function begin(p)
+  if p.start_at then
+    local ok, msg, code = wait_start(p)
+    if not ok then
+      p.mode = 'done'
+      p.failure = { msg, code }
+      return nil, msg, code
+    end
+  end
   -- through a testbed's link that failed nothing can pass: say so at once
   -- rather than after the control connection's timeouts
   p.watch = link_watch(p.opts)
@@ -99,6 +127,11 @@ local function finish(p)
   if res then
     p.result = as_result(res, p.opts)
     if p.probe then p.result.options.probe = copy(p.probe.opts) end
+    if p.start_at then
+      p.result.options.start_at_mono_ns = p.start_at
+      p.result.start_late_ns = p.start_late_ns
+      p.result.started_mono_ns = p.started_ns
+    end
   else
     p.failure = { msg, code }
   end
@@ -277,10 +310,12 @@ end
 --   `core.traffic_client_check` returns: the core's defaults filled in)
 -- @tparam[opt] table probe `{ opts = the caller's probe table, filled = it
 --   checked (qoslab.latency.check_beside) }`: a latency probe beside the test
+-- @tparam[opt] integer start_at CLOCK_MONOTONIC ns the test waits for
+--   before it starts (`opts.start_at_mono_ns`, checked by the façade)
 -- @treturn qoslab.Test
-function M.pending(opts, filled, probe)
+function M.pending(opts, filled, probe, start_at)
   local t = setmetatable({}, Test)
-  priv[t] = { opts = opts, filled = filled, mode = 'pending', probe = probe }
+  priv[t] = { opts = opts, filled = filled, mode = 'pending', probe = probe, start_at = start_at }
   return t
 end
 
@@ -288,9 +323,10 @@ end
 -- @tparam table opts
 -- @tparam table filled as for `pending`
 -- @tparam[opt] table probe as for `pending`
+-- @tparam[opt] integer start_at as for `pending`
 -- @treturn table the result table, or nil, message, CODE (as `qoslab.traffic.run`)
-function M.run(opts, filled, probe)
-  local p = { opts = opts, filled = filled, mode = 'pending', probe = probe }
+function M.run(opts, filled, probe, start_at)
+  local p = { opts = opts, filled = filled, mode = 'pending', probe = probe, start_at = start_at }
   local ok, msg, code = begin(p)
   if not ok then return nil, msg, code end
   finish(p)
@@ -302,9 +338,10 @@ end
 -- @tparam table opts
 -- @tparam table filled as for `pending`
 -- @tparam[opt] table probe as for `pending`
+-- @tparam[opt] integer start_at as for `pending`
 -- @treturn qoslab.Test running handle, or nil, message, CODE (as `Test:start`)
-function M.start(opts, filled, probe)
-  return methods.start(M.pending(opts, filled, probe))
+function M.start(opts, filled, probe, start_at)
+  return methods.start(M.pending(opts, filled, probe, start_at))
 end
 
 return M

@@ -1,0 +1,86 @@
+-- The machine line of QOSLAB_ERRORS=json without running a command: the
+-- field a check message names, the field of an argparse error (an option
+-- mapped to its key), the exact line, and qoslab.cli.main's line for a
+-- failure a command recorded and for one it did not.
+local cli = require 'qoslab.cli'
+require 'qoslab.cli.traffic'
+local cjson = require 'cjson'
+
+describe('qoslab.cli machine errors', function()
+  it('finds the field of check messages', function()
+    assert.equal('opts.port', cli.field_of('qoslab.client: opts.port: expected an integer in '
+      .. '[0, 65535], got 70000'))
+    assert.equal('opts.probe.proto', cli.field_of('./lua/qoslab/x.lua:3: qoslab.client: '
+      .. 'opts.probe.proto: expected one of "udp", got string "x"'))
+    assert.equal('spec.foo', cli.field_of('qoslab.shape.apply: spec.foo: unknown key (known keys: a)'))
+    assert.equal('seconds', cli.field_of('seconds: expected a number'))
+    assert.is_nil(cli.field_of('connect to 127.0.0.1 port 1: Connection refused (ECONNREFUSED)'))
+    assert.is_nil(cli.field_of('12: expected x'))
+  end)
+
+  it('names an option of an argparse error by its key', function()
+    assert.equal('opts.port', cli.usage_field('client', "-p: 'x' is not an integer"))
+    assert.equal('opts.duration_s', cli.usage_field('client', "-t: 'x' is not a number"))
+    assert.equal('host', cli.usage_field('client', "missing argument 'host'"))
+    assert.equal('--no-such', cli.usage_field('client', "unknown option '--no-such'"))
+    assert.is_nil(cli.usage_field(nil, "unknown command 'x'"))
+  end)
+
+  it('writes the line in the contract\'s layout, null for no field', function()
+    assert.equal('qoslab-error: {"message": "a \\"b\\"", "code": "ENOENT", "field": null}',
+      cli.error_line { message = 'a "b"', code = 'ENOENT' })
+    assert.equal('qoslab-error: {"message": "m", "code": "EINVAL", "field": "opts.x"}',
+      cli.error_line { message = 'm', code = 'EINVAL', field = 'opts.x' })
+  end)
+end)
+
+describe('qoslab.cli.main with QOSLAB_ERRORS=json', function()
+  local saved_getenv = os.getenv
+  local saved_stderr
+  local captured
+  before_each(function()
+    os.getenv = function(k)   -- luacheck: ignore 122
+      if k == 'QOSLAB_ERRORS' then return 'json' end
+      return saved_getenv(k)
+    end
+    saved_stderr = io.stderr
+    captured = {}
+    io.stderr = { write = function(self, ...)   -- luacheck: ignore 122
+      for i = 1, select('#', ...) do captured[#captured + 1] = tostring((select(i, ...))) end
+      return self
+    end, flush = function() end }
+  end)
+  after_each(function()
+    os.getenv = saved_getenv   -- luacheck: ignore 122
+    io.stderr = saved_stderr   -- luacheck: ignore 122
+  end)
+
+  local function last_line()
+    local text = table.concat(captured)
+    local lines = {}
+    for l in text:gmatch('[^\n]+') do lines[#lines + 1] = l end
+    return lines[#lines], lines
+  end
+
+  it('takes the stderr line with a code when the command recorded none', function()
+    assert.equal(1, cli.main { 'report', '/nonexistent-qoslab-dir' })
+    local line, lines = last_line()
+    assert.equal('qoslab report: not a folder: /nonexistent-qoslab-dir (ENOENT)', lines[1])
+    assert.equal('qoslab-error: {"message": "qoslab report: not a folder: '
+      .. '\\/nonexistent-qoslab-dir (ENOENT)", "code": "ENOENT", "field": null}', line)
+    assert.equal(2, #lines)
+  end)
+
+  it('a usage error: status 2, EINVAL, the argument as the field', function()
+    assert.equal(2, cli.main { 'report' })
+    local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))
+    assert.equal('EINVAL', e.code)
+    assert.equal(1, select(2, table.concat(captured):gsub('qoslab%-error: ', '')))
+  end)
+
+  it('restores io.stderr afterwards', function()
+    local before = io.stderr
+    cli.main { 'report' }
+    assert.equal(before, io.stderr)
+  end)
+end)
