@@ -18,7 +18,7 @@ local H = require 'integration.traffic_helper'
 -- ping's minimum RTT in ms and the replies it got.
 local function ping(ns, addr, o)
   o = o or {}
-  local _, out = H.sh(string.format('ip netns exec %s ping %s -n -q -c %d -i 0.2 -W 2 %s %s', ns,
+  local _, out = H.sh(string.format('ip netns exec %s ping %s -n -c %d -i 0.2 -W 2 %s %s', ns,
     addr:find(':', 1, true) and '-6' or '-4', o.count or 5, o.tos and ('-Q ' .. o.tos) or '', addr))
   return tonumber(out:match('rtt [^=]+= ([%d.]+)/')), tonumber(out:match('(%d+) received')), out
 end
@@ -225,9 +225,9 @@ describe('the native link in a router testbed (root)', function()
   it('IPv6 through the router and the link: ping -6, TCP and UDP', function()
     local tb <close> = assert(testbed { backend = 'link', bottleneck = 'router', ipv6 = true,
       impair = { delay_ms = 10 }, reverse_impair = { delay_ms = 5 } })
-    local rtt, got = ping(tb.client_netns, tb.server_addr6)
+    local rtt, got, out = ping(tb.client_netns, tb.server_addr6)
     assert.equal(5, got)
-    assert.is_true(rtt >= 15 and rtt < 21, 'rtt ' .. tostring(rtt))
+    assert.is_true(rtt >= 15 and rtt < 21, 'rtt ' .. tostring(rtt) .. '\n' .. out .. H.must('cat /proc/loadavg'))
     local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
     local res = assert(traffic.run { host = tb.server_addr6, port = srv:port(), netns = tb.client_netns,
       duration_s = 1 })
