@@ -453,10 +453,6 @@ static int l_testbed_check(lua_State *L)
 	}
 	if (has_burst && !has_rate)
 		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
-	if (backend == 2 && bottleneck == 1)
-		return luaL_error(L, "%s: opts.bottleneck: \"router\" is not available with opts.backend = \"link\" (the link joins the client and server namespaces directly): leave bottleneck out, or use opts.backend = \"netem\" on a kernel with sch_netem", ctx);
-	if (backend == 2 && ipv6)
-		return luaL_error(L, "%s: opts.ipv6: not available with opts.backend = \"link\" (the link has no IPv6 addresses yet): leave ipv6 out, or use opts.backend = \"netem\" on a kernel with sch_netem", ctx);
 	if (ipv6 && has_mtu && mtu < IPV6_MTU_MIN)
 		return luaL_error(L, "%s: opts.mtu_bytes: expected at least %d with opts.ipv6 "
 				  "(IPv6 needs a link MTU of 1280, RFC 8200), got %d", ctx,

@@ -147,7 +147,12 @@ M.info = core.link_info
 -- * `a_netns`, `b_netns` (strings, required, different): the namespaces, which
 --   must exist;
 -- * `a_addr`, `b_addr` (strings, required): IPv4 addresses without a prefix,
---   different (no IPv6 on the link yet);
+--   different: the point-to-point pair. IPv6 crosses the link too, with every
+--   impairment (the CE mark in the Traffic Class, ICMPv6 counted as `icmp`):
+--   give the devices IPv6 addresses with `addr_add` (e.g. a /64 on each, its
+--   route on the device; a TUN has no neighbours to discover and `addr_add`
+--   skips DAD). The devices get no IPv6 link-local address (addr_gen_mode
+--   none), so nothing of the kernel's own crosses the link uninvited;
 -- * `a_ifname`, `b_ifname` (default `"qltun-a"`, `"qltun-b"`): the devices' names;
 -- * `mtu_bytes` (integer 68..65535, default 1500): both devices' MTU;
 -- * `memory_bytes` (integer >= 1, default 641667180: 1 Gbit/s for 5 s in

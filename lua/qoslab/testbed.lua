@@ -22,6 +22,26 @@
 --                             shaper ─ netem        shaper ─ netem
 --                             (reverse_impair)      (impair)
 --
+-- With backend "link" (qoslab's native impairment link, what "auto" takes on
+-- a kernel without sch_netem) TUN devices take the veth's place, with the
+-- same addresses (IPv4 point-to-point, IPv6 /64 on the device):
+--
+--     client netns                          server netns
+--     qltun-c 10.X.Y.1  <── link ──>        qltun-s 10.X.Y.2
+--     [fd00:X:Y::1/64]  forward: impair     [fd00:X:Y::2/64]
+--     egress: shaper    reverse: reverse_impair   egress: shaper
+--
+-- and with `bottleneck = "router"` the link joins the client to the
+-- router, a veth pair the router to the server (the router's two egresses
+-- shape, the link impairs: forward after the client, before the router's
+-- shaper towards the server; reverse after the router's shaper towards the
+-- client):
+--
+--     client netns          router netns (forwarding on)                server netns
+--     qltun-c 10.X.Y.1 ─ link ─ qltun-r 10.X.Y.126   RS_IF 10.X.Y.254/25 ─ SERVER_IF 10.X.Y.129/25
+--     [fd00:X:Y:1::1/64]        [fd00:X:Y:1::fe/64]  [fd00:X:Y:2::fe/64]   [fd00:X:Y:2::1/64]
+--     default via qltun-r       egress: shaper       egress: shaper        default via RS
+--
 -- Names include the process id and a per-process counter, so parallel runs
 -- never collide; everything made is recorded with `qoslab.state` so
 -- `qoslab cleanup` removes what a killed run left. With `rate_bps` the
@@ -116,15 +136,8 @@ end
 
 -- Why a testbed's impairment cannot be kernel netem here (what the
 -- ENOTSUP of an impairment on it says instead of netem's own advice, which
--- points at the testbed): by the reason netem was taken.
+-- points at the testbed): by who asked for netem.
 local NO_NETEM = {
-  router = 'bottleneck = "router": qoslab\'s native link cannot join a router testbed (it joins '
-    .. 'the client and server namespaces directly) and this kernel has no sch_netem for the '
-    .. 'router\'s egress: leave bottleneck out (backend "auto" then takes the link), load '
-    .. 'sch_netem (modprobe sch_netem), or run the script in the qemu guest (qoslab run --guest)',
-  ipv6 = 'ipv6 = true: qoslab\'s native link carries IPv4 only and this kernel has no sch_netem: '
-    .. 'leave ipv6 out (backend "auto" then takes the link), load sch_netem (modprobe sch_netem), '
-    .. 'or run the script in the qemu guest (qoslab run --guest)',
   default = 'backend "netem" (the process default: qoslab run --backend netem) and this kernel '
     .. 'has no sch_netem: drop --host (the plan then runs in the qemu guest, which has it) or '
     .. 'use --backend auto or link (qoslab\'s native link, on this host)',
@@ -213,25 +226,14 @@ function M.kernel_has_netem()
 end
 
 -- The backend a testbed uses: opts.backend, else the process default, else
--- kernel netem when the kernel has it and otherwise the link. "auto" keeps
--- netem (veth) for what the link cannot join (a router, IPv6), or, on a
--- kernel without sch_netem, "none": such a testbed without impairments
--- works on any kernel. Also returns the NO_NETEM key for a netem testbed.
+-- kernel netem when the kernel has it and otherwise the link (which joins
+-- every testbed: IPv6 and a router too). Also returns the NO_NETEM key for a
+-- netem testbed.
 local function resolve_backend(tbo)
   local b = tbo.backend
   if b == 'auto' then b = default_backend end
-  local routed = tbo.bottleneck == 'router'
-  if b == 'link' and tbo.backend == 'auto' and (routed or tbo.ipv6) then
-    error(string.format('qoslab.testbed: opts.%s: not available with the link backend '
-      .. '(the process default, qoslab run --backend link): leave it out, or give '
-      .. 'opts.backend = "netem" on a kernel with sch_netem', routed and 'bottleneck' or 'ipv6'), 3)
-  end
   if b == 'netem' then return b, tbo.backend == 'auto' and 'default' or 'opts' end
   if b ~= 'auto' then return b end
-  if routed or tbo.ipv6 then
-    local why = routed and 'router' or 'ipv6'
-    return M.kernel_has_netem() and 'netem' or 'none', why
-  end
   if M.kernel_has_netem() then return 'netem' end
   return 'link'
 end
@@ -257,23 +259,23 @@ end
 --   Queues) do not shorten the bottleneck's queue; addresses as in the module's picture),
 --   backend = "auto"|"netem"|"link" (default "auto": the process default that
 --   qoslab run/demo --backend sets (set_default_backend), else "netem" when
---   the kernel has sch_netem and "link" when it has not; with bottleneck =
---   "router" or ipv6, which the link cannot join, "auto" takes "netem" (veth)
---   where the kernel has sch_netem, else "none" (veth, no impairment
---   backend here: tb:impair and tb:schedule return ENOTSUP naming the
---   reason). "netem": impairments are kernel netem
+--   the kernel has sch_netem and "link" when it has not, for every testbed:
+--   IPv6 and a router too). "netem": impairments are kernel netem
 --   qdiscs on the veth ends; "link": no veth, the client and server namespaces are joined
 --   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
---   addresses client_addr and server_addr), which impairs both directions natively
+--   addresses client_addr and server_addr, with ipv6 also client_addr6 and
+--   server_addr6 /64 on the devices), which impairs both directions natively
 --   where the kernel has no sch_netem; the shaper sits on the TUN devices, before
---   the link's delay; offloads = true lets GSO super-packets through it (its gso);
---   limit_packets = "auto" follows netem's limit rule at the shaper's rate (else
---   1 Gbit/s); not with bottleneck = "router" or ipv6)}`
+--   the link's delay; with bottleneck = "router" the link joins the client
+--   (qltun-c) and the router (qltun-r, router_client_ifname), the server
+--   hangs off the router by a veth pair, and the shaper sits on the router's
+--   two egresses (see the module's picture); offloads = true lets GSO
+--   super-packets through the link (its gso); limit_packets = "auto" follows
+--   netem's limit rule at the shaper's rate (else 1 Gbit/s))}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
 --   prefix length), `client_addr6`, `server_addr6` (with ipv6), `rate_bps`, `shape`,
---   `bottleneck`, `backend` (the one used: "netem", "link", or "none": a
---   veth testbed the link cannot join on a kernel without sch_netem); with a router also
+--   `bottleneck`, `backend` (the one used: "netem" or "link"); with a router also
 --   `router_netns`, `router_client_ifname`,
 --   `router_server_ifname` (its ends towards client and server),
 --   `router_client_addr`, `router_server_addr` (and `..._addr6` with ipv6);
@@ -315,7 +317,8 @@ function M.testbed(opts)
     -- namespace: keep them unique too (15 bytes at most).
     -- (the link's TUN devices are made inside their own namespaces)
     client_ifname = use_link and 'qltun-c' or string.format('qc%dn%d', pid, counter):sub(1, 15),
-    server_ifname = use_link and 'qltun-s' or string.format('qs%dn%d', pid, counter):sub(1, 15),
+    server_ifname = use_link and not routed and 'qltun-s'
+      or string.format('qs%dn%d', pid, counter):sub(1, 15),
     client_addr = string.format('10.%d.%d.1', x, y),
     server_addr = string.format(routed and '10.%d.%d.129' or '10.%d.%d.2', x, y),
     client_addr6 = ipv6 and string.format(routed and 'fd00:%x:%x:1::1' or 'fd00:%x:%x::1', x, y) or nil,
@@ -328,7 +331,7 @@ function M.testbed(opts)
   if routed then
     plen = 25
     tb.router_netns = base .. '-r'
-    tb.router_client_ifname = string.format('qrc%dn%d', pid, counter):sub(1, 15)
+    tb.router_client_ifname = use_link and 'qltun-r' or string.format('qrc%dn%d', pid, counter):sub(1, 15)
     tb.router_server_ifname = string.format('qrs%dn%d', pid, counter):sub(1, 15)
     tb.router_client_addr = string.format('10.%d.%d.126', x, y)
     tb.router_server_addr = string.format('10.%d.%d.254', x, y)
@@ -346,12 +349,35 @@ function M.testbed(opts)
       for _, ns in ipairs { tb.client_netns, tb.server_netns } do
         must(link.set('lo', { up = true, netns = ns }))
       end
-      tb._link = must(link.impair_link { a_netns = tb.client_netns, b_netns = tb.server_netns,
-        a_ifname = tb.client_ifname, b_ifname = tb.server_ifname,
-        a_addr = tb.client_addr, b_addr = tb.server_addr, mtu_bytes = mtu, gso = offloads,
+      -- the link's far end: the server, or the router (the server then
+      -- hangs off the router by a veth pair, as in a veth router testbed)
+      local b_ns, b_if, b_addr, b_addr6 = tb.server_netns, tb.server_ifname, tb.server_addr,
+        tb.server_addr6
+      if routed then
+        must(netns.add(tb.router_netns))
+        tb._made.router_netns = true
+        b_ns, b_if, b_addr, b_addr6 = tb.router_netns, tb.router_client_ifname,
+          tb.router_client_addr, tb.router_client_addr6
+      end
+      tb._link = must(link.impair_link { a_netns = tb.client_netns, b_netns = b_ns,
+        a_ifname = tb.client_ifname, b_ifname = b_if,
+        a_addr = tb.client_addr, b_addr = b_addr, mtu_bytes = mtu, gso = offloads,
         forward = not is_empty(opts.impair) and link_spec(tb, opts.impair) or nil,
         reverse = not is_empty(opts.reverse_impair) and link_spec(tb, opts.reverse_impair) or nil })
+      if ipv6 then
+        -- IPv6 on the TUN devices: the prefix's route is on the device, no
+        -- neighbour discovery (a TUN has no link layer), no DAD (addr_add)
+        must(link.addr_add(tb.client_ifname, tb.client_addr6 .. '/64', { netns = tb.client_netns }))
+        must(link.addr_add(b_if, b_addr6 .. '/64', { netns = b_ns }))
+      end
       ends = {}
+      if routed then
+        must(link.add_veth { name = tb.server_ifname, peer = tb.router_server_ifname,
+          netns = tb.server_netns, peer_netns = tb.router_netns })
+        tb._made.veth2 = true
+        ends = { { tb.router_server_ifname, tb.router_netns, tb.router_server_addr, tb.router_server_addr6 },
+                 { tb.server_ifname, tb.server_netns, tb.server_addr, tb.server_addr6 } }
+      end
     elseif routed then
       must(netns.add(tb.router_netns))
       tb._made.router_netns = true

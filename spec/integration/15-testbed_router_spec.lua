@@ -7,7 +7,10 @@
 -- leaves nothing behind (closed, or killed and removed by `qoslab cleanup`),
 -- and a 5 s TCP upload through 100 Mbit/s with a 20 ms queue raises the
 -- latency probe's p50 by at least 10 ms over an idle p50 below 1 ms (the
--- issue's done-when); `qoslab test rrul` runs across it.
+-- issue's done-when); `qoslab test rrul` runs across it. These are the veth
+-- router's (backend = "netem", built also where the kernel has no sch_netem
+-- while nothing impairs it); the native link's router testbed has its own
+-- spec (testbed_link6_router_spec.lua).
 local cjson = require 'cjson'
 local qoslab = require 'qoslab'
 local netns = require 'qoslab.netns'
@@ -57,7 +60,7 @@ end
 
 describe('testbed with bottleneck = "router" #root', function()
   it('routes client ─ router ─ server, shaper on the router, forwarding on the router only', function()
-    local tb <close> = assert(testbed { rate_bps = 100e6, bottleneck = 'router', ipv6 = true })
+    local tb <close> = assert(testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router', ipv6 = true })
     assert.equal('router', tb.bottleneck)
     assert.equal(3, listed(tb))
     assert.is_not_nil(tostring(tb):find(tb.router_netns, 1, true))
@@ -91,7 +94,7 @@ describe('testbed with bottleneck = "router" #root', function()
   end)
 
   it('carries TCP and UDP both ways at the shaper\'s rate, counted on the router', function()
-    local tb <close> = assert(testbed { rate_bps = 100e6, bottleneck = 'router' })
+    local tb <close> = assert(testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router' })
     local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
     local function go(o)
       o.host, o.port, o.netns, o.duration_s = tb.server_addr, srv:port(), tb.client_netns, 1
@@ -126,7 +129,7 @@ describe('testbed with bottleneck = "router" #root', function()
   end)
 
   it('carries TCP over IPv6 through the router', function()
-    local tb <close> = assert(testbed { rate_bps = 100e6, bottleneck = 'router', ipv6 = true })
+    local tb <close> = assert(testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router', ipv6 = true })
     local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
     local res = assert(traffic.run { host = tb.server_addr6, port = srv:port(), netns = tb.client_netns,
       duration_s = 1 })
@@ -153,7 +156,7 @@ describe('testbed with bottleneck = "router" #root', function()
       end,
     }
     finally(function() package.loaded['qoslab.netem'] = saved end)
-    local tb <close> = assert(testbed { rate_bps = 100e6, bottleneck = 'router',
+    local tb <close> = assert(testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router',
       impair = { delay_ms = 10 }, reverse_impair = { delay_ms = 20 } })
     assert.same({ tb.router_server_ifname, { delay_ms = 10 }, { netns = tb.router_netns, parent = '1:1' } },
       calls[1])
@@ -168,7 +171,7 @@ describe('testbed with bottleneck = "router" #root', function()
 
   it('leaves nothing behind when closed, and `qoslab cleanup` removes a killed run\'s', function()
     local before = sh('ip netns list; ip -o link show | awk \'{print $2}\'')
-    local tb = assert(testbed { rate_bps = 10e6, bottleneck = 'router', ipv6 = true })
+    local tb = assert(testbed { rate_bps = 10e6, backend = 'netem', bottleneck = 'router', ipv6 = true })
     assert.equal(3, listed(tb))
     tb:close()
     assert.equal(0, listed(tb))
@@ -182,7 +185,7 @@ describe('testbed with bottleneck = "router" #root', function()
     local script = dir .. '/killed.lua'
     local f = assert(io.open(script, 'w'))
     f:write(string.format([[
-      local tb = assert(require('qoslab.testbed') { rate_bps = 10e6, bottleneck = 'router', prefix = 'qlrt' })
+      local tb = assert(require('qoslab.testbed') { rate_bps = 10e6, backend = 'netem', bottleneck = 'router', prefix = 'qlrt' })
       io.open(%q, 'w'):write(tb.client_netns, '\n', tb.router_netns, '\n', tb.server_netns, '\n'):close()
       require('qoslab.core').kill(require('qoslab.netns')._pid(), 'KILL')
     ]], dir .. '/made'))
@@ -204,7 +207,7 @@ describe('testbed with bottleneck = "router" #root', function()
   it('done-when: a 5 s TCP upload through 100 Mbit/s with a 20 ms queue adds >= 10 ms to an idle p50 < 1 ms', function()
     -- tbf's default queue (qoslab.shape) is 20 ms at the rate above the
     -- 50000-byte burst: 100e6 / 8 * 0.020 + 50000 bytes
-    local tb <close> = assert(qoslab.testbed { rate_bps = 100e6, bottleneck = 'router' })
+    local tb <close> = assert(qoslab.testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router' })
     assert.same({ 50000, 300000 }, { tb:get().client.shape.burst_bytes, tb:get().client.shape.limit_bytes })
     local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
     -- cubic: this host's default congestion control is BBR, which keeps the
@@ -226,7 +229,7 @@ describe('testbed with bottleneck = "router" #root', function()
   end)
 
   it('runs `qoslab test rrul` from the client namespace', function()
-    local tb <close> = assert(qoslab.testbed { rate_bps = 100e6, bottleneck = 'router' })
+    local tb <close> = assert(qoslab.testbed { rate_bps = 100e6, backend = 'netem', bottleneck = 'router' })
     local srv <close> = assert(traffic.server { netns = tb.server_netns })
     assert.equal(5201, srv:port())   -- where `qoslab test` goes by default
     local dir = sh('mktemp -d /tmp/qoslab-router-rrul.XXXXXX'):gsub('%s+$', '')

@@ -99,41 +99,28 @@ describe('qoslab.testbed backend "auto" (root)', function()
       udp.drops - drops, table.concat(why, ', ')))
   end)
 
-  it('keeps netem (veth) for a router, which the link cannot join, or says "none"', function()
-    local tb = assert(testbed { bottleneck = 'router' })
-    finally(function() tb:close() end)
-    -- without sch_netem such a testbed has no impairment backend, and says so
-    assert.equal(here_backend == 'netem' and 'netem' or 'none', tb.backend)
-    assert.is_true(rtt_min_ms(tb) < 50)
-    if here_backend == 'netem' then return end
-    -- its impairment's refusal names the reason, not "impair a qoslab.testbed"
-    local ok, msg, code = tb:impair { delay_ms = 10 }
-    assert.is_nil(ok)
-    assert.equal('ENOTSUP', code)
-    assert.matches('bottleneck = "router": qoslab\'s native link cannot join a router testbed', msg, 1, true)
-    assert.is_nil(msg:find('impair a qoslab.testbed', 1, true))
-    local s, msg2, code2 = tb:schedule { { at_s = 0, delay_ms = 10 } }
-    assert.is_nil(s)
-    assert.equal('ENOTSUP', code2)
-    assert.equal(msg, msg2)
+  it('takes ' .. here_backend .. ' for a router testbed and an IPv6 one too', function()
+    for _, o in ipairs { { bottleneck = 'router' }, { ipv6 = true }, { bottleneck = 'router', ipv6 = true } } do
+      local tb = assert(testbed(o))
+      finally(function() tb:close() end)
+      assert.equal(here_backend, tb.backend)
+      assert.is_true(rtt_min_ms(tb) < 50)
+      assert.is_true(tb:impair { delay_ms = 30 })
+      local rtt = rtt_min_ms(tb)
+      assert.is_true(rtt >= 30 and rtt < 80, 'rtt ' .. tostring(rtt))
+      tb:close()
+    end
   end)
 
-  it('an IPv6 testbed and --backend netem on a kernel without sch_netem name their reason', function()
+  it('--backend netem on a kernel without sch_netem names its reason', function()
     if here_backend == 'netem' then return pending('the kernel has netem') end
-    local tb6 = assert(testbed { ipv6 = true })
-    finally(function() tb6:close() end)
-    assert.equal('none', tb6.backend)
-    local ok, msg, code = tb6:impair { delay_ms = 10 }
-    assert.is_nil(ok)
-    assert.equal('ENOTSUP', code)
-    assert.matches('ipv6 = true: qoslab\'s native link carries IPv4 only', msg, 1, true)
     -- the process default of qoslab run --backend netem (--host)
     testbed.set_default_backend('netem')
     finally(function() testbed.set_default_backend('auto') end)
     local tb = assert(testbed {})
     finally(function() tb:close() end)
     assert.equal('netem', tb.backend)
-    ok, msg, code = tb:impair { delay_ms = 10 }
+    local ok, msg, code = tb:impair { delay_ms = 10 }
     assert.is_nil(ok)
     assert.equal('ENOTSUP', code)
     assert.matches('drop --host', msg, 1, true)
@@ -151,13 +138,16 @@ describe('qoslab.testbed backend "auto" (root)', function()
     assert.is_nil(log:find('impair a qoslab.testbed', 1, true))
   end)
 
-  it('names the field when the link is asked for what it cannot do', function()
-    assert.error_matches(function() testbed { backend = 'link', ipv6 = true } end,
-      'opts.ipv6: not available with opts.backend = "link"', 1, true)
+  it('the link backend, asked for or the process default, joins IPv6 and router testbeds', function()
+    local tb6 = assert(testbed { backend = 'link', ipv6 = true })
+    finally(function() tb6:close() end)
+    assert.same({ 'link', 'qltun-c', 'qltun-s' }, { tb6.backend, tb6.client_ifname, tb6.server_ifname })
+    tb6:close()
     testbed.set_default_backend('link')
     finally(function() testbed.set_default_backend('auto') end)
-    assert.error_matches(function() testbed { bottleneck = 'router' } end,
-      'opts.bottleneck: not available with the link backend', 1, true)
+    local tb = assert(testbed { bottleneck = 'router' })
+    finally(function() tb:close() end)
+    assert.same({ 'link', 'qltun-c', 'qltun-r' }, { tb.backend, tb.client_ifname, tb.router_client_ifname })
   end)
 end)
 
@@ -225,10 +215,18 @@ local tb <close> = assert(qoslab.testbed { backend = 'link', rate_bps = 100e6, i
 local srv <close> = assert(qoslab.server { netns = tb.server_netns })
 local h = assert(qoslab.traffic.client { host = tb.server_addr, netns = tb.client_netns, proto = 'tcp',
   duration_s = 30 }:start())
+-- and a router testbed on the link, IPv6 traffic through it
+local tr <close> = assert(qoslab.testbed { backend = 'link', bottleneck = 'router', ipv6 = true,
+  rate_bps = 50e6, impair = { delay_ms = 10 } })
+local srv2 <close> = assert(qoslab.server { netns = tr.server_netns })
+local h2 = assert(qoslab.traffic.client { host = tr.server_addr6, netns = tr.client_netns, proto = 'udp',
+  bitrate_bps = 5e6, duration_s = 30 }:start())
 qoslab.timer.sleep(0.5)
-io.stdout:write(tb.client_netns, ' ', tb.server_netns, '\n')
+io.stdout:write(tb.client_netns, ' ', tb.server_netns, ' ', tr.client_netns, ' ', tr.router_netns, ' ',
+  tr.server_netns, '\n')
 io.stdout:flush()
 h:wait()
+h2:wait()
 ]])
     f:close()
     local out = H.tmp('kill.out')
@@ -241,31 +239,40 @@ h:wait()
     end)
     local t_end = H.now() + 20
     while H.now() < t_end do
-      local line = (H.read(out) or ''):match('(qoslab%-%d+%-%d+%-c qoslab%-%d+%-%d+%-s)\n')
-      if line then names = { line:match('^(%S+) (%S+)$') } break end
+      local line = (H.read(out) or ''):match('(qoslab%-%d+%-%d+%-c qoslab%S+ qoslab%S+ qoslab%S+ qoslab%S+)\n')
+      if line then
+        names = {}
+        for n in line:gmatch('%S+') do names[#names + 1] = n end
+        break
+      end
       H.sleep(0.05)
     end
     assert(names, 'the plan did not start: ' .. (H.read(out) or ''))
-    local c, s = names[1], names[2]
+    local c = names[1]
     assert.matches('qltun%-c', H.must('ip -n ' .. c .. ' -o link show'))
+    assert.matches('qltun%-c', H.must('ip -n ' .. names[3] .. ' -o link show'))
+    assert.matches('qltun%-r', H.must('ip -n ' .. names[4] .. ' -o link show'))
     local threads = tonumber(H.must('ls /proc/' .. pid .. '/task | wc -l'))
     assert.is_true(threads > 1, 'the link and the engine run threads')
     os.execute('kill -KILL ' .. pid)
     assert(H.wait_exit(pid, 5), 'the run did not end')
     -- killed: its namespaces outlive it (the TUN devices went with its fds)
-    assert.is_true(netns_list()[c])
-    assert.is_true(netns_list()[s])
+    for _, n in ipairs(names) do assert.is_true(netns_list()[n], n) end
     local ok, log = H.sh(qoslab_cmd('cleanup', env))
     assert(ok, log)
-    assert.matches('removed netns ' .. c, log, 1, true)
-    assert.matches('removed netns ' .. s, log, 1, true)
     local after = netns_list()
-    assert.is_nil(after[c])
-    assert.is_nil(after[s])
+    for _, n in ipairs(names) do
+      assert.matches('removed netns ' .. n, log, 1, true)
+      assert.is_nil(after[n])
+    end
     assert.equal('', (H.must('ls -A ' .. H.q(state))))
     assert.is_false(H.alive(pid))
     assert.is_nil(H.read('/proc/' .. pid .. '/stat'))
-    -- no TUN device of the link anywhere: not in this namespace either
-    assert.is_nil(H.must('ip -o link show'):find('qltun', 1, true))
+    -- no TUN device of the link anywhere: not in this namespace either,
+    -- nor the router testbed's veth pair
+    local links = H.must('ip -o link show')
+    assert.is_nil(links:find('qltun', 1, true))
+    assert.is_nil(links:find('qs' .. pid .. 'n', 1, true))
+    assert.is_nil(links:find('qrs' .. pid .. 'n', 1, true))
   end)
 end)

@@ -59,7 +59,8 @@ describe('qoslab.link.impair_link arguments', function()
       err_of(link.impair_link, with { b_netns = BASE.a_netns }), 1, true)
     assert.matches('impair_link: opts.b_addr: expected an address other than a_addr',
       err_of(link.impair_link, with { b_addr = BASE.a_addr }), 1, true)
-    assert.matches('opts.b_addr: expected an IPv4 address (the link has no IPv6 addresses yet), got "fd00::2"',
+    assert.matches('opts.b_addr: expected an IPv4 address (the point-to-point pair is IPv4: add IPv6 '
+      .. 'addresses to the devices with qoslab.link.addr_add), got "fd00::2"',
       err_of(link.impair_link, with { b_addr = 'fd00::2' }), 1, true)
     assert.matches('opts.a_addr: expected an IPv4 address without prefix, got "10.0.0.1/24"',
       err_of(link.impair_link, with { a_addr = '10.0.0.1/24' }), 1, true)

@@ -147,15 +147,15 @@ describe('testbed options: one check in C, raised at the caller', function()
                            mtu_bytes = 9000, ipv6 = true, prefix = 'x', impair = {}, bottleneck = 'router' })
   end)
 
-  it('core.testbed_check: backend "link" and what it cannot do yet', function()
+  it('core.testbed_check: backend "link", also with a router and IPv6', function()
     assert.equal('link', core.testbed_check { backend = 'link', offloads = true }.backend)
     assert.equal('netem', core.testbed_check { backend = 'netem', bottleneck = 'router', ipv6 = true }.backend)
+    local o = core.testbed_check { backend = 'link', bottleneck = 'router', ipv6 = true }
+    assert.same({ 'link', 'router', true }, { o.backend, o.bottleneck, o.ipv6 })
     expect('qoslab.testbed: opts.backend: expected one of "auto", "netem", "link"', testbed.testbed,
       { backend = 'tun' })
-    expect('qoslab.testbed: opts.bottleneck: "router" is not available with opts.backend = "link"',
-      testbed.testbed, { backend = 'link', bottleneck = 'router' })
-    expect('qoslab.testbed: opts.ipv6: not available with opts.backend = "link"', testbed.testbed,
-      { backend = 'link', ipv6 = true })
+    expect('qoslab.testbed: opts.mtu_bytes: expected at least 1280 with opts.ipv6', testbed.testbed,
+      { backend = 'link', ipv6 = true, mtu_bytes = 1279 })
     expect('qoslab.testbed: opts.impair.limit_packets: expected', testbed.testbed,
       { backend = 'link', impair = { delay_ms = 10, limit_packets = 'many' } })
   end)

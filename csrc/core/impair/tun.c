@@ -6,6 +6,7 @@
 #include <linux/if.h>
 #include <linux/if_tun.h>
 #include <linux/virtio_net.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/socket.h>
@@ -13,6 +14,24 @@
 
 #include "../link.h"
 #include "../nl.h"
+
+/* The device gets no IPv6 link-local address when it comes up
+ * (addr_gen_mode 1, "none"; the calling thread is in its namespace and the
+ * device is still down): there is no neighbour to discover on a
+ * point-to-point TUN, so no duplicate address detection to wait for and no
+ * router solicitation crosses the link uninvited. Best effort: without IPv6
+ * (no such file) there is nothing to generate. */
+static void no_link_local(const char *ifname)
+{
+	char path[96];
+	snprintf(path, sizeof path, "/proc/sys/net/ipv6/conf/%s/addr_gen_mode", ifname);
+	int f = open(path, O_WRONLY | O_CLOEXEC);
+	if (f < 0)
+		return;
+	ssize_t w = write(f, "1", 1);
+	(void)w;
+	close(f);
+}
 
 int ql_tun_open(const char *netns, const char *ifname, int gso, int *fd, ql_err *e)
 {
@@ -60,6 +79,7 @@ int ql_tun_open(const char *netns, const char *ifname, int gso, int *fd, ql_err 
 		ioctl(sk, SIOCSIFTXQLEN, &q);  /* best effort: 500 still works */
 		close(sk);
 	}
+	no_link_local(ifname);
 	if ((rc = ql_netns_restore(restore, e)) < 0) {
 		close(t);
 		return rc;

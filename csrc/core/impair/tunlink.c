@@ -425,15 +425,17 @@ static int dir_init(ql_tunlink *l, int idx, const ql_netem_spec *spec, uint64_t 
 	return rc;
 }
 
-/* IPv4 only for now: the point-to-point address (ql_link_addr_peer) has
- * no IPv6 form in libnl. */
+/* The point-to-point pair is IPv4 (ql_link_addr_peer); IPv6 addresses go
+ * on the devices afterwards (link.addr_add), and IPv6 packets cross as
+ * IPv4 ones do. */
 static int check_addr(const char *field, const char *addr, ql_err *e)
 {
 	unsigned char buf[16];
 	if (addr && inet_pton(AF_INET, addr, buf) == 1)
 		return 0;
 	if (addr && inet_pton(AF_INET6, addr, buf) == 1)
-		return ql_err_usage(e, "%s: expected an IPv4 address (the link has no IPv6 addresses yet), got \"%s\"",
+		return ql_err_usage(e, "%s: expected an IPv4 address (the point-to-point pair is IPv4: add IPv6 "
+				    "addresses to the devices with qoslab.link.addr_add), got \"%s\"",
 				    field, addr);
 	return ql_err_usage(e, "%s: expected an IPv4 address without prefix, got \"%s\"",
 			    field, addr ? addr : "(none)");

@@ -42,7 +42,8 @@ enum { QL_TUNLINK_FORWARD = 0, QL_TUNLINK_REVERSE = 1 };
 typedef struct ql_tunlink_opts {
 	const char *a_netns, *b_netns;      /* required, different */
 	const char *a_ifname, *b_ifname;    /* the TUN devices' names */
-	const char *a_addr, *b_addr;        /* "A.B.C.D", no prefix (IPv4 only) */
+	const char *a_addr, *b_addr;        /* "A.B.C.D", no prefix: the IPv4 pair
+					       (IPv6 addresses go on the devices after) */
 	uint32_t mtu_bytes;                 /* 68..65535 */
 	uint64_t memory_bytes;              /* per direction, >= 1 */
 	const ql_netem_spec *forward, *reverse;
