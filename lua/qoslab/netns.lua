@@ -88,7 +88,19 @@ M._pid = self_pid
 
 local counter = 0
 
+-- True when /run/netns holds `name` or a name `name-...` (a testbed's
+-- "-c", "-s", "-r"): left by a process that had this pid before.
+local function taken(name, existing)
+  for _, e in ipairs(existing) do
+    if e == name or e:sub(1, #name + 1) == name .. '-' then return true end
+  end
+  return false
+end
+
 --- A namespace name unique to this process and call: `PREFIX-PID-N`.
+-- N skips values whose name, or a name it begins with a "-", is already
+-- in /run/netns: a namespace an earlier process with the same pid left
+-- behind (pids wrap) does not make the caller fail with EEXIST.
 -- @tparam[opt] string prefix default "qoslab" (letters, digits, `-`, `_`, `.`; at most 64)
 -- @treturn string e.g. "qoslab-4242-1"
 -- @raise when prefix is not such a string
@@ -96,9 +108,14 @@ local counter = 0
 function M.unique_name(prefix)
   prefix = prefix == nil and 'qoslab' or prefix
   check.call(2, core.netns_check_prefix, 'qoslab.netns.unique_name', 'prefix', prefix)
-  counter = counter + 1
-  return string.format('%s-%d-%d', prefix, self_pid(), counter)
+  local existing = require('qoslab.fs').list(M._run_dir) or {}
+  repeat
+    counter = counter + 1
+    local name = string.format('%s-%d-%d', prefix, self_pid(), counter)
+    if not taken(name, existing) then return name end
+  until false
 end
+M._run_dir = '/run/netns'
 
 --- Create a named network namespace (like `ip netns add NAME`).
 -- The new namespace has only `lo`, down.

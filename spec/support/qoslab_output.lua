@@ -3,12 +3,50 @@
 -- spec/support/test-all.sh can sum every suite into one line.
 -- Under the TSan host (spec/support/san-lua.c) every ThreadSanitizer report
 -- is a failure too, charged to the test that was running when it appeared.
+-- A spec file that leaves a network namespace (/run/netns) or a network
+-- device of this namespace (/sys/class/net) behind that was not there when
+-- it began is a failure too, charged to that file and naming what it left.
 return function(options)
   local busted = require 'busted'
   local handler = require 'busted.outputHandlers.utfTerminal'(options)
   local have_san, san = pcall(require, 'san_host')
   local tsan = have_san and san.tsan
   local raced, seen = 0, 0
+  local leaked = 0
+  local have_lfs, lfs = pcall(require, 'lfs')
+
+  -- The names in the places a test's namespaces and devices live.
+  local function names()
+    local out = {}
+    if not have_lfs then return out end
+    for _, dir in ipairs { '/run/netns', '/sys/class/net' } do
+      local ok, iter, obj = pcall(lfs.dir, dir)
+      if ok then
+        for name in iter, obj do
+          if name ~= '.' and name ~= '..' then out[dir .. '/' .. name] = true end
+        end
+      end
+    end
+    return out
+  end
+  local at_start = {}
+  busted.subscribe({ 'file', 'start' }, function()
+    at_start = names()
+    return nil, true
+  end)
+  busted.subscribe({ 'file', 'end' }, function(element)
+    local left = {}
+    for name in pairs(names()) do
+      if not at_start[name] then left[#left + 1] = name end
+    end
+    if #left > 0 then
+      table.sort(left)
+      leaked = leaked + 1
+      io.stderr:write(string.format('\nleft behind by %s: %s\n', element.name or '?',
+        table.concat(left, ' ')))
+    end
+    return nil, true
+  end)
 
   local function charge(name)
     local now = san.reports()
@@ -27,7 +65,7 @@ return function(options)
     if not path then return nil, true end
     local f = assert(io.open(path, 'w'))
     f:write(string.format('%d %d %d\n', handler.successesCount,
-      handler.failuresCount + handler.errorsCount + raced, handler.pendingsCount))
+      handler.failuresCount + handler.errorsCount + raced + leaked, handler.pendingsCount))
     f:close()
     return nil, true
   end

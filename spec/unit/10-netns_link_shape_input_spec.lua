@@ -41,6 +41,29 @@ describe('qoslab.netns bad input', function()
     assert.are_not.equal(a, b)
     assert.equal(tonumber(a:match('(%d+)$')) + 1, tonumber(b:match('(%d+)$')))
   end)
+
+  it('unique_name skips names an earlier process with the same pid left in /run/netns', function()
+    local fs = require 'qoslab.fs'
+    local dir = assert(fs.mkdtemp('/tmp/qoslab-netns-'))
+    local saved = netns._run_dir
+    netns._run_dir = dir
+    local ok, err = pcall(function()
+      local pid = netns._pid()
+      local n = tonumber(netns.unique_name('t'):match('(%d+)$'))
+      -- n + 1 left as a testbed's client namespace, n + 2 as a bare name;
+      -- "t-PID-(n+3)0" only shares a prefix and does not count
+      for _, stale in ipairs { ('t-%d-%d-c'):format(pid, n + 1), ('t-%d-%d'):format(pid, n + 2),
+        ('t-%d-%d0'):format(pid, n + 3) } do
+        assert(fs.write_file(dir .. '/' .. stale, ''))
+      end
+      assert.equal(('t-%d-%d'):format(pid, n + 3), netns.unique_name('t'))
+      assert.equal(('t-%d-%d'):format(pid, n + 4), netns.unique_name('t'))
+    end)
+    netns._run_dir = saved
+    for _, name in ipairs(fs.list(dir) or {}) do os.remove(dir .. '/' .. name) end
+    os.remove(dir)
+    assert(ok, err)
+  end)
 end)
 
 describe('qoslab.link bad input', function()
