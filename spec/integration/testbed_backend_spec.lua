@@ -196,12 +196,12 @@ qoslab.plan.sweep { name = 'one', params = { delay_ms = { 5 } }, progress = fals
     ok, log, status = H.sh(qoslab_cmd('run /dev/null --backend link --guest'))
     assert.is_false(ok)
     assert.equal(2, status)
-    assert.matches('qoslab run: --backend link: the link needs a TUN device, which the qemu guest has not',
+    assert.matches('qoslab run: --backend link: the native link runs on this host, a run in the qemu guest takes',
       log, 1, true)
     ok, log, status = H.sh(qoslab_cmd('demo --backend link --guest --out ' .. H.q(H.tmp('d'))))
     assert.is_false(ok)
     assert.equal(2, status)
-    assert.matches('qoslab demo: --backend link: the link needs a TUN device', log, 1, true)
+    assert.matches('qoslab demo: --backend link: the native link runs on this host', log, 1, true)
   end)
 
   it('after SIGKILL mid-run, qoslab cleanup leaves nothing of the link behind', function()

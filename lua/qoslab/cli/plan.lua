@@ -21,7 +21,8 @@
 -- kernel without sch_netem carries a plan that uses netem (its text mentions
 -- `impair` or `netem`) into the qemu guest (qoslab.vm) with DIR mounted
 -- read-write at the same path, so results land in the host's DIR point by
--- point; "link" runs on this host (the guest has no TUN device for it). With
+-- point; "link" runs on this host (the native link is what a kernel without
+-- sch_netem has; a run in the guest takes the guest's kernel netem). With
 -- "auto" a plan that calls qoslab.netem itself (not through a testbed) goes
 -- to the guest too. `--guest` and `--host` choose the place outright. A run
 -- with `--host-map` stays on this host (its hosts are reached over ssh from
@@ -537,8 +538,8 @@ local function backend_flag(name, a)
   return b
 end
 
-local GUEST_NO_LINK = ': --backend link: the link needs a TUN device, which the qemu guest has not; '
-  .. 'run on this host (leave out --guest) or take --backend netem in the guest'
+local GUEST_NO_LINK = ': --backend link: the native link runs on this host, a run in the qemu guest '
+  .. 'takes the guest\'s kernel netem; leave out --guest, or take --backend netem with --guest'
 
 -- Where a run goes and what its testbeds impair with: "netem"|"link".
 local function resolve_backend(b, to_guest)
