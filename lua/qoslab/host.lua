@@ -277,16 +277,58 @@ local function end_local(p)
   p:close()
 end
 
--- Run argv on the host: {status =, stdout =, stderr =} (status: the exit
--- status, or 128 + the signal), or nil, message, code.
-local function exec(self, what, argv, stdin, timeout_s)
+-- Start argv on the host; a job for exec_finish / exec_abort, or nil,
+-- message, code. stdin (a string, may be empty) is written and closed.
+local function exec_start(self, what, argv, stdin, timeout_s)
   local ok, merr, mcode = ensure_master(self)
   if not ok then return nil, merr, mcode end
   local p, perr, pcode = fs.process(command_argv(self, argv), { stdin = 'pipe', new_group = true })
   if not p then return nil, self.name .. ': cannot start ssh: ' .. tostring(perr), pcode end
-  local out, err, code, out_so_far, err_so_far = p:communicate(stdin or '', timeout_s)
+  local job = { p = p, what = what, timeout_s = timeout_s, deadline = timeout_s and now_s() + timeout_s }
+  if stdin and stdin ~= '' then
+    local sok, serr, scode = p:send(stdin, timeout_s)
+    if not sok then
+      end_local(p)
+      return nil, string.format('%s: %s: %s', self.name, what, tostring(serr)), scode
+    end
+  end
+  p:close_stdin()
+  return job
+end
+
+-- Stop a started job: the remote process (its pid is the first stderr
+-- line; waited for up to connect_timeout_s when it has not come yet) and
+-- the local ssh. Returns stdout and stderr read so far.
+local function exec_abort(self, job)
+  local p = job.p
+  if not p then return job.out or '', job.err or '' end
+  job.p = nil
+  local out, err = {}, {}
+  local limit = now_s() + (self.ssh and self.connect_timeout_s or 1)
+  repeat
+    local o, e, _, o2, e2 = p:communicate(nil, 0.05)
+    if o then out[#out + 1], err[#err + 1] = o, e
+    else out[#out + 1], err[#err + 1] = o2 or '', e2 or '' end
+    local pid = remote_pid(table.concat(err))
+    if o or pid then
+      stop_remote(self, pid)
+      break
+    end
+  until now_s() >= limit
+  end_local(p)
+  return table.concat(out), strip_pid(table.concat(err))
+end
+
+-- Read a started job to its end: {status =, stdout =, stderr =} (status:
+-- the exit status, or 128 + the signal), or nil, message, code.
+local function exec_finish(self, job)
+  local p, what, timeout_s = job.p, job.what, job.timeout_s
+  local left = job.deadline and math.max(0, job.deadline - now_s())
+  local out, err, code, out_so_far, err_so_far = p:communicate(nil, left)
   if not out then
+    job.out, job.err = out_so_far, err_so_far
     stop_remote(self, remote_pid(err_so_far))
+    job.p = nil
     end_local(p)
     if code == 'ETIMEDOUT' then
       return nil, string.format('%s: %s timed out after %s s (stopped there too); raise opts.timeout_s '
@@ -295,6 +337,7 @@ local function exec(self, what, argv, stdin, timeout_s)
     end
     return nil, string.format('%s: %s: %s', self.name, what, tostring(err)), code
   end
+  job.p = nil
   local how, status = p:wait(self.connect_timeout_s + 5)
   if not how then
     end_local(p)
@@ -306,6 +349,14 @@ local function exec(self, what, argv, stdin, timeout_s)
     return nil, ssh_failure(self, err)
   end
   return { status = how == 'exit' and status or 128 + status, stdout = out, stderr = strip_pid(err) }
+end
+
+-- Run argv on the host: exec_finish's answer, or nil, message, code.
+local function exec(self, what, argv, stdin, timeout_s)
+  local job, err, code = exec_start(self, what, argv, stdin, timeout_s)
+  if not job then return nil, err, code end
+  local r, msg, mcode, out, rest = exec_finish(self, job)
+  return r, msg, mcode, out, rest
 end
 
 -- Why the far end's qoslab failed (exit status, its stderr): nil, message,
@@ -333,25 +384,37 @@ local function far_failure(self, what, status, stderr, level)
     tail ~= '' and tail or 'no message'), 'EIO'
 end
 
--- Run `qoslab ARGS...` on the host. Returns the result of exec when it
--- exited 0; else nil, message, code, or raises the far end's field error.
-local function qcall(self, what, args, opts, level)
+-- The argv of `qoslab ARGS...` on the host, its errors as JSON lines.
+local function qoslab_argv(self, args)
   local argv = { 'env', 'QOSLAB_ERRORS=json', self.qoslab }
   for _, a in ipairs(args) do argv[#argv + 1] = a end
-  local r, err, code = exec(self, what, argv, opts and opts.stdin, opts and opts.timeout_s or self.timeout_s)
-  if not r then return nil, err, code end
+  return argv
+end
+
+-- What exec's answer r says of a qoslab command: r when it exited 0; else
+-- nil, message, code, or raises the far end's field error.
+local function qdone(self, what, r, level)
   if r.status == 0 then return r end
   local f, msg, fcode = far_failure(self, what, r.status, r.stderr, (level or 1) + 1)
   return f, msg, fcode  -- not a tail call: the level counts this frame
 end
 
+-- Run `qoslab ARGS...` on the host. Returns the result of exec when it
+-- exited 0; else nil, message, code, or raises the far end's field error.
+local function qcall(self, what, args, opts, level)
+  local r, err, code = exec(self, what, qoslab_argv(self, args), opts and opts.stdin,
+    opts and opts.timeout_s or self.timeout_s)
+  if not r then return nil, err, code end
+  local f, msg, fcode = qdone(self, what, r, (level or 1) + 1)
+  return f, msg, fcode
+end
+
 -- What qjson returns for a JSON null (a get that found nothing).
 local NONE = setmetatable({}, { __name = 'none' })
 
--- qcall whose stdout is one JSON document: the decoded table (NONE for null).
-local function qjson(self, what, args, opts, level)
-  local r, err, code = qcall(self, what, args, opts, (level or 1) + 1)
-  if not r then return nil, err, code end
+-- The one JSON document of a qoslab command's stdout: the decoded table
+-- (NONE for null), or nil, message, "EPROTO".
+local function json_of(self, what, r)
   if r.stdout:match('^%s*null%s*$') then return NONE, r.stdout end
   local v, jerr = decode(r.stdout)
   if type(v) ~= 'table' then
@@ -359,6 +422,13 @@ local function qjson(self, what, args, opts, level)
       .. 'than this one?', self.name, what, tostring(jerr or 'not an object')), 'EPROTO'
   end
   return v, r.stdout
+end
+
+-- qcall whose stdout is one JSON document: json_of's answer.
+local function qjson(self, what, args, opts, level)
+  local r, err, code = qcall(self, what, args, opts, (level or 1) + 1)
+  if not r then return nil, err, code end
+  return json_of(self, what, r)
 end
 
 -- ------------------------------------------------------------ ledger ----
@@ -605,8 +675,7 @@ function Host:server(opts)
   end
   local ok, merr, mcode = ensure_master(self)
   if not ok then return nil, merr, mcode end
-  local argv = { 'env', 'QOSLAB_ERRORS=json', self.qoslab }
-  for _, a in ipairs(args) do argv[#argv + 1] = a end
+  local argv = qoslab_argv(self, args)
   -- Its output goes to files: a long-lived server's lines must never fill a
   -- pipe no one reads.
   local dir = self.dir or assert(fs.mkdtemp('/tmp/qoslab-host-'))
@@ -1023,19 +1092,30 @@ local function client_args(ctx, o)
   return args
 end
 
---- Run one qoslab client test on the host (`qoslab client --result-json`
--- there) and return its result.
+local HostTest = {}
+HostTest.__index = HostTest
+HostTest.__name = 'qoslab.HostTest'
+
+--- Start one qoslab client test on the host (`qoslab client --result-json`
+-- there, over its own ssh session) and return at once: several tests, on
+-- one host or many, run at the same time this way.
 -- @tparam table opts qoslab.traffic.run's options (checked here first as it
 --   checks them), plus `start_at_mono_ns` (start when the host's
 --   CLOCK_MONOTONIC reaches it: see `clock_offset`) and `timeout_s` (default:
---   the handle's, plus the test's duration)
--- @treturn table the result table qoslab.traffic.run returns there (with
---   its metatable here: `tostring(res)` is the summary)
--- @return or nil, message, CODE (the far end's, e.g. "ECONNREFUSED")
+--   the handle's, plus the test's duration and the wait for its start)
+-- @treturn qoslab.HostTest a to-be-closed handle: `wait()` → the result
+--   table qoslab.traffic.run returns there (with its metatable here:
+--   `tostring(res)` is the summary), or nil, message, CODE (the far end's,
+--   e.g. "ECONNREFUSED"; "ETIMEDOUT"; "EINTR" when a stop request of
+--   qoslab's signal handlers came); `close()` stops the test there and here
+--   when it has not been waited for; `.host` (this handle)
+-- @return or nil, message, CODE when the test could not be started (no
+--   connection, ...)
 -- @raise on a bad option
--- @usage local r = assert(a:client{host = '10.9.1.2', port = srv:port(), duration_s = 2})
-function Host:client(opts)
-  local ctx = 'qoslab.Host:client'
+-- @usage local t <close> = assert(a:client_start{host = '10.9.1.2', port = srv:port(), duration_s = 2})
+-- local r = assert(t:wait())
+function Host:client_start(opts)
+  local ctx = 'qoslab.Host:client_start'
   check_open(self, ctx)
   check.table(ctx, 'opts', opts)
   local o = {}
@@ -1057,21 +1137,76 @@ function Host:client(opts)
     -- The wait for the start, when the host's clock offset is known.
     if at and self.offset_ns then t = t + math.max(0, (at - now_ns() - self.offset_ns) / 1e9) end
   end
-  local r, out, code = qjson(self, 'client test', client_args(ctx, o), { timeout_s = t }, 2)
-  if not r then return nil, out, code end
-  -- As traffic.run's result: tostring gives the summary.
-  return setmetatable(r, require('qoslab.traffic.result').Result)
+  local argv = qoslab_argv(self, client_args(ctx, o))
+  local job, jerr, jcode = exec_start(self, 'client test', argv, '', t)
+  if not job then return nil, jerr, jcode end
+  self.tests = self.tests or {}
+  local test = setmetatable({ host = self, job = job }, HostTest)
+  self.tests[test] = true
+  return test
+end
+
+--- The test's result, once it ended (see `client_start`); a second call
+-- returns the same.
+-- @treturn table the result, or nil, message, CODE
+function HostTest:wait()
+  if self.answer then return table.unpack(self.answer, 1, self.answer.n) end
+  local h, job = self.host, self.job
+  local r, err, code = exec_finish(h, job)
+  if r then
+    r, err, code = qdone(h, job.what, r, 2)
+    if r then r, err, code = json_of(h, job.what, r) end
+    if r then setmetatable(r, require('qoslab.traffic.result').Result) end
+  end
+  h.tests[self] = nil
+  self.answer = table.pack(r, err, code)
+  return r, err, code
+end
+
+--- Stop the test when it has not been waited for (there: its process;
+-- here: its ssh). Idempotent.
+function HostTest:close()
+  if self.answer then return end
+  exec_abort(self.host, self.job)
+  self.host.tests[self] = nil
+  self.answer = table.pack(nil, self.host.name .. ': client test stopped before its end', 'ECANCELED')
+end
+HostTest.__close = HostTest.close
+HostTest.__gc = HostTest.close
+function HostTest:__tostring()
+  return string.format('qoslab.HostTest (%s%s)', self.host.name, self.answer and ', ended' or '')
+end
+
+--- Run one qoslab client test on the host and return its result:
+-- `client_start(opts)` and its `wait()`.
+-- @tparam table opts as `client_start`'s
+-- @treturn table the result table qoslab.traffic.run returns there
+-- @return or nil, message, CODE (the far end's, e.g. "ECONNREFUSED")
+-- @raise on a bad option
+-- @usage local r = assert(a:client{host = '10.9.1.2', port = srv:port(), duration_s = 2})
+function Host:client(opts)
+  local ok, t, err, code = pcall(Host.client_start, self, opts)
+  if not ok then
+    -- a bad option, named as this method's
+    error((tostring(t):gsub('^[^\n:]-%.lua:%d+: ', ''):gsub('Host:client_start', 'Host:client')), 2)
+  end
+  if not t then return nil, err, code end
+  local r, msg, rcode = t:wait()
+  return r, msg, rcode
 end
 
 -- ---------------------------------------------------------- cleanup ----
 
 --- Undo everything this handle changed on its host, newest first: netem
--- and shapers it applied (and did not clear), servers it started.
+-- and shapers it applied (and did not clear), servers it started; client
+-- tests it started and nobody waited for are stopped first.
 -- @treturn table list of `{kind = "netem"|"shape"|"server", ifname =, netns =,
 --   removed = boolean, error = message|nil}`
 -- @usage b:cleanup()
 function Host:cleanup()
   local report = {}
+  -- client tests still running (client_start, not waited for) stop first
+  for t in pairs(self.tests or {}) do t:close() end
   for i = #self.changes, 1, -1 do
     local c = self.changes[i]
     local r = { kind = c.kind, ifname = c.ifname, netns = c.netns, removed = false }

@@ -371,88 +371,6 @@ end
 local function mbps(v) return v and string.format('%.2f', v / 1e6) or nil end
 local function ms(v) return v and string.format('%.3f', v / 1e6) or nil end
 
--- Whether an argv (as qoslab.host starts it: each remote word quoted for
--- the remote shell, or plain on this machine) is a `qoslab client` test.
-local function is_client_test(argv)
-  for _, w in ipairs(argv) do
-    if w == '--result-json' or w == "'--result-json'" then return true end
-  end
-  return false
-end
-
-local function process_proxy(p)
-  return setmetatable({}, { __index = function(_, k)
-    if k == 'communicate' then
-      return function(_, ...)
-        coroutine.yield('started')
-        return p:communicate(...)
-      end
-    end
-    return function(_, ...) return p[k](p, ...) end
-  end })
-end
-
---- Start `host:client(test)` and return a job whose `:wait()` gives what
--- that call returns, without waiting for the test: qoslab.host runs the
--- test as one local process (`qoslab.fs.process`, an ssh session) and then
--- reads it to its end. The call runs in a coroutine while `fs.process` is
--- wrapped: the test's process is started by the handle's own code (the same
--- argv, quoting, timeouts and error mapping) and the coroutine pauses where
--- the handle would start reading it; `:wait()` lets it read on. So several
--- tests run at once, one process each. (Internal to `clients`.)
--- @tparam qoslab.host h
--- @tparam table test options of `host:client`
--- @treturn table|nil the job (`:wait()` -> result | nil, message, CODE;
---   `:abort()` stops the test's process), or nil, message, CODE when the call
---   ended before its test started (no connection, ...)
--- @raise what `host:client` raises (a bad option); and when the handle ran
---   the test to its end without starting it through `qoslab.fs.process`
---   (it could not run concurrently)
-function M._start_client(h, test)
-  local fs = require 'qoslab.fs'
-  local real = fs.process
-  local started
-  local function process(argv, popts)
-    local p, msg, code = real(argv, popts)
-    if p and not started and type(argv) == 'table' and is_client_test(argv) then
-      started = p
-      return process_proxy(p)
-    end
-    return p, msg, code
-  end
-  local co = coroutine.create(function() return h:client(test) end)
-  fs.process = process
-  local r = table.pack(coroutine.resume(co))
-  fs.process = real
-  if not r[1] then error(r[2], 0) end
-  if coroutine.status(co) == 'dead' then
-    if r[2] ~= nil then
-      error('qoslab.hosts.clients: ' .. tostring(h.name) .. ': its test ran to its end before the next could '
-        .. 'start (qoslab.host no longer starts it through qoslab.fs.process): the tests cannot run at once', 0)
-    end
-    return nil, r[3], r[4]
-  end
-  local job = {}
-  function job.wait()
-    local w = table.pack(coroutine.resume(co))
-    if not w[1] then
-      -- an interruption (SIGINT/SIGTERM/SIGHUP) stays what it is
-      local c = check.core()
-      if c.interrupted_by and c.interrupted_by(w[2]) then error(w[2], 0) end
-      return nil, tostring(w[2]), 'EIO'
-    end
-    return table.unpack(w, 2, w.n)
-  end
-  function job.abort()
-    if coroutine.status(co) ~= 'dead' then
-      pcall(started.kill, started, 'TERM')
-      coroutine.close(co)
-      pcall(started.close, started)
-    end
-  end
-  return job
-end
-
 local CLIENTS_KEYS = { clients = true, test = true, start_in_s = true, names = true,
                        clock_samples = true, title = true }
 
@@ -552,14 +470,14 @@ function M.clients(opts)
           test.timeout_s = (tonumber(h.timeout_s) or 60) + start_in_s + (tonumber(test.duration_s) or 10)
             + (tonumber(test.omit_s) or 0)
         end
-        local job, msg, code = M._start_client(h, test)
+        local job, msg, code = h:client_start(test)
         if job then running[i] = job
         else e.error, e.code = string.format('%s (%s)', tostring(msg), tostring(code)), code end
       end
     end
   end)
   if not ok then
-    for _, job in pairs(running) do job.abort() end
+    for _, job in pairs(running) do job:close() end
     error((tostring(err):gsub('^[^\n:]-qoslab/[%w_/]+%.lua:%d+: ', '')), 2)
   end
   local c = check.core()
@@ -567,9 +485,9 @@ function M.clients(opts)
     local job = running[i]
     if job then
       local e = per[i]
-      local wok, res, msg, code = pcall(job.wait)
+      local wok, res, msg, code = pcall(job.wait, job)
       if not wok then
-        for j = i + 1, #list do if running[j] then running[j].abort() end end
+        for j = i + 1, #list do if running[j] then running[j]:close() end end
         error(res, 0)
       end
       -- A stop request ends the run as a local test's does: the tests still
@@ -577,7 +495,7 @@ function M.clients(opts)
       -- ends at once, and the handle stops its process there too) and the
       -- interruption is raised.
       if not res and code == 'EINTR' and c.signal_pending and c.signal_pending() then
-        for j = i + 1, #list do if running[j] then pcall(running[j].wait) end end
+        for j = i + 1, #list do if running[j] then running[j]:close() end end
         error(c.interruption(), 0)
       end
       if res then

@@ -223,6 +223,49 @@ describe('qoslab.host over ssh #integration', function()
       'qoslab.Host:run: argv[1]: expected a string without NUL bytes, got string "a\\0b"')
   end)
 
+  it('client_start runs tests at once; closing one stops it there, the other ends with its result', function()
+    local defer = H.cleanups(finally)
+    local a = qoslab.host(env.spec(1))
+    defer(function() a:close() end)
+    local b = qoslab.host(env.spec(2))
+    defer(function() b:close() end)
+    local B = env.hosts[2]
+    local srv = assert(b:server { port = 0, bind = B.data_addr })
+    local function opts(duration_s)
+      return { host = B.data_addr, port = srv:port(), proto = 'udp', bitrate_bps = 1e6, duration_s = duration_s }
+    end
+    local t0 = H.now()
+    local long = assert(a:client_start(opts(30)))
+    local short = assert(a:client_start(opts(1)))
+    assert.equal('qoslab.HostTest', getmetatable(long).__name)
+    assert.equal(a, long.host)
+    -- both run on A at once
+    local n = 0
+    while #env.procs(1, 'qoslab client') < 2 and n < 100 do H.sleep(0.05); n = n + 1 end
+    assert.equal(2, #env.procs(1, 'qoslab client'))
+    local res = assert(short:wait())
+    assert.equal('qoslab.Result', getmetatable(res).__name)
+    assert(res.received.bytes > 0, 'the short test received nothing')
+    assert.equal(res, short:wait())
+    -- the long one is stopped there, long before its 30 s
+    long:close()
+    assert(H.now() - t0 < 10, 'the long test was not stopped')
+    assert.same({}, env.procs(1, 'qoslab client'))
+    local r, msg, code = long:wait()
+    assert.is_nil(r)
+    assert.equal('ECANCELED', code)
+    assert.matches('stopped before its end', msg)
+    -- a test not waited for is stopped by cleanup, and bad input is named
+    assert(a:client_start(opts(30)))
+    while #env.procs(1, 'qoslab client') < 1 and n < 200 do H.sleep(0.05); n = n + 1 end
+    a:cleanup()
+    assert.same({}, env.procs(1, 'qoslab client'))
+    assert.error_matches(function() a:client_start { host = B.data_addr, duration_s = 'x' } end,
+      'opts.duration_s: expected a finite number')
+    assert.error_matches(function() a:client { host = B.data_addr, duration_s = 'x' } end,
+      'opts.duration_s: expected a finite number')
+  end)
+
   it('localhost() is the same interface on this machine', function()
     local defer = H.cleanups(finally)
     local here = qoslab.host.localhost()
