@@ -467,6 +467,8 @@ describe('qoslab far end: shape with JSON in and out', function()
     local r = cjson.decode(out)
     assert.same({ ok = true, dev = 's0', kind = 'tbf', handle = '1:', netem_parent = '1:1',
       spec = { kind = 'tbf', rate_bps = 10000000, burst_bytes = 15000, limit_bytes = 40000 } }, r)
+    -- a set is meant to stay (as tc's): nothing recorded for qoslab cleanup
+    assert.same({}, require('qoslab.fs').list(H.tmp('state')) or {})
     -- tc: a tbf at the root with that rate and bucket
     local tc = H.must('tc -n ' .. ns .. ' qdisc show dev s0')
     assert.truthy(tc:find('qdisc tbf 1: root', 1, true), tc)

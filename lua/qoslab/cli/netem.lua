@@ -179,6 +179,9 @@ local function run(a)
       end
     end
   elseif verb == 'set' then
+    -- What set leaves is meant to stay, as tc's would: not a killed run's
+    -- leftover for `qoslab cleanup` (`clear` removes it).
+    require('qoslab.netns')._untrack(function() return true end)
     for _, w in ipairs(type(r1) == 'table' and r1.warnings or {}) do cli_warning(w) end
     if a.json then
       local doc = { ok = true, dev = dev }

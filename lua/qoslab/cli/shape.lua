@@ -75,6 +75,9 @@ local function run(a)
   -- dkjson: integers (rates in bits/s, bytes) as integers
   local function json(v) print(dkjson.encode(v)) end
   if verb == 'set' then
+    -- What set leaves is meant to stay, as tc's would: not a killed run's
+    -- leftover for `qoslab cleanup` (`clear` removes it).
+    require('qoslab.netns')._untrack(function() return true end)
     if a.json then
       json { ok = true, dev = dev, kind = r1.kind, handle = r1.handle,
              netem_parent = r1.netem_parent, spec = r1.spec }
