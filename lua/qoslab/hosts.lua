@@ -399,8 +399,8 @@ local CLIENTS_KEYS = { clients = true, test = true, start_in_s = true, names = t
 --   "message (CODE)" | nil, code =, offset_ns =, offset_error_ns =,
 --   start_at_mono_ns = (on that host's clock), start_late_ns = (how long after
 --   start_at_mono_ns that host's client began the test, by its own clock: the
---   result's `start_late_ns`)}, ...},
---   sum = (`sum(per_client)`), start_spread_ns = (largest minus smallest
+--   result's start_late_ns)}, ...},
+--   sum = (what sum(per_client) gives), start_spread_ns = (largest minus smallest
 --   start_late_ns of the clients with one; nil with fewer than two)}`
 -- @raise on bad opts, naming the field; and on SIGINT, SIGTERM or SIGHUP
 --   while qoslab's signal handlers are installed (`qoslab run`): the tests
