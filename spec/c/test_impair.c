@@ -193,6 +193,40 @@ TEST(rate_time_to_send_advances_by_the_transmission_time)
 	ql_impair_free(m);
 }
 
+/* A GSO packet is one packet to the model but costs the rate what its
+ * segments would, each with its headers and the overhead: 3 segments of
+ * 52 header + 1448 data bytes and a last one of 52 + 104 (a 4500-byte
+ * packet), 14 bytes of overhead each, at 1 MB/s; with cells, each segment
+ * rounds up on its own. Without seg, or when the packet is no larger than
+ * one segment, the plain cost. */
+TEST(rate_charges_a_gso_packet_as_its_segments)
+{
+	ql_netem_spec s = base();
+	s.rate_bytes_per_s = 1000000;
+	s.packet_overhead_bytes = 14;
+	ql_impair *m = model(&s, 1);
+	ql_impair_verdict v;
+	ql_impair_gso seg = { 52, 1448 };
+	size_t len = 52 + 3 * 1448 + 104;
+	ql_impair_enqueue_gso(m, len, &seg, 0, T0, 0, 0, &v);
+	CHECK_EQ_INT(v.copies, 1);
+	CHECK_EQ_INT(v.time_to_send_ns, T0 + (int64_t)(3 * (52 + 1448 + 14) + (52 + 104 + 14)) * 1000);
+	ql_impair_enqueue_gso(m, len, NULL, 0, T0, 0, 0, &v);
+	CHECK_EQ_INT(v.time_to_send_ns, T0 + (int64_t)(len + 14) * 1000);
+	ql_impair_enqueue_gso(m, 52 + 1448, &seg, 0, T0, 0, 0, &v);
+	CHECK_EQ_INT(v.time_to_send_ns, T0 + (52 + 1448 + 14) * 1000);
+	s.cell_size_bytes = 48;
+	s.cell_overhead_bytes = 5;
+	ql_err e;
+	CHECK(ql_impair_set_spec(m, &s, &e) == 0);
+	/* 1514 -> 32 cells, 170 -> 4 cells, 53 bytes each */
+	ql_impair_enqueue_gso(m, len, &seg, 0, T0, 0, 0, &v);
+	CHECK_EQ_INT(v.time_to_send_ns, T0 + (int64_t)(3 * 32 + 4) * 53 * 1000);
+	const ql_impair_counters *c = ql_impair_counters_get(m);
+	CHECK_EQ_INT(c->drops[QL_IMPAIR_DROP_LOSS], 0);
+	ql_impair_free(m);
+}
+
 /* With a delay, a rate schedules after max(now + delay, last queued). */
 TEST(rate_and_keep_order_schedule_after_the_last_queued_packet)
 {
@@ -833,6 +867,7 @@ int main(void)
 	RUN(duplicate_copy_draws_its_own_loss);
 	RUN(reorder_100_pct_gap_5_is_every_fifth_packet);
 	RUN(rate_time_to_send_advances_by_the_transmission_time);
+	RUN(rate_charges_a_gso_packet_as_its_segments);
 	RUN(rate_and_keep_order_schedule_after_the_last_queued_packet);
 	RUN(corrupt_flips_one_bit_of_a_byte_inside_the_packet);
 	RUN(ecn_marks_instead_of_dropping_only_ecn_capable_packets);

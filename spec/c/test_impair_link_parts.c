@@ -144,6 +144,43 @@ TEST(ippkt_ecn_ipv4)
 	CHECK_EQ_INT(ql_ippkt_ecn(h, 19), -1);
 }
 
+/* The headers every segment of a GSO packet carries: IPv4 with options
+ * and TCP with timestamps (24 + 32), IPv6 and UDP (40 + 8); 0 for another
+ * protocol, an IPv6 extension header, a bad IHL or data offset, or a
+ * packet too short for its headers. */
+TEST(ippkt_headers_bytes)
+{
+	unsigned char p[80];
+	memset(p, 0, sizeof p);
+	p[0] = 0x46;                      /* IPv4, IHL 6 */
+	p[9] = 6;                         /* TCP */
+	p[24 + 12] = 8 << 4;              /* data offset 8: 32 bytes */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 56);
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 56), 56);
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 55), 0);
+	p[24 + 12] = 4 << 4;              /* data offset 4: too small */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 0);
+	p[0] = 0x44;                      /* IHL 4: too small */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 0);
+	p[0] = 0x45;
+	p[9] = 17;                        /* UDP */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 28);
+	p[9] = 1;                         /* ICMP */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 0);
+	memset(p, 0, sizeof p);
+	p[0] = 0x60;
+	p[6] = 17;
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 48);
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 47), 0);
+	p[6] = 0;                         /* hop-by-hop options first */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 0);
+	p[6] = 6;
+	p[40 + 12] = 5 << 4;
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 60);
+	p[0] = 0x50;                      /* version 5 */
+	CHECK_EQ_INT(ql_ippkt_headers_bytes(p, 80), 0);
+}
+
 TEST(ippkt_ecn_ipv6_and_other)
 {
 	unsigned char h[40];
@@ -198,6 +235,7 @@ int main(void)
 	RUN(pktq_head_first_newest_first);
 	RUN(pktq_many_random);
 	RUN(ippkt_ecn_ipv4);
+	RUN(ippkt_headers_bytes);
 	RUN(ippkt_ecn_ipv6_and_other);
 	RUN(ippkt_proto_classes);
 	return ctest_done();

@@ -287,11 +287,11 @@ static int loss_event(ql_impair *m)
 	}
 }
 
-/* Bytes on the wire at the rate: overhead added, then whole cells. */
-static int64_t tx_time_ns(const ql_impair *m, size_t len)
+/* Bytes on the wire of one packet of len bytes: overhead added, then whole
+ * cells. */
+static int64_t wire_bytes(const ql_netem_spec *s, int64_t len)
 {
-	const ql_netem_spec *s = &m->spec;
-	int64_t bytes = (int64_t)len + s->packet_overhead_bytes;
+	int64_t bytes = len + s->packet_overhead_bytes;
 	if (bytes < 0)
 		bytes = 0;
 	if (s->cell_size_bytes) {
@@ -301,11 +301,37 @@ static int64_t tx_time_ns(const ql_impair *m, size_t len)
 		if (bytes < 0)
 			bytes = 0;
 	}
+	return bytes;
+}
+
+/* Transmission time at the rate. A GSO packet (seg: its segments' headers
+ * and payload size) costs what its segments would one by one, each with
+ * its headers and the overhead, as netem charges a GSO skb on an Ethernet
+ * device (the qdisc length counts every segment's headers, MAC included). */
+static int64_t tx_time_ns(const ql_impair *m, size_t len, const ql_impair_gso *seg)
+{
+	const ql_netem_spec *s = &m->spec;
+	int64_t bytes;
+	if (seg && seg->payload_bytes > 0 && len > seg->hdr_bytes + seg->payload_bytes) {
+		int64_t payload = (int64_t)(len - seg->hdr_bytes), size = (int64_t)seg->payload_bytes;
+		int64_t n = (payload + size - 1) / size;
+		int64_t last = payload - (n - 1) * size;
+		bytes = (n - 1) * wire_bytes(s, (int64_t)seg->hdr_bytes + size) +
+			wire_bytes(s, (int64_t)seg->hdr_bytes + last);
+	} else {
+		bytes = wire_bytes(s, (int64_t)len);
+	}
 	return (int64_t)((unsigned __int128)bytes * 1000000000u / s->rate_bytes_per_s);
 }
 
 void ql_impair_enqueue(ql_impair *m, size_t len, int ecn_capable, int64_t now_ns,
 		       uint32_t qlen_packets, int64_t last_tts_ns, ql_impair_verdict *v)
+{
+	ql_impair_enqueue_gso(m, len, NULL, ecn_capable, now_ns, qlen_packets, last_tts_ns, v);
+}
+
+void ql_impair_enqueue_gso(ql_impair *m, size_t len, const ql_impair_gso *seg, int ecn_capable,
+			   int64_t now_ns, uint32_t qlen_packets, int64_t last_tts_ns, ql_impair_verdict *v)
 {
 	const ql_netem_spec *s = &m->spec;
 	ql_impair_counters *c = &m->counters;
@@ -363,7 +389,7 @@ void ql_impair_enqueue(ql_impair *m, size_t len, int ecn_capable, int64_t now_ns
 			if (last_tts_ns && last_tts_ns > t)
 				t = last_tts_ns;
 			if (s->rate_bytes_per_s)
-				t += tx_time_ns(m, len);
+				t += tx_time_ns(m, len, seg);
 		}
 		v->time_to_send_ns = t;
 		m->counter++;

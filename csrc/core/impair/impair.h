@@ -72,6 +72,20 @@ int ql_impair_set_spec(ql_impair *m, const ql_netem_spec *spec, ql_err *e);
 void ql_impair_enqueue(ql_impair *m, size_t len, int ecn_capable, int64_t now_ns,
 		       uint32_t qlen_packets, int64_t last_tts_ns, ql_impair_verdict *v);
 
+/* A GSO packet's segments: each carries hdr_bytes of IP and transport
+ * headers and payload_bytes of data (the last one less). */
+typedef struct ql_impair_gso {
+	size_t hdr_bytes, payload_bytes;
+} ql_impair_gso;
+
+/* ql_impair_enqueue for a GSO packet of len bytes (seg NULL: a plain
+ * packet): the model takes it as one packet (one loss, one limit slot, as
+ * netem takes a GSO skb), and a rate charges it what its segments would
+ * cost one by one, each with its headers, packet_overhead_bytes and cells
+ * (netem on an Ethernet device counts every segment's headers likewise). */
+void ql_impair_enqueue_gso(ql_impair *m, size_t len, const ql_impair_gso *seg, int ecn_capable,
+			   int64_t now_ns, uint32_t qlen_packets, int64_t last_tts_ns, ql_impair_verdict *v);
+
 /* Slot model (spec slot_*): the head packet (len bytes, due at its
  * time_to_send) may leave at the returned time (>= due); call
  * ql_impair_sent after it left. Without slots returns due. */

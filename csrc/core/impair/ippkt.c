@@ -40,6 +40,29 @@ int ql_ippkt_proto(const unsigned char *p, size_t len)
 	}
 }
 
+size_t ql_ippkt_headers_bytes(const unsigned char *p, size_t len)
+{
+	size_t ip;
+	int proto;
+	if (len >= 20 && (p[0] >> 4) == 4) {
+		ip = (size_t)(p[0] & 15) * 4;
+		proto = p[9];
+		if (ip < 20)
+			return 0;
+	} else if (len >= 40 && (p[0] >> 4) == 6) {
+		ip = 40;
+		proto = p[6];
+	} else {
+		return 0;
+	}
+	if (proto == 17)
+		return len >= ip + 8 ? ip + 8 : 0;
+	if (proto != 6 || len < ip + 20)
+		return 0;
+	size_t tcp = (size_t)(p[ip + 12] >> 4) * 4;
+	return tcp >= 20 && len >= ip + tcp ? ip + tcp : 0;
+}
+
 int ql_ippkt_set_ce(unsigned char *p, size_t len)
 {
 	int ecn = ql_ippkt_ecn(p, len);

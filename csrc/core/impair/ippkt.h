@@ -34,6 +34,12 @@ enum ql_ippkt_proto {
  * (an IPv6 extension header counts as other). */
 int ql_ippkt_proto(const unsigned char *p, size_t len);
 
+/* Bytes of the IP header and the TCP (its data offset) or UDP (8) header
+ * at the packet's front: what every segment of a GSO packet carries. 0 when
+ * it is no IPv4/IPv6 TCP/UDP packet (an IPv6 extension header included) or
+ * too short for its headers. */
+size_t ql_ippkt_headers_bytes(const unsigned char *p, size_t len);
+
 /* Flip bit (0..7) of byte (< len). */
 void ql_ippkt_flip(unsigned char *p, size_t len, size_t byte, int bit);
 

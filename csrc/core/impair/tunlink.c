@@ -15,6 +15,7 @@
 #include <sys/prctl.h>
 #include <time.h>
 #include <unistd.h>
+#include <linux/virtio_net.h>
 
 #include "../link.h"
 #include "../netns.h"
@@ -276,8 +277,18 @@ static void *reader_main(void *arg)
 		pthread_mutex_lock(&d->mu);
 		const ql_impair_counters *mc = ql_impair_counters_get(d->model);
 		uint64_t lost0 = mc->drops[QL_IMPAIR_DROP_LOSS];
-		ql_impair_enqueue(d->model, ip_len, ecn_capable, now, (uint32_t)ql_pktq_len(&d->q),
-				  ql_pktq_len(&d->q) ? d->last_tts_ns : 0, &v);
+		/* a GSO packet: its segments' headers and size, for the rate */
+		ql_impair_gso seg = { 0, 0 };
+		if (d->hdr >= sizeof(struct virtio_net_hdr)) {
+			struct virtio_net_hdr vh;
+			memcpy(&vh, buf, sizeof vh);
+			if (vh.gso_type != VIRTIO_NET_HDR_GSO_NONE && vh.gso_size > 0) {
+				seg.hdr_bytes = ql_ippkt_headers_bytes(ip, ip_len);
+				seg.payload_bytes = seg.hdr_bytes ? vh.gso_size : 0;
+			}
+		}
+		ql_impair_enqueue_gso(d->model, ip_len, seg.payload_bytes ? &seg : NULL, ecn_capable, now,
+				      (uint32_t)ql_pktq_len(&d->q), ql_pktq_len(&d->q) ? d->last_tts_ns : 0, &v);
 		ql_tunlink_proto_stats *ps = &d->proto[cls];
 		ps->arrived_packets++;
 		/* a duplicated packet may lose one copy: the model's count */
