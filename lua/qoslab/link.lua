@@ -164,9 +164,13 @@ M.info = core.link_info
 --   (default: a new one per link);
 -- * `gso` (boolean, default false): let GSO super-packets (TCP segments of up
 --   to 64 KiB, IFF_VNET_HDR) cross whole. Each is one packet to the model
---   (one loss, one `limit_packets` slot), as kernel netem sees them on a
---   device with offloads on; several times the throughput. Off, every packet
---   is at most `mtu_bytes`, as netem with offloads off;
+--   (one loss, one `limit_packets` slot), as kernel netem sees TCP's packets
+--   at its qdisc: TCP builds GSO packets whatever the device's offloads (the
+--   kernel cuts them after the qdisc), so a netem loss takes a whole one
+--   (at low rates 2 segments, tcp_min_tso_segs); several times the
+--   throughput too. Off, every packet is at most `mtu_bytes`, one segment:
+--   a finer unit than netem's, and under random loss TCP's goodput is then
+--   lower than through netem (fewer segments per loss);
 -- * `realtime` (boolean, default false): run the link's four threads (both
 --   readers and both senders) SCHED_FIFO at the
 --   lowest real-time priority where the process may (root, CAP_SYS_NICE or

@@ -248,8 +248,10 @@ end
 --   undelayed), reverse_impair = netem spec on the server's egress (the
 --   router's towards the client; for
 --   symmetric delay split it: impair and reverse_impair delay_ms = RTT/2), offloads = bool (default
---   false: TSO/GSO/GRO off on both ends so netem and the shaper see MTU-sized
---   packets), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
+--   false: TSO/GSO/GRO off on the veth ends, so the wire carries MTU-sized
+--   frames; TCP hands its qdiscs, netem and the shaper, its GSO packets all
+--   the same (the kernel cuts them after the qdisc), so a netem loss takes
+--   a whole one, often 2 segments), mtu_bytes = 68..65535 (default the veth default 1500), ipv6 = bool
 --   (default false: also fd00:X:Y::1/64 and ::2/64), prefix = string (namespace
 --   name prefix, default "qoslab"), bottleneck = "host"|"router" (default "host":
 --   the shaper and netem on each end's own egress; "router": a third namespace
@@ -269,8 +271,9 @@ end
 --   the link's delay; with bottleneck = "router" the link joins the client
 --   (qltun-c) and the router (qltun-r, router_client_ifname), the server
 --   hangs off the router by a veth pair, and the shaper sits on the router's
---   two egresses (see the module's picture); offloads = true lets GSO
---   super-packets through the link (its gso); limit_packets = "auto" follows
+--   two egresses (see the module's picture); the link takes TCP's GSO
+--   packets whole (its gso), as netem takes them at its qdisc, so that a loss,
+--   a limit slot and a rate's transmission time count the same units; limit_packets = "auto" follows
 --   netem's limit rule at the shaper's rate (else 1 Gbit/s))}`
 -- @treturn qoslab.Testbed with fields `client_netns`, `server_netns`,
 --   `client_ifname`, `server_ifname`, `client_addr`, `server_addr` (IPv4 without
@@ -361,7 +364,10 @@ function M.testbed(opts)
       end
       tb._link = must(link.impair_link { a_netns = tb.client_netns, b_netns = b_ns,
         a_ifname = tb.client_ifname, b_ifname = b_if,
-        a_addr = tb.client_addr, b_addr = b_addr, mtu_bytes = mtu, gso = offloads,
+        a_addr = tb.client_addr, b_addr = b_addr, mtu_bytes = mtu,
+        -- netem's unit: TCP builds GSO packets whatever the offloads (they
+        -- are cut after the qdisc), so netem drops and delays them whole
+        gso = true,
         forward = not is_empty(opts.impair) and link_spec(tb, opts.impair) or nil,
         reverse = not is_empty(opts.reverse_impair) and link_spec(tb, opts.reverse_impair) or nil })
       if ipv6 then
