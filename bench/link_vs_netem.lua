@@ -19,8 +19,11 @@
 --    packet the link's TUN device carries): the link gets
 --    rate_packet_overhead_bytes = 14, so both send 1514 wire bytes per
 --    full segment;
---  - offloads off (the testbed's default: netem sees MTU-sized packets, the
---    link has gso = false), MTU 1500;
+--  - offloads off (the testbed's default: MTU-sized frames on the wire),
+--    MTU 1500; both backends take TCP's GSO packets whole (netem at its
+--    qdisc, where TCP hands them over whatever the offloads; the link with
+--    gso = true, the testbed's choice), and a rate charges each segment's
+--    headers on both;
 --  - the TCP sysctls of both namespaces pinned to the same values (SYSCTLS
 --    below: no metrics cache, ECN off, SACK, timestamps, buffers),
 --    read back and compared; the initial cwnd and rwnd are both kernels'
