@@ -80,14 +80,18 @@ local function check_spec(spec, level)
   level = (level or 1) + 1
   check.table(CTX, 'spec', spec, level)
   check.keys(CTX, 'spec', spec, { ssh = true, port = true, identity = true, options = true,
-    qoslab = true, connect_timeout_s = true, timeout_s = true, name = true }, level)
+    qoslab = true, connect_timeout_s = true, timeout_s = true, name = true }, level + 1)
   local s = spec.ssh
   if s ~= nil and (type(s) ~= 'string' or s == '' or s:find('[%s%z]') or s:sub(1, 1) == '-'
-      or s:find('@', 1, true) and not s:match('^[^@]+@[^@]+$')) then
-    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, not starting with "-")', s, level)
+      or s:find('@', 1, true) and not s:match('^[^@]+@[^@%-][^@]*$')) then
+    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, neither starting with "-")', s, level)
   end
   check.integer(CTX, 'port', spec.port, 1, 65535, nil, level)
   check.cstring(CTX, 'identity', spec.identity, nil, level)
+  -- (ssh reads "~/" as the home directory)
+  if spec.identity ~= nil and not fs.is_file((spec.identity:gsub('^~/', (os.getenv('HOME') or '~') .. '/'))) then
+    check.fail(CTX, 'identity', 'a private key file that exists', spec.identity, level)
+  end
   if spec.options ~= nil then
     check.table(CTX, 'options', spec.options, level)
     for k, o in pairs(spec.options) do
@@ -156,7 +160,7 @@ end
 function M.new(spec)
   check_spec(spec, 1)
   if spec.ssh == nil then
-    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, not starting with "-")', nil, 1)
+    check.fail(CTX, 'ssh', '"user@host" or "host" (no spaces, neither starting with "-")', nil, 1)
   end
   return make(spec, 2)
 end
@@ -172,7 +176,7 @@ end
 function M.localhost(spec)
   spec = spec or {}
   check.table(CTX .. '.localhost', 'spec', spec)
-  check.keys(CTX .. '.localhost', 'spec', spec, { qoslab = true, timeout_s = true, name = true })
+  check.keys(CTX .. '.localhost', 'spec', spec, { qoslab = true, timeout_s = true, name = true }, 2)
   check_spec(spec, 1)
   local s = { qoslab = spec.qoslab, timeout_s = spec.timeout_s, name = spec.name or 'localhost' }
   if not s.qoslab then
@@ -219,7 +223,7 @@ function Host:run(argv, opts)
   if argv[1] == '' then check.fail(ctx, 'argv[1]', 'a program name', argv[1]) end
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { timeout_s = true, stdin = true })
+  check.keys(ctx, 'opts', opts, { timeout_s = true, stdin = true }, 2)
   check.string(ctx, 'opts.stdin', opts.stdin)
   local t = timeout_of(self, ctx, opts)
   return exec(self, 'run ' .. argv[1], argv, opts.stdin, t)
@@ -261,7 +265,7 @@ function Host:server(opts)
   check.table(ctx, 'opts', opts)
   local allowed = { timeout_s = true }
   for k in pairs(SERVER_FLAGS) do allowed[k] = true end
-  check.keys(ctx, 'opts', opts, allowed)
+  check.keys(ctx, 'opts', opts, allowed, 2)
   if opts.bind and opts.bind_address then
     check.fail(ctx, 'opts.bind', 'one of bind and bind_address', opts.bind)
   end
@@ -380,7 +384,7 @@ local function place_args(ctx, ifname, opts, allowed, level)
   if ifname == nil or ifname == '' then check.fail(ctx, 'ifname', 'an interface name', ifname, level) end
   opts = opts or {}
   check.table(ctx, 'opts', opts, level)
-  check.keys(ctx, 'opts', opts, allowed, level)
+  check.keys(ctx, 'opts', opts, allowed, level + 1)
   check.netns(ctx, 'opts.netns', opts.netns, nil, level)
   if allowed.ingress then check.boolean(ctx, 'opts.ingress', opts.ingress, nil, level) end
   if allowed.parent then check.cstring(ctx, 'opts.parent', opts.parent, nil, level) end
@@ -415,7 +419,8 @@ end
 -- @tparam[opt] table opts `{netns =, ingress = bool, parent = "MAJ:MIN", timeout_s =}`
 -- @treturn table what qoslab.netem.apply returns there
 -- @return or nil, message, CODE (e.g. "ENOTSUP" with the far end's advice
---   when its kernel has no sch_netem)
+--   when its kernel has no sch_netem; "EBUSY" when the device has a netem
+--   this handle did not set: another run's, which is not replaced)
 -- @raise on a bad spec or opts, here or as the far end raises it
 -- @usage assert(b:netem_apply('eth1', 'delay 20ms', {netns = 'lab'}))
 function Host:netem_apply(ifname, spec, opts)
@@ -434,8 +439,23 @@ function Host:netem_apply(ifname, spec, opts)
   else
     check.fail(ctx, 'spec', 'tc-netem words (a string) or a qoslab.netem spec table', spec)
   end
+  if not find_change(self, 'netem', ifname, o.netns, o.ingress, o.parent) then
+    -- A netem this handle did not set: another run's (or a killed one's)
+    -- is not replaced under it.
+    local cur = self:netem_get(ifname, { netns = o.netns, ingress = o.ingress, parent = o.parent,
+                                         timeout_s = o.timeout_s })
+    if cur then
+      return nil, string.format('%s: %s already has a netem that this handle did not set: another run may be '
+        .. 'using it; clear it first (netem_clear, or `qoslab cleanup --hosts` after a killed run)', self.name,
+        ifname), 'EBUSY'
+    end
+  end
   local args = { 'netem', 'set', table.unpack(with_json(a, table.unpack(words))) }
   local r, err, code = qjson(self, 'netem set', args, { timeout_s = timeout_of(self, ctx, o) }, 2)
+  if not r and code == 'ENOTSUP' then
+    err = err .. string.format(' (on %s: load the module there, `modprobe sch_netem`; a kernel without it '
+      .. 'cannot impair that host: impair this one, or another on the path)', self.ssh or 'this machine')
+  end
   if not r then return nil, err, code end
   remember(self, { kind = 'netem', ifname = ifname, netns = o.netns, ingress = o.ingress, parent = o.parent })
   return strip_ok(r)
@@ -446,8 +466,8 @@ local function netem_read(self, ctx, verb, ifname, opts)
   local a, o = place_args(ctx, ifname, opts, NETEM_OPTS, 2)
   local r, err, code = qjson(self, 'netem ' .. verb, { 'netem', verb, table.unpack(with_json(a)) },
     { timeout_s = timeout_of(self, ctx, o, 2) }, 3)
-  if not r then return nil, err, code end
-  return strip_ok(r), o
+  if not r then return false, err, code end
+  return true, strip_ok(r), o
 end
 
 --- The netem on a device of the host (qoslab.netem.get there).
@@ -456,8 +476,8 @@ end
 -- @return what qoslab.netem.get returns there (the spec, nil when none),
 --   or nil, message, CODE
 function Host:netem_get(ifname, opts)
-  local r, err, code = netem_read(self, 'qoslab.Host:netem_get', 'show', ifname, opts)
-  if r == nil then return nil, err, code end
+  local ok, r, code = netem_read(self, 'qoslab.Host:netem_get', 'show', ifname, opts)
+  if not ok then return nil, r, code end
   return r
 end
 
@@ -466,8 +486,8 @@ end
 -- @tparam[opt] table opts `{netns =, ingress =, parent =, timeout_s =}`
 -- @return what qoslab.netem.stats returns there, or nil, message, CODE
 function Host:netem_stats(ifname, opts)
-  local r, err, code = netem_read(self, 'qoslab.Host:netem_stats', 'stats', ifname, opts)
-  if r == nil then return nil, err, code end
+  local ok, r, code = netem_read(self, 'qoslab.Host:netem_stats', 'stats', ifname, opts)
+  if not ok then return nil, r, code end
   return r
 end
 
@@ -477,8 +497,8 @@ end
 -- @return what qoslab.netem.clear returns there (true: removed, false:
 --   none was there), or nil, message, CODE
 function Host:netem_clear(ifname, opts)
-  local r, o, code = netem_read(self, 'qoslab.Host:netem_clear', 'clear', ifname, opts)
-  if r == nil then return nil, o, code end
+  local ok, r, o = netem_read(self, 'qoslab.Host:netem_clear', 'clear', ifname, opts)
+  if not ok then return nil, r, o end
   local c = find_change(self, 'netem', ifname, o.netns, o.ingress, o.parent)
   if c then forget(self, c) end
   return r.removed == true
@@ -492,7 +512,8 @@ local SHAPE_OPTS = { netns = true, timeout_s = true }
 -- @tparam[opt] table opts `{netns =, timeout_s =}`
 -- @treturn table what qoslab.shape.apply returns there (`{kind =, handle =,
 --   netem_parent =, spec =}`)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE ("EBUSY" when the device has a shaper this
+--   handle did not set: another run's, which is not replaced)
 -- @raise on a bad spec or opts (as qoslab.shape.apply raises)
 -- @usage assert(b:shape_apply('eth1', {kind = 'tbf', rate_bps = 50e6}))
 function Host:shape_apply(ifname, spec, opts)
@@ -503,6 +524,16 @@ function Host:shape_apply(ifname, spec, opts)
   -- The binding's own reading of the spec, as shape.apply does first.
   local copts = o.netns and { netns = o.netns } or nil
   check.call(2, check.core().shape_check, ifname, spec, copts)
+  if not find_change(self, 'shape', ifname, o.netns) then
+    -- A shaper this handle did not set: another run's (or a killed one's)
+    -- is not replaced under it.
+    local cur = self:shape_get(ifname, { netns = o.netns, timeout_s = o.timeout_s })
+    if cur then
+      return nil, string.format('%s: %s already has a shaper that this handle did not set (%s %s bit/s): another '
+        .. 'run may be using it; clear it first (shape_clear, or `qoslab cleanup --hosts` after a killed run)',
+        self.name, ifname, tostring(cur.kind), tostring(cur.rate_bps)), 'EBUSY'
+    end
+  end
   local args = { 'shape', 'set', table.unpack(with_json(a, '--spec-json', encode(spec))) }
   local r, err, code = qjson(self, 'shape set', args, { timeout_s = timeout_of(self, ctx, o) }, 2)
   if not r then return nil, err, code end
@@ -556,7 +587,7 @@ function Host:info(opts)
   check_open(self, ctx)
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { netns = true, ifnames = true, timeout_s = true })
+  check.keys(ctx, 'opts', opts, { netns = true, ifnames = true, timeout_s = true }, 2)
   check.netns(ctx, 'opts.netns', opts.netns)
   local args = { 'info', '--json' }
   if opts.netns then args[#args + 1] = '--netns'; args[#args + 1] = opts.netns end
@@ -590,7 +621,7 @@ function Host:clock_offset(opts)
   check_open(self, ctx)
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { samples = true, timeout_s = true })
+  check.keys(ctx, 'opts', opts, { samples = true, timeout_s = true }, 2)
   local n = check.integer(ctx, 'opts.samples', opts.samples, 1, 1000, 16)
   local t = timeout_of(self, ctx, opts)
   local ok, merr, mcode = ensure_master(self)
@@ -662,6 +693,10 @@ local CLIENT_SWITCHES = { reverse = '-R', bidir = '--bidir', nodelay = '-N', udp
                           skip_rx_copy = '--skip-rx-copy', zerocopy = '-Z' }
 
 local function client_args(ctx, o)
+  if type(o.host) == 'string' and o.host:sub(1, 1) == '-' then
+    -- the far end's command line would read it as an option
+    check.fail(ctx, 'opts.host', 'a host name or address (not starting with "-")', o.host, 2)
+  end
   local args = { 'client', o.host, '--result-json' }
   local keys = {}
   for k in pairs(o) do
@@ -763,11 +798,16 @@ function HostTest:wait()
   if r then
     r, err, code = qdone(h, job.what, r, 2)
     if r then r, err, code = json_of(h, job.what, r) end
-    if r then setmetatable(r, require('qoslab.traffic.result').Result) end
+    if r then
+      -- the result alone: json_of's second value is the raw text
+      setmetatable(r, require('qoslab.traffic.result').Result)
+      err, code = nil, nil
+    end
   end
   h.tests[self] = nil
   self.answer = table.pack(r, err, code)
-  return r, err, code
+  if r then return r end
+  return nil, err, code
 end
 
 --- Stop the test when it has not been waited for (there: its process;
@@ -863,7 +903,8 @@ end
 -- not undo (the ledger beside qoslab.state's files): netem and shapers are
 -- cleared when the qdisc there is still of the kind applied, servers still
 -- running are stopped, the dead process's ssh master is told to exit.
--- @tparam[opt] table opts `{hosts = {"user@host", ...} (only these; default all)}`
+-- @tparam[opt] table opts `{hosts = {"user@host", ...} (only these; a bare "host" takes
+--   every user's there; default all)}`
 -- @treturn table list of `{host = ssh, kind =, ifname =, netns =, pid =,
 --   removed = boolean, skipped = why|nil, error = message|nil}`
 -- @usage for _, r in ipairs(qoslab.host.cleanup_dead()) do print(r.host, r.kind, r.removed) end

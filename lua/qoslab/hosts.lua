@@ -141,7 +141,7 @@ function M.configure(cfg)
   used, infos, info_order = {}, {}, {}
   if cfg == nil then config = nil return end
   check.table(ctx, 'cfg', cfg)
-  check.keys(ctx, 'cfg', cfg, CONFIG_KEYS)
+  check.keys(ctx, 'cfg', cfg, CONFIG_KEYS, 2)
   local roles = cfg.roles or {}
   check.table(ctx, 'cfg.roles', roles)
   local c = { roles = {}, identity = check.cstring(ctx, 'cfg.identity', cfg.identity),
@@ -151,7 +151,7 @@ function M.configure(cfg)
       check.fail(ctx, 'cfg.roles key', 'a role name (letters, digits, "_", "-")', role)
     end
     check.table(ctx, 'cfg.roles.' .. role, t)
-    check.keys(ctx, 'cfg.roles.' .. role, t, { ssh = true, port = true })
+    check.keys(ctx, 'cfg.roles.' .. role, t, { ssh = true, port = true }, 2)
     if type(t.ssh) ~= 'string' or t.ssh == '' then
       check.fail(ctx, 'cfg.roles.' .. role .. '.ssh', 'a string ([user@]addr)', t.ssh)
     end
@@ -411,7 +411,7 @@ local CLIENTS_KEYS = { clients = true, test = true, start_in_s = true, names = t
 function M.clients(opts)
   local ctx = 'qoslab.hosts.clients'
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, CLIENTS_KEYS)
+  check.keys(ctx, 'opts', opts, CLIENTS_KEYS, 2)
   local list = opts.clients
   check.table(ctx, 'opts.clients', list)
   if #list < 1 or #list > 64 then check.fail(ctx, 'opts.clients', 'a list of 1-64 qoslab.host handles', list) end

@@ -138,7 +138,8 @@ function S.setup(n, sshd)
     return s
   end
   --- Processes in host i's namespace whose command line matches pattern
-  -- (a Lua pattern): list of "pid cmdline".
+  -- (a Lua pattern): list of "pid cmdline". qoslab.host's own `setsid -w`
+  -- (which waits for the command it made a group leader) is not counted.
   function self.procs(i, pattern)
     local lfs = require 'lfs'
     local want = lfs.attributes('/run/netns/' .. self.hosts[i].ns, 'ino')
@@ -146,7 +147,7 @@ function S.setup(n, sshd)
     for p in lfs.dir('/proc') do
       if p:match('^%d+$') and want and lfs.attributes('/proc/' .. p .. '/ns/net', 'ino') == want then
         local cmd = (H.read('/proc/' .. p .. '/cmdline') or ''):gsub('%z', ' ')
-        if cmd:match(pattern) then out[#out + 1] = p .. ' ' .. cmd end
+        if cmd:match(pattern) and not cmd:match('^setsid %-w ') then out[#out + 1] = p .. ' ' .. cmd end
       end
     end
     return out

@@ -210,11 +210,11 @@ describe('qoslab.host over ssh #integration', function()
 
     -- Bad fields: raised, naming the field.
     assert.has_error(function() qoslab.host { ssh = 42 } end,
-      'qoslab.host: ssh: expected "user@host" or "host" (no spaces, not starting with "-"), got 42')
+      'qoslab.host: ssh: expected "user@host" or "host" (no spaces, neither starting with "-"), got 42')
     assert.has_error(function() qoslab.host { ssh = 'root@x', port = 'x' } end,
       'qoslab.host: port: expected an integer in [1, 65535], got string "x"')
     assert.has_error(function() qoslab.host { ssh = '-oProxyCommand=x' } end,
-      'qoslab.host: ssh: expected "user@host" or "host" (no spaces, not starting with "-"), '
+      'qoslab.host: ssh: expected "user@host" or "host" (no spaces, neither starting with "-"), '
         .. 'got string "-oProxyCommand=x"')
     assert.has_error(function() qoslab.host { ssh = 'root@x', options = { 'no value' } } end,
       'qoslab.host: options[1]: expected a "Key=Value" string (an ssh_config(5) option), got string "no value"')
@@ -243,6 +243,7 @@ describe('qoslab.host over ssh #integration', function()
     local n = 0
     while #env.procs(1, 'qoslab client') < 2 and n < 100 do H.sleep(0.05); n = n + 1 end
     assert.equal(2, #env.procs(1, 'qoslab client'))
+    assert.equal(1, select('#', short:wait()))
     local res = assert(short:wait())
     assert.equal('qoslab.Result', getmetatable(res).__name)
     assert(res.received.bytes > 0, 'the short test received nothing')
@@ -264,6 +265,37 @@ describe('qoslab.host over ssh #integration', function()
       'opts.duration_s: expected a finite number')
     assert.error_matches(function() a:client { host = B.data_addr, duration_s = 'x' } end,
       'opts.duration_s: expected a finite number')
+  end)
+
+  it('a timed-out run stops what it started there too; a shaper another handle set is not replaced', function()
+    local defer = H.cleanups(finally)
+    local a = qoslab.host(env.spec(1))
+    defer(function() a:close() end)
+    -- a program that leaves a child of its own in the background
+    local r, msg, code = a:run({ 'sh', '-c', 'sleep 102 & sleep 103; wait' }, { timeout_s = 1.5 })
+    assert.is_nil(r)
+    assert.equal('ETIMEDOUT', code, msg)
+    local n = 0
+    while #env.procs(1, '^sleep 10[23]') > 0 and n < 40 do H.sleep(0.05); n = n + 1 end
+    assert.same({}, env.procs(1, '^sleep 10[23]'))
+
+    -- a second handle (another run) finds A's shaper and leaves it be
+    assert(a:shape_apply('data0', { kind = 'tbf', rate_bps = 30e6 }))
+    local b = qoslab.host(env.spec(1))
+    defer(function() b:close() end)
+    local ok, bmsg, bcode = b:shape_apply('data0', { kind = 'tbf', rate_bps = 70e6 })
+    assert.is_nil(ok)
+    assert.equal('EBUSY', bcode)
+    assert.matches('already has a shaper that this handle did not set', bmsg)
+    assert.matches('rate 30Mbit', tc(1, 'data0'))
+    -- A applies again over its own: no question
+    assert(a:shape_apply('data0', { kind = 'tbf', rate_bps = 40e6 }))
+    assert.matches('rate 40Mbit', tc(1, 'data0'))
+    -- one value back on success, as the local calls give
+    assert.equal(1, select('#', a:shape_get('data0')))
+    assert.same({}, b:cleanup())
+    a:cleanup()
+    assert.not_matches('tbf', tc(1, 'data0'))
   end)
 
   it('localhost() is the same interface on this machine', function()

@@ -13,7 +13,7 @@ describe('qoslab.host', function()
       assert.is_false(ok)
       return (tostring(e):gsub('^[^:]*:%d+: ', ''))
     end
-    local ssh_expected = 'qoslab.host: ssh: expected "user@host" or "host" (no spaces, not starting with "-"), got '
+    local ssh_expected = 'qoslab.host: ssh: expected "user@host" or "host" (no spaces, neither starting with "-"), got '
     assert.equal(ssh_expected .. '42', err { ssh = 42 })
     assert.equal(ssh_expected .. 'nil', err {})
     assert.equal(ssh_expected .. 'string "a b@c"', err { ssh = 'a b@c' })
@@ -30,6 +30,32 @@ describe('qoslab.host', function()
       err { ssh = 'u@h', timeout_s = 0 })
     assert.matches('qoslab.host: spec.colour: unknown key %(known keys: connect_timeout_s, identity, name, '
       .. 'options, port, qoslab, ssh, timeout_s%)', err { ssh = 'u@h', colour = 'red' })
+    -- the host after the "@" cannot pass for an ssh option either
+    assert.equal(ssh_expected .. 'string "root@-oProxyCommand=x"', err { ssh = 'root@-oProxyCommand=x' })
+    assert.equal('qoslab.host: identity: expected a private key file that exists, got string "/nonexistent/key"',
+      err { ssh = 'u@h', identity = '/nonexistent/key' })
+  end)
+
+  it('raises a bad option at the caller\'s line, whatever the call', function()
+    local h <close> = host.localhost()
+    local here = debug.getinfo(1, 'S').short_src
+    local function at_caller(fn, want)
+      local ok, e = pcall(fn)
+      assert.is_false(ok)
+      assert.matches('^' .. here:gsub('%p', '%%%0') .. ':%d+: ' .. want, tostring(e))
+    end
+    at_caller(function() h:run({ 'true' }, { bogus = 1 }) end, 'qoslab.Host:run: opts.bogus: unknown key')
+    at_caller(function() h:info { bogus = 1 } end, 'qoslab.Host:info: opts.bogus: unknown key')
+    at_caller(function() h:shape_apply('lo', { kind = 'tbf', rate_bps = 1e6 }, { bogus = 1 }) end,
+      'qoslab.Host:shape_apply: opts.bogus: unknown key')
+    at_caller(function() h:clock_offset { bogus = 1 } end, 'qoslab.Host:clock_offset: opts.bogus: unknown key')
+    at_caller(function() host { ssh = 'u@h', bogus = 1 } end, 'qoslab.host: spec.bogus: unknown key')
+    at_caller(function() host.cleanup_dead { bogus = 1 } end, 'qoslab.host.cleanup_dead: opts.bogus: unknown key')
+    at_caller(function() require('qoslab.hosts').clients { bogus = 1 } end,
+      'qoslab.hosts.clients: opts.bogus: unknown key')
+    -- a far host that begins with "-" would read as an option there
+    at_caller(function() h:client { host = '-oProxyCommand=x' } end,
+      'qoslab.Host:client: opts.host: expected a host name or address %(not starting with "%-"%)')
   end)
 
   it('quotes a word so that a POSIX shell gives it back unchanged', function()

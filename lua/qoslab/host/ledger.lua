@@ -101,7 +101,7 @@ function M.cleanup_dead(opts)
   local ctx = 'qoslab.host.cleanup_dead'
   opts = opts or {}
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { hosts = true })
+  check.keys(ctx, 'opts', opts, { hosts = true }, 2)
   local only
   if opts.hosts ~= nil then
     check.table(ctx, 'opts.hosts', opts.hosts)
@@ -128,7 +128,8 @@ function M.cleanup_dead(opts)
         local e = byid[order[i]]
         if e and type(e.host) == 'table' then
           local hs = e.host
-          if only and not only[hs.ssh] then
+          -- "user@addr" matches that login; "addr" alone every user's
+          if only and not (only[hs.ssh] or only[tostring(hs.ssh):match('@(.*)$') or hs.ssh]) then
             table.insert(keep, 1, e)
           else
             local r = { host = hs.ssh, kind = e.kind, ifname = e.ifname, netns = e.netns, pid = e.pid,
@@ -175,10 +176,13 @@ function M.cleanup_dead(opts)
                   end
                 elseif code == 'ENOENT' or code == 'ENODEV' then
                   err = nil   -- gone already
+                  r.skipped = 'not there any more'
+                elseif err == nil then
+                  r.skipped = 'not there any more'
                 end
               end
               if err then
-                r.error = err .. (code and (' (' .. code .. ')') or '')
+                r.error = tostring(err) .. (code and (' (' .. tostring(code) .. ')') or '')
                 if code ~= 'ENOENT' and code ~= 'ENODEV' then table.insert(keep, 1, e) end
               end
               h.changes = {}

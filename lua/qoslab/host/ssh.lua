@@ -26,6 +26,13 @@ function M.shell_quote(s)
   return "'" .. s:gsub("'", "'\\''") .. "'"
 end
 
+-- On a host over ssh the command first becomes the leader of a process
+-- group of its own (setsid; sshd's login shell leads the one it is in), so
+-- that stopping it by its pid's group stops what it started too; where
+-- setsid cannot wait for it (busybox), as WRAP.
+local WRAP_SSH = 'if setsid -w true >/dev/null 2>&1; then exec setsid -w sh -c '
+  .. M.shell_quote(WRAP) .. ' qoslab-host "$@"; fi; ' .. WRAP
+
 -- JSON numbers come back as floats from cjson: whole ones as integers
 -- (counters), and cjson.null as no value, as the local calls give them.
 local function plain(v)
@@ -136,7 +143,7 @@ local function command_argv(self, argv)
     return { 'sh', '-c', WRAP, 'qoslab-host', table.unpack(argv) }
   end
   local a = ssh_base(self)
-  for _, w in ipairs { '-S', self.control_path, '--', self.ssh, 'sh', '-c', M.shell_quote(WRAP), 'qoslab-host' } do
+  for _, w in ipairs { '-S', self.control_path, '--', self.ssh, 'sh', '-c', M.shell_quote(WRAP_SSH), 'qoslab-host' } do
     a[#a + 1] = w
   end
   for _, w in ipairs(argv) do a[#a + 1] = M.shell_quote(w) end
@@ -157,9 +164,9 @@ local function stop_remote(self, pid)
   -- Here the process is our own child, ended by end_local (a signal
   -- loop like the one below would see it as a zombie until reaped).
   if not pid or not self.ssh then return end
-  local script = 'kill -TERM -- -"$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; i=0; '
+  local script = 'kill -TERM -"$1" 2>/dev/null || kill -TERM "$1" 2>/dev/null; i=0; '
     .. 'while kill -0 "$1" 2>/dev/null && [ $i -lt 10 ]; do sleep 0.1; i=$((i+1)); done; '
-    .. 'kill -KILL -- -"$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true'
+    .. 'kill -KILL -"$1" 2>/dev/null; kill -KILL "$1" 2>/dev/null; true'
   local argv
   if self.ssh then
     argv = ssh_base(self)
