@@ -739,8 +739,10 @@ HostTest.__name = 'qoslab.HostTest'
 
 --- Start one qoslab client test on the host (`qoslab client --result-json`
 -- there, over its own ssh session) and return at once: several tests, on
--- one host or many, run at the same time this way. One still running when
--- this process is killed runs to its end there (its duration bounds it).
+-- one host or many, run at the same time this way (a qoslab server takes
+-- at most its `max_tests_per_address` tests from one address at once,
+-- default 2: more from one host answer EBUSY). One still running when this
+-- process is killed runs to its end there (its duration bounds it).
 -- @tparam table opts qoslab.traffic.run's options (checked here first as it
 --   checks them), plus `start_at_mono_ns` (start when the host's
 --   CLOCK_MONOTONIC reaches it: see `clock_offset`) and `timeout_s` (default:

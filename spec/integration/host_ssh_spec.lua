@@ -189,7 +189,8 @@ describe('qoslab.host over ssh #integration', function()
     local missing = qoslab.host(env.spec(1, { qoslab = env.dir .. '/no/qoslab' }))
     defer(function() missing:close() end)
     assert.same({ nil, string.format('host1: qoslab is not installed on %s (looked for %s/no/qoslab; '
-      .. 'set qoslab = path)', env.hosts[1].ssh, env.dir), 'ENOENT' }, { missing:info() })
+      .. 'set qoslab = path, or qoslab run --remote-qoslab PATH)', env.hosts[1].ssh, env.dir), 'ENOENT' },
+      { missing:info() })
     ok, msg, code = missing:server { port = 0 }
     assert.is_nil(ok)
     assert.equal('ENOENT', code)

@@ -71,6 +71,23 @@ describe('qoslab.cli.main with QOSLAB_ERRORS=json', function()
     assert.equal(2, #lines)
   end)
 
+  it('a plan that raises: the machine line carries its error, not the run\'s first note', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local plan = dir .. '.lua'
+    local f = assert(io.open(plan, 'w'))
+    f:write("error('the far end said no (ECONNREFUSED)')\n")
+    f:close()
+    local status = cli.main { 'run', plan, '--out', dir, '--host' }
+    os.remove(plan)
+    os.execute('rm -rf ' .. dir)
+    assert.equal(1, status)
+    local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))
+    assert.matches('the far end said no %(ECONNREFUSED%)$', e.message)
+    assert.matches('^qoslab run: ', e.message)
+    assert.equal('ECONNREFUSED', e.code)
+  end)
+
   it('a usage error: status 2, EINVAL, the argument as the field', function()
     assert.equal(2, cli.main { 'report' })
     local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))

@@ -92,7 +92,7 @@ describe('qoslab.host', function()
 
     local missing <close> = host.localhost { qoslab = '/nonexistent/qoslab' }
     assert.same({ nil, 'localhost: qoslab is not installed on this machine (looked for /nonexistent/qoslab; '
-      .. 'set qoslab = path)', 'ENOENT' }, { missing:info() })
+      .. 'set qoslab = path, or qoslab run --remote-qoslab PATH)', 'ENOENT' }, { missing:info() })
     assert.same({}, here:cleanup())
     here:close()
     assert.has_error(function() here:run { 'true' } end, 'qoslab.Host:run: the handle is closed')

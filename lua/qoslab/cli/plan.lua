@@ -421,7 +421,8 @@ function M.run_here(o)
       if n ~= MARK then M.write_meta(o.out, o.where, o.backend) break end
     end
   end
-  if hm then
+  if hm and ok then
+    -- (a plan that failed may not have come to the role it asks for)
     local unused = hm.unused_roles()
     if #unused > 0 then
       eprint('qoslab run: warning: --host-map: the plan asked for no host of role ',
@@ -435,6 +436,10 @@ function M.run_here(o)
     else
       eprint('qoslab run: ', o.file, ': ', tostring(res))
       o.error = tostring(res)
+      -- the machine line (QOSLAB_ERRORS=json): this error, with the errno
+      -- code it ends with when it has one
+      cli.failure('qoslab run: ' .. o.file .. ': ' .. tostring(res),
+        tostring(res):match('%((E[%u%d]+)%)%s*$') or 'EUNKNOWN')
     end
     return status
   end

@@ -290,7 +290,8 @@ local function far_failure(self, what, status, stderr, level)
     return nil, msg, type(fe.code) == 'string' and fe.code or 'EIO'
   end
   if status == 127 then
-    return nil, string.format('%s: qoslab is not installed on %s (looked for %s; set qoslab = path)',
+    return nil, string.format('%s: qoslab is not installed on %s (looked for %s; set qoslab = path, '
+      .. 'or qoslab run --remote-qoslab PATH)',
       self.name, self.ssh or 'this machine', self.qoslab), 'ENOENT'
   end
   local tail = stderr:gsub('%s+$', ''):match('([^\n]*)$')
