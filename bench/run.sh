@@ -20,10 +20,12 @@ for b in "$@"; do
     fi
     echo "===== $b"
     # the native impairment link and the ceiling benchmark run on this host
-    # (no netem needed; the guest has no TUN device, and the ceiling is the
-    # host's own); link_vs_netem.lua starts its own guest
+    # (no netem needed, and the ceiling is the host's own);
+    # link_vs_netem.lua and loss_unit.lua start their own guest
     where=
-    case "$b" in bench/impair_link.lua|bench/ceiling.lua|bench/link_vs_netem.lua) where=--host ;; esac
+    case "$b" in
+        bench/impair_link.lua|bench/ceiling.lua|bench/link_vs_netem.lua|bench/loss_unit.lua) where=--host ;;
+    esac
     "${LUA:-lua5.4}" bin/qoslab run $where "$b" || rc=1
 done
 exit $rc
