@@ -151,14 +151,15 @@ describe('opts.tos_per_stream on the wire #root', function()
   end)
 
   it('a stock iperf3 server: its streams go unmarked, tos absent, and the result warns', function()
+    local defer = H.cleanups(finally)
     local iport = H.port()
     local ip = H.spawn(string.format('exec ip netns exec %s iperf3 -s -1 -p %d', H.q(pair.b),
       iport), H.tmp('iperf3.log'))
-    finally(function() H.kill(ip) end)
+    defer(function() H.kill(ip) end)
     assert(H.wait_listen(iport, pair.b, 5), 'iperf3 -s did not listen')
     local list = { 0x20, 0xb8 }
     local at_client, close_c = count(pair.a, pair.va, list)
-    finally(close_c)
+    defer(close_c)
     local res = assert(traffic.run { host = pair.b_addr, port = iport, netns = pair.a,
       duration_s = 1, reverse = true, parallel = 2, tos_per_stream = list, bitrate_bps = 20e6 })
     assert.equal('iperf3', res.peer)
