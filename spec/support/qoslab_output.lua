@@ -34,10 +34,12 @@ return function(options)
   end
   local at_start = {}
   local all_names = os.getenv('QOSLAB_LEAK_CHECK') == 'all'
-  local my_pid = '-'
+  local my_pid -- a pattern: this process's pid as a whole number in a name
   do
     local f = io.open('/proc/self/stat')
-    if f then my_pid = tostring(f:read('l'):match('^(%d+)')); f:close() end
+    local pid = f and f:read('l'):match('^(%d+)')
+    if f then f:close() end
+    if pid then my_pid = '%f[%d]' .. pid .. '%f[%D]' end
   end
   busted.subscribe({ 'file', 'start' }, function()
     at_start = names()
@@ -46,7 +48,7 @@ return function(options)
   busted.subscribe({ 'file', 'end' }, function(element)
     local left = {}
     for name in pairs(names()) do
-      if not at_start[name] and (all_names or name:find(my_pid, 1, true)) then left[#left + 1] = name end
+      if not at_start[name] and (all_names or (my_pid and name:find(my_pid))) then left[#left + 1] = name end
     end
     if #left > 0 then
       table.sort(left)
