@@ -12,14 +12,7 @@
 local H = require 'integration.traffic_helper'
 local plan = require 'qoslab.plan'
 
-local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-
-local function netns_count()
-  local p = assert(io.popen('ip netns list 2>/dev/null | wc -l'))
-  local n = tonumber(p:read('l'))
-  p:close()
-  return n
-end
+local q, netns_count = H.q, H.netns_count
 
 local LINK_BPS = 1e9
 

@@ -169,13 +169,8 @@ end)
 -- record names the link and carries its changes, the plots and the trace are
 -- left behind, and no namespace is.
 describe('bin/qoslab run examples/schedule.lua --quick', function()
-  local function q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
-  local function netns_count()
-    local p = assert(io.popen('ip netns list 2>/dev/null | wc -l'))
-    local n = tonumber(p:read('l'))
-    p:close()
-    return n
-  end
+  local q = H.q
+  local netns_count = H.netns_count
 
   it('runs steps and a trace on the link, records the changes, draws both', function()
     local defer = cleanups()

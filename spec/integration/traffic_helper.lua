@@ -15,6 +15,14 @@ H.pid = pid()
 
 function H.q(s) return "'" .. tostring(s):gsub("'", "'\\''") .. "'" end
 
+--- The number of named network namespaces (/run/netns) now.
+function H.netns_count()
+  local p = assert(io.popen('ip netns list 2>/dev/null | wc -l'))
+  local n = tonumber(p:read('l'))
+  p:close()
+  return n
+end
+
 --- Run a shell command; returns ok (exit 0), combined output, exit status.
 function H.sh(cmd)
   local p = io.popen(cmd .. ' 2>&1')
