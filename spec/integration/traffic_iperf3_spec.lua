@@ -243,6 +243,28 @@ describe_if('iperf3 interop', function()
     end)
   end)
 
+  it('a busy iperf3 -s refuses a second qoslab client with EBUSY, its parameters sent unasked', function()
+    -- Our client sends its parameters with the cookie, before the server
+    -- asks: a busy iperf3 server reads only the cookie, writes
+    -- ACCESS_DENIED and closes with the parameters unread (a reset). The
+    -- refusal must still arrive as such, not as a broken connection.
+    with_iperf3_server(function(port)
+      local first = assert(traffic.start { host = '127.0.0.1', port = port, duration_s = 2 })
+      local t_end = H.now() + 5
+      while not (first:setup() and first:setup().start_time_unix_s) and H.now() < t_end do
+        H.sleep(0.02)
+      end
+      assert(first:setup() and first:setup().start_time_unix_s, 'the first test did not start')
+      for _ = 1, 5 do
+        local r, msg, code = traffic.run { host = '127.0.0.1', port = port, duration_s = 1 }
+        assert.is_nil(r)
+        assert.equal('EBUSY', code)
+        assert.matches('busy', msg)
+      end
+      assert(first:wait())
+    end)
+  end)
+
   describe('iperf3 -c -> qoslab server', function()
     local srv, port
     setup(function()

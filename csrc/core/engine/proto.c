@@ -507,15 +507,27 @@ int ql_io_read_json(int fd, size_t max_len, char **out, size_t *outlen,
 	return 0;
 }
 
+int ql_io_write_prefixed_json(int fd, const void *prefix, size_t prefix_len, const char *text,
+			      int64_t deadline_ns, const volatile int *stop)
+{
+	size_t n = strlen(text);
+	if (n > UINT32_MAX || prefix_len > SIZE_MAX - 4 - n)
+		return -EMSGSIZE;
+	char *buf = malloc(prefix_len + 4 + n);
+	if (!buf)
+		return -ENOMEM;
+	uint32_t be = htonl((uint32_t)n);
+	if (prefix_len)
+		memcpy(buf, prefix, prefix_len);
+	memcpy(buf + prefix_len, &be, 4);
+	memcpy(buf + prefix_len + 4, text, n);
+	int rc = ql_io_write_full(fd, buf, prefix_len + 4 + n, deadline_ns, stop);
+	free(buf);
+	return rc;
+}
+
 int ql_io_write_json(int fd, const char *text, int64_t deadline_ns,
 		     const volatile int *stop)
 {
-	size_t n = strlen(text);
-	if (n > UINT32_MAX)
-		return -EMSGSIZE;
-	uint32_t be = htonl((uint32_t)n);
-	int rc = ql_io_write_full(fd, &be, 4, deadline_ns, stop);
-	if (rc < 0)
-		return rc;
-	return ql_io_write_full(fd, text, n, deadline_ns, stop);
+	return ql_io_write_prefixed_json(fd, NULL, 0, text, deadline_ns, stop);
 }

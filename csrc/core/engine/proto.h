@@ -201,5 +201,11 @@ int ql_io_read_json(int fd, size_t max_len, char **out, size_t *outlen,
 		    int64_t deadline_ns, const volatile int *stop);
 int ql_io_write_json(int fd, const char *text, int64_t deadline_ns,
 		     const volatile int *stop);
+/* prefix_len bytes of prefix, then length-prefixed JSON, in one buffer:
+ * a single write while the socket has room, so nothing the peer does
+ * after the first byte arrives (a refusal and a reset) can fail a second
+ * write. */
+int ql_io_write_prefixed_json(int fd, const void *prefix, size_t prefix_len, const char *text,
+			      int64_t deadline_ns, const volatile int *stop);
 
 #endif
