@@ -39,15 +39,15 @@ function M.config(quick)
              windows_bytes = { 262144, 4194304 }, duration_s = 2, long_factor = 0,
              window_duration_s = 2 }
   end
-  -- The whole takes about 2 minutes: each test also costs the control
-  -- exchange's round trips (about 8 at these one-way delays: 8 s a test at
-  -- 1000 ms), so 1000 ms runs once, in the delay sweep, and the matrix stops
-  -- at 500 ms.
+  -- The whole takes about 2 minutes. Each test lasts 12 round trips (slow
+  -- start needs about 10), at least 3 s, and also costs the control
+  -- exchange's round trips (about 7: 7 s a test at 1000 ms), so 1000 ms
+  -- runs once, in the delay sweep, and the matrix stops at 500 ms.
   return { delays_ms = { 1, 50, 100, 300, 1000 }, matrix_loss_pct = { 1, 5 },
            matrix_delay_ms = { 50, 200, 500 },
            windows_bytes = { 262144, 4194304, 16777216 },
            -- 300 ms RTT: slow start alone needs about 10 RTTs (3 s) to reach 16 MiB.
-           duration_s = 5, long_factor = 12, window_duration_s = 5 }
+           duration_s = 3, long_factor = 12, window_duration_s = 5 }
 end
 
 --- Run length for a one-way delay: long enough for slow start to finish at
