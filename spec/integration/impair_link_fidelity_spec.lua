@@ -4,7 +4,7 @@
 -- corrupt / reorder rates inside their binomial 99.9 % intervals,
 -- Gilbert-Elliott's mean loss and burst length inside the intervals its
 -- Markov chain allows, a 50 ms delay's added delay from an ICMP round-trip
--- probe (p50 within 100 us, p99 within 2 ms),
+-- probe (per quantile: p50 within 100 us, p99 within 1 ms),
 -- a rate within 2 %, TCP with a fixed receive window at window/RTT within
 -- 10 % from 10 to 1000 ms, and a queue over its memory budget said loudly.
 -- Bounds come from theory; the timing bounds are those a loaded 2-core host
@@ -170,21 +170,22 @@ describe('the impairment link measured through it (root, namespaces)', function(
       'mean burst %.3f packets over %d bursts, expected %.3f +- %.3f', mean, bursts, 1 / GR, Z * bsd))
   end)
 
-  it('a 50 ms delay: an ICMP probe\'s added delay has p50 within 100 us and p99 within 2 ms of it, at 10 Mbit/s of UDP', function()
+  it('a 50 ms delay: the RTT distribution shifts by 50 ms, p50 within 100 us and p99 within 1 ms, at 10 Mbit/s of UDP', function()
     -- The delay as a round trip sees it, with no user-space thread in the
     -- round trip but the link's: ICMP echoes (the far end's kernel answers,
     -- inside the link's own write) stamped by the kernel as the request
     -- enters the qdisc and as the reply arrives, through a link whose
-    -- threads run real-time (realtime = true: granted to root). Added delay
-    -- = RTT at 50 ms minus 50 ms minus the p50 of the RTT at zero delay,
-    -- both beside the same UDP load. A 2-core host that other jobs load
-    -- still stalls the link's threads now and then (the real-time class
-    -- too: the kernel's own work and the hypervisor come first), so the
-    -- best of up to 3 short runs counts; every run is in the message.
-    -- The goal, p99 within 100 us, is a bench figure: on this host the
-    -- best of 3 runs gave p99 0.145 ms at load average 5 and 0.94 ms at
-    -- load 11, while p50 stayed within 0.1 ms in every run; 2 ms is what
-    -- a loaded host keeps (bench/impair_link.lua prints the distribution).
+    -- threads run real-time (realtime = true: granted to root), beside the
+    -- same UDP load at zero delay and at 50 ms, in turn. What the delay adds
+    -- at a quantile is the shift of the distribution: the quantile at 50 ms
+    -- minus 50 ms minus the same quantile at zero delay (the path's own
+    -- jitter at zero delay, the readers' wake-ups, is on both sides of the
+    -- difference). A 2-core host that other jobs load still stalls the
+    -- link's threads now and then (the real-time class too: the kernel's
+    -- own work and the hypervisor come first), so the best of up to 5
+    -- rounds counts; every round is in the message. The goal, p99 within
+    -- 100 us, is a bench figure (bench/impair_link.lua, rounds on a quiet
+    -- host); 1 ms is what a loaded host keeps.
     local p, l, srv = setup { realtime = true }
     local function probed(delay_ms)
       l:set('forward', { delay_ms = delay_ms })
@@ -200,24 +201,30 @@ describe('the impairment link measured through it (root, namespaces)', function(
       assert(lat.timestamps.tx_kernel >= replies, 'requests without a kernel TX stamp')
       return lat
     end
-    local runs, best = {}, nil
-    for _ = 1, 3 do
-      local zero = probed(0)
-      local lat = probed(50)
-      local base = zero.rtt_ms.p50
-      local add = {}
-      for _, k in ipairs { 'min', 'p50', 'p90', 'p99', 'max' } do add[k] = lat.rtt_ms[k] - 50 - base end
-      runs[#runs + 1] = string.format('added delay - 50 ms: min %.3f p50 %.3f p90 %.3f p99 %.3f '
-        .. 'max %.3f ms (zero-delay RTT p50 %.3f p99 %.3f ms, %d samples)', add.min, add.p50,
-        add.p90, add.p99, add.max, base, zero.rtt_ms.p99, lat.samples)
+    local rounds, best = {}, nil
+    for round = 1, 5 do
+      local zero, lat
+      if round % 2 == 1 then
+        zero = probed(0)
+        lat = probed(50)
+      else
+        lat = probed(50)
+        zero = probed(0)
+      end
+      local z, r = zero.rtt_ms, lat.rtt_ms
+      local shift = {}
+      for _, k in ipairs { 'p50', 'p90', 'p99' } do shift[k] = r[k] - 50 - z[k] end
+      rounds[#rounds + 1] = string.format('round %d: added delay at p50 %.3f p90 %.3f p99 %.3f ms '
+        .. '(RTT at 50 ms: min %.3f p99 %.3f max %.3f; at zero delay p50 %.3f p99 %.3f ms; %d samples)',
+        round, shift.p50, shift.p90, shift.p99, r.min, r.p99, r.max, z.p50, z.p99, lat.samples)
       -- never early: a packet leaves at or after its time
-      assert(lat.rtt_ms.min >= 50, runs[#runs])
-      if not best or add.p99 < best.p99 then best = add end
-      if math.abs(best.p50) <= 0.1 and best.p99 <= 0.1 then break end  -- the goal met
+      assert(r.min >= 50, rounds[#rounds])
+      if not best or math.abs(shift.p99) < math.abs(best.p99) then best = shift end
+      if math.abs(best.p50) <= 0.1 and math.abs(best.p99) <= 0.1 then break end  -- the goal met
     end
-    local dist = table.concat(runs, '; ')
+    local dist = table.concat(rounds, '; ')
     assert(math.abs(best.p50) <= 0.1, dist)
-    assert(math.abs(best.p99) <= 2, dist)
+    assert(math.abs(best.p99) <= 1, dist)
     local f = l:stats().forward
     assert(f.sender_realtime, 'the link\'s threads did not get SCHED_FIFO')
     assert(f.lateness_samples > 1000, dist)
