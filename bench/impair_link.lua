@@ -18,7 +18,6 @@
 local link = require 'qoslab.link'
 local netns = require 'qoslab.netns'
 local traffic = require 'qoslab.traffic'
-local latency = require 'qoslab.latency'
 
 local arg1, part = ...
 local dur = math.tointeger(tonumber(arg1 or '5'))
