@@ -37,23 +37,68 @@
 -- goodput (20 Mbit/s x 1448/1514) without. A bench, not a spec: it needs the
 -- guest and this host at once and 20-25 minutes on the shared 2-core host.
 --
---   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK | LOSS]
+--   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK | LOSS | LOSSPAR [K [R [TEST_S]]]]
 --
 -- QUICK: two runs per point and shorter tests (~12 minutes). LOSS: only the
 -- lossy points at 100 and 300 ms, five runs of 60 s each on the native link
 -- and on netem in the guest (~25 minutes): at 0.3-0.8 Mbit/s a 15-20 s test
 -- sees a few dozen loss episodes and three of them cannot tell 10 % apart.
+--
+-- LOSSPAR: the same two lossy points, but K testbeds at once per point and
+-- backend (default 8; each built as a point's one: the same impairment,
+-- limit and overhead, the sysctls pinned and read back in both its
+-- namespaces, its own server), the UDP test on the first of them alone,
+-- then R rounds (default 4) in which all K run one CUBIC test of TEST_S
+-- seconds (default 60) at the same time: K x R runs a point and side in the
+-- wall time of R. Five runs one after another left 300 ms, 5 % undecided
+-- (link / netem 1.133, the intervals overlapping at a CV of 0.10-0.18), and
+-- at 0.25-0.3 Mbit/s a test, enough runs one after another would take
+-- hours; K paths at once carry K x 0.3 Mbit/s, far below what either side
+-- forwards, so they should not disturb each other. A drift or a disturbed
+-- round shows in the means by round (printed with the CPUs' busy share), a
+-- testbed apart in the means by testbed; an effect common to every round
+-- does not (LOSS's runs one after another are the reference for that). The
+-- table adds the ratio's 95 % interval (delta method) and where it lies
+-- against +-10 %. The guest keeps the harness's default 1024 MiB and a vCPU
+-- per host core (QOSLAB_VM_MEM, QOSLAB_VM_CPUS in the caller's environment
+-- change them): eight netem testbeds running 5 s tests left 820 MiB
+-- available there and its vCPUs 12-17 % busy; the progress lines show both
+-- per round. `LOSSPAR 8 4` takes about 19 minutes here (per side
+-- two points of four rounds of 60 s tests plus some 20 s for the testbeds
+-- and the UDP test; the guest's boot); `LOSSPAR 2 1 10` is a smoke run of
+-- 2 minutes.
+--
 -- Needs root (and, for the guest, what `make check-netem` needs). Internally
--- `... guest OUT [QUICK | LOSS]` runs the guest's half (OUT.netem, OUT.link).
+-- `... guest OUT [QUICK | LOSS | LOSSPAR K R TEST_S]` runs the guest's half
+-- (OUT.netem, OUT.link).
 local testbed = require 'qoslab.testbed'
 local traffic = require 'qoslab.traffic'
 local vm = require 'qoslab.vm'
 
+local USAGE = 'usage: link_vs_netem.lua [QUICK | LOSS | LOSSPAR [K [R [TEST_S]]]]'
 local args = { ... }
 local guest = args[1] == 'guest'
 local mode = guest and args[3] or args[1]
-local quick, loss_only = mode == 'QUICK', mode == 'LOSS'
-assert(mode == nil or quick or loss_only, 'usage: link_vs_netem.lua [QUICK | LOSS]')
+local quick, loss_only, par = mode == 'QUICK', mode == 'LOSS', mode == 'LOSSPAR'
+assert(mode == nil or quick or loss_only or par, USAGE)
+
+-- LOSSPAR's numbers (after the mode, on the host and in the guest alike):
+-- testbeds at once per point and backend, rounds, a TCP test's seconds.
+local first_number = guest and 4 or 2
+assert(par or args[first_number] == nil, USAGE)
+local function count(i, default, max, what)
+  local v = args[first_number + i]
+  if v == nil then return default end
+  local n = math.tointeger(tonumber(v))
+  assert(n and n >= 1 and n <= max,
+    string.format('LOSSPAR: %s: expected an integer in [1, %d], got %s (%s)', what, max, v, USAGE))
+  return n
+end
+-- 64 testbeds: 128 namespaces, and far below the 255 testbeds whose
+-- addresses qoslab.testbed keeps apart within one process
+local PAR_TESTBEDS = count(0, 8, 64, 'K (testbeds at once)')
+local PAR_ROUNDS, PAR_TEST_S = count(1, 4, 100, 'R (rounds)'), count(2, 60, 3600, 'TEST_S')
+assert(args[first_number + 3] == nil, USAGE)
 
 local RATE_BPS, LIMIT_PACKETS = 20e6, 5000
 local MSS_BYTES, WIRE_BYTES = 1448, 1514
@@ -72,6 +117,11 @@ if loss_only then
   POINTS = {
     { delay_ms = 100, loss_pct = 5, tcp_s = 60, omit_s = 0, runs = 5, udp_s = 6 },
     { delay_ms = 300, loss_pct = 5, tcp_s = 60, omit_s = 0, runs = 5, udp_s = 6 },
+  }
+elseif par then
+  POINTS = {
+    { delay_ms = 100, loss_pct = 5, tcp_s = PAR_TEST_S, udp_s = 6 },
+    { delay_ms = 300, loss_pct = 5, tcp_s = PAR_TEST_S, udp_s = 6 },
   }
 end
 
@@ -135,24 +185,43 @@ local function pin(ns)
   return vals
 end
 
--- One point on one backend: the UDP test's { rtt_p50_ms, lost, total } and
--- the TCP runs' { mbps, retransmits }, plus the sysctls read back.
-local function point(backend, p)
+-- A point's impairment on a backend (equal on both, see the header).
+local function impairment(backend, p)
   local impair = { delay_ms = p.delay_ms, loss_pct = p.loss_pct, rate_bps = RATE_BPS,
     limit_packets = LIMIT_PACKETS }
   if backend == 'link' then impair.rate_packet_overhead_bytes = WIRE_BYTES - 1500 end
-  local tb <close> = assert(testbed { backend = backend, impair = impair })
-  local sys = pin(tb.client_netns)
-  pin(tb.server_netns)
-  local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
-  local base = { host = tb.server_addr, port = srv:port(), netns = tb.client_netns }
+  return impair
+end
+
+-- The point's UDP test with its probe beside it, through the testbed whose
+-- server and client namespace `base` names: { rtt_p50_ms, lost, total }.
+local function udp_test(base, p)
   local u = { proto = 'udp', bitrate_bps = 10e6, length_bytes = 1200, window_bytes = 4194304,
     duration_s = p.udp_s, interval_s = 1, probe = { proto = 'udp', interval_ms = 10 } }
   for k, v in pairs(base) do u[k] = v end
   local ures = assert(traffic.run(u))
   local r = ures.received
-  local out = { udp = { ures.latency.rtt_ms.p50, r.lost_packets, r.lost_packets + r.unique_packets },
-    tcp = {}, sys = sys }
+  return { ures.latency.rtt_ms.p50, r.lost_packets, r.lost_packets + r.unique_packets }
+end
+
+-- The link's tail drops since the testbed was made (netem's own drop count
+-- mixes them with its loss drops, so a netem testbed gives nil).
+local function limit_drops(tb)
+  for _, e in ipairs(tb.backend == 'link' and tb:stats().client or {}) do
+    if e.kind == 'link' then return e.drops_by_reason.limit end
+  end
+  return nil
+end
+
+-- One point on one backend: the UDP test's { rtt_p50_ms, lost, total } and
+-- the TCP runs' { mbps, retransmits }, plus the sysctls read back.
+local function point(backend, p)
+  local tb <close> = assert(testbed { backend = backend, impair = impairment(backend, p) })
+  local sys = pin(tb.client_netns)
+  pin(tb.server_netns)
+  local srv <close> = assert(traffic.server { port = 0, netns = tb.server_netns })
+  local base = { host = tb.server_addr, port = srv:port(), netns = tb.client_netns }
+  local out = { udp = udp_test(base, p), tcp = {}, sys = sys }
   for _ = 1, quick and p.q_runs or p.runs do
     local o = { duration_s = quick and p.q_tcp_s or p.tcp_s, interval_s = 1, congestion = 'cubic' }
     if p.omit_s > 0 then o.omit_s = quick and math.ceil(p.omit_s / 2) or p.omit_s end
@@ -160,10 +229,100 @@ local function point(backend, p)
     local t = assert(traffic.run(o))
     out.tcp[#out.tcp + 1] = { t.received.bits_per_second / 1e6, t.sent.retransmits or 0 }
   end
-  -- the link's tail drops over the whole point (netem's own drop count
-  -- mixes them with its loss drops)
-  for _, e in ipairs(backend == 'link' and tb:stats().client or {}) do
-    if e.kind == 'link' then out.limit_drops = e.drops_by_reason.limit end
+  -- over the whole point
+  out.limit_drops = limit_drops(tb)
+  return out
+end
+
+-- A list whose entries (testbeds, servers, test handles) are closed, last
+-- first, when it goes out of scope, also on an error or an interruption;
+-- a close that raises does not keep the others open.
+local function closing()
+  return setmetatable({}, { __close = function(list)
+    local failed
+    for i = #list, 1, -1 do
+      local ok, e = pcall(getmetatable(list[i]).__close, list[i])
+      if not ok and failed == nil then failed = e end
+    end
+    if failed ~= nil then error(failed, 0) end
+  end })
+end
+
+-- The CPUs' busy and total jiffies since boot (/proc/stat's first line:
+-- guest time is inside user time, idle and iowait are not busy).
+local function cpu_jiffies()
+  local f = assert(io.open('/proc/stat', 'r'))
+  local line = f:read('l')
+  f:close()
+  local busy, total, i = 0, 0, 0
+  for n in line:gmatch('%d+') do
+    i = i + 1
+    if i <= 8 then
+      total = total + tonumber(n)
+      if i ~= 4 and i ~= 5 then busy = busy + tonumber(n) end
+    end
+  end
+  return busy, total
+end
+
+local function mem_available_mib()
+  for line in io.lines('/proc/meminfo') do
+    local kib = line:match('^MemAvailable:%s+(%d+)')
+    if kib then return tonumber(kib) / 1024 end
+  end
+  return 0 / 0
+end
+
+-- One lossy point on one backend, LOSSPAR's way: PAR_TESTBEDS testbeds,
+-- each built as point() builds its one, the UDP test on the first of them
+-- alone, then PAR_ROUNDS rounds in which every testbed runs one TCP test at
+-- the same time. Returns what point() returns, each TCP run with its
+-- testbed and round ({ mbps, retransmits, testbed, round }), plus the CPUs'
+-- busy fraction per round (`cpu`) and each testbed's link limit drops
+-- (`limit_drops_by_testbed`, link only).
+local function par_point(backend, p)
+  local held <close> = closing()
+  local beds, sys, sys_ns = {}, nil, nil
+  for i = 1, PAR_TESTBEDS do
+    local tb = assert(testbed { backend = backend, impair = impairment(backend, p) })
+    held[#held + 1] = tb
+    -- every namespace reads back what the first one does (one kernel)
+    for _, ns in ipairs { tb.client_netns, tb.server_netns } do
+      local got = pin(ns)
+      sys, sys_ns = sys or got, sys_ns or ns
+      for _, kv in ipairs(SYSCTLS) do
+        assert(got[kv[1]] == sys[kv[1]], string.format('%s reads back %s in %s but %s in %s',
+          kv[1], got[kv[1]], ns, sys[kv[1]], sys_ns))
+      end
+    end
+    local srv = assert(traffic.server { port = 0, netns = tb.server_netns })
+    held[#held + 1] = srv
+    beds[i] = { tb = tb, base = { host = tb.server_addr, port = srv:port(), netns = tb.client_netns } }
+  end
+  io.stderr:write(string.format('%s: %d ms, %g %%: %d testbeds up, MemAvailable %.0f MiB\n', backend,
+    p.delay_ms, p.loss_pct, #beds, mem_available_mib()))
+  local out = { udp = udp_test(beds[1].base, p), tcp = {}, sys = sys, cpu = {} }
+  for r = 1, PAR_ROUNDS do
+    local running <close> = closing()
+    local busy0, total0 = cpu_jiffies()
+    for _, b in ipairs(beds) do
+      local o = { duration_s = p.tcp_s, interval_s = 1, congestion = 'cubic' }
+      for k, v in pairs(b.base) do o[k] = v end
+      running[#running + 1] = assert(traffic.start(o))
+    end
+    for i, h in ipairs(running) do
+      local t = assert(h:wait())
+      out.tcp[#out.tcp + 1] = { t.received.bits_per_second / 1e6, t.sent.retransmits or 0, i, r }
+    end
+    local busy1, total1 = cpu_jiffies()
+    out.cpu[r] = (busy1 - busy0) / math.max(1, total1 - total0)
+    io.stderr:write(string.format('%s: %d ms, %g %%: round %d of %d done, CPUs %.0f %% busy,'
+      .. ' MemAvailable %.0f MiB\n', backend, p.delay_ms, p.loss_pct, r, PAR_ROUNDS, 100 * out.cpu[r],
+      mem_available_mib()))
+  end
+  if backend == 'link' then
+    out.limit_drops_by_testbed = {}
+    for i, b in ipairs(beds) do out.limit_drops_by_testbed[i] = limit_drops(b.tb) end
   end
   return out
 end
@@ -171,7 +330,7 @@ end
 local function sweep(backend)
   local res = {}
   for i, p in ipairs(POINTS) do
-    res[i] = point(backend, p)
+    res[i] = (par and par_point or point)(backend, p)
     io.stderr:write(string.format('%s: %d ms, %g %% done\n', backend, p.delay_ms, p.loss_pct))
   end
   return res
@@ -195,7 +354,11 @@ end
 local function dump(res, f)
   for i, r in ipairs(res) do
     f:write(string.format('udp %d %.6f %d %d\n', i, r.udp[1], r.udp[2], r.udp[3]))
-    for _, t in ipairs(r.tcp) do f:write(string.format('tcp %d %.6f %d\n', i, t[1], t[2])) end
+    for _, t in ipairs(r.tcp) do
+      -- LOSSPAR's runs also name their testbed and round
+      f:write(string.format('tcp %d %.6f %d%s\n', i, t[1], t[2], t[3] and string.format(' %d %d', t[3], t[4]) or ''))
+    end
+    for k, c in ipairs(r.cpu or {}) do f:write(string.format('cpu %d %d %.6f\n', i, k, c)) end
     for _, kv in ipairs(SYSCTLS) do
       f:write(string.format('sys %d %s %s\n', i, kv[1], r.sys[kv[1]] or '?'))
     end
@@ -212,8 +375,13 @@ local function load(path)
       local a, b, c = rest:match('^(%S+) (%S+) (%S+)$')
       res[i].udp = { tonumber(a), tonumber(b), tonumber(c) }
     elseif kind == 'tcp' then
-      local a, b = rest:match('^(%S+) (%S+)$')
-      res[i].tcp[#res[i].tcp + 1] = { tonumber(a), tonumber(b) }
+      local t = {}
+      for x in rest:gmatch('%S+') do t[#t + 1] = tonumber(x) end
+      res[i].tcp[#res[i].tcp + 1] = t
+    elseif kind == 'cpu' then
+      local k, c = rest:match('^(%d+) (%S+)$')
+      res[i].cpu = res[i].cpu or {}
+      res[i].cpu[tonumber(k)] = tonumber(c)
     elseif kind == 'sys' then
       local k, v = rest:match('^(%S+) (.*)$')
       res[i].sys[k] = v
@@ -222,7 +390,7 @@ local function load(path)
   return res
 end
 
-if guest and loss_only then
+if guest and (loss_only or par) then
   -- netem only: the link in the guest runs on an emulated CPU (see RESULTS)
   local f = assert(io.open(args[2] .. '.netem', 'w'))
   dump(sweep('netem'), f)
@@ -243,25 +411,50 @@ local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute('mkdir -m 700 ' .. dir))
 local path = dir .. '/netem.txt'
+-- the guest's files and their directory, removed also when the guest's run
+-- fails or is interrupted
+local shared <close> = setmetatable({ netem = path .. '.netem', link = path .. '.link' },
+  { __close = function(f)
+    os.remove(f.netem)
+    os.remove(f.link)
+    os.remove(dir)
+  end })
+local guest_args, timeout_s = { 'guest', path, mode }, 2400
+if par then
+  for _, n in ipairs { PAR_TESTBEDS, PAR_ROUNDS, PAR_TEST_S } do guest_args[#guest_args + 1] = n end
+  -- per point: the testbeds (a few s each on the emulated CPU), the UDP
+  -- test, each round's tests and their results exchange; generously
+  timeout_s = math.max(timeout_s, 600 + #POINTS * (60 + 30 * PAR_TESTBEDS + PAR_ROUNDS * (PAR_TEST_S + 60)))
+end
 local st, msg, code = vm.run_script { script = 'bench/link_vs_netem.lua',
-  args = { 'guest', path, mode }, rw_dir = dir, timeout_s = 2400 }
+  args = guest_args, rw_dir = dir, timeout_s = timeout_s }
 assert(st == 0, 'the guest run failed: ' .. tostring(st) .. ' ' .. tostring(msg) .. ' ' .. tostring(code))
-local netem = load(path .. '.netem')
-local guest_link = not loss_only and load(path .. '.link')
-os.remove(path .. '.netem')
-os.remove(path .. '.link')
-os.remove(dir)
+local netem = load(shared.netem)
+local guest_link = not loss_only and not par and load(shared.link)
 
--- Student's t at 97.5 % for n - 1 degrees of freedom.
-local T975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262 }
+-- Student's t at 97.5 % for df degrees of freedom: the table up to 30,
+-- beyond it the Cornish-Fisher expansion around the normal quantile (within
+-- 1e-4 of the exact value from 30 on; 2.040 at 31, where 1.96 would make a
+-- 32-run interval 4 % too narrow).
+local T975 = { 12.706, 4.303, 3.182, 2.776, 2.571, 2.447, 2.365, 2.306, 2.262, 2.228,
+  2.201, 2.179, 2.160, 2.145, 2.131, 2.120, 2.110, 2.101, 2.093, 2.086,
+  2.080, 2.074, 2.069, 2.064, 2.060, 2.056, 2.052, 2.048, 2.045, 2.042 }
+local function t975(df)
+  if df <= #T975 then return T975[df] end
+  local z = 1.959964
+  return z + (z ^ 3 + z) / (4 * df) + (5 * z ^ 5 + 16 * z ^ 3 + 3 * z) / (96 * df ^ 2)
+    + (3 * z ^ 7 + 19 * z ^ 5 + 17 * z ^ 3 - 15 * z) / (384 * df ^ 3)
+end
 local function stats(runs)
   local n, s = #runs, 0
   for _, t in ipairs(runs) do s = s + t[1] end
   local mean, v = s / n, 0
   for _, t in ipairs(runs) do v = v + (t[1] - mean) ^ 2 end
   local sd = n > 1 and math.sqrt(v / (n - 1)) or 0
-  local half = n > 1 and T975[n - 1] * sd / math.sqrt(n) or math.huge
-  return { mean = mean, cv = mean > 0 and sd / mean or 0, lo = mean - half, hi = mean + half, n = n }
+  local se = sd / math.sqrt(n)
+  local half = n > 1 and t975(n - 1) * se or math.huge
+  return { mean = mean, cv = mean > 0 and sd / mean or 0, lo = mean - half, hi = mean + half, n = n,
+    se = se }
 end
 local function retrans(runs)
   local s = 0
@@ -274,6 +467,29 @@ local function verdict(a, b)
   if a.lo <= b.hi and b.lo <= a.hi then return ratio, 'CIs overlap: more runs' end
   return ratio, 'differ'
 end
+-- The 95 % interval of the ratio of two means a / b by the delta method:
+-- the ratio times its relative standard error, the two means' relative
+-- standard errors added in quadrature; t at the Welch-Satterthwaite degrees
+-- of freedom of those two terms (1.96 and a bit for LOSSPAR's 32 a side,
+-- wider for a smoke run's few).
+local function ratio_ci(a, b)
+  local ratio = a.mean / b.mean
+  if a.n < 2 or b.n < 2 then return -math.huge, math.huge end
+  local va, vb = (a.se / a.mean) ^ 2, (b.se / b.mean) ^ 2
+  if va + vb == 0 then return ratio, ratio end
+  local df = (va + vb) ^ 2 / (va ^ 2 / (a.n - 1) + vb ^ 2 / (b.n - 1))
+  local half = t975(math.max(1, math.floor(df))) * ratio * math.sqrt(va + vb)
+  return ratio - half, ratio + half
+end
+-- Where the ratio's interval lies against the +-10 % of "agree": within it
+-- (agreement shown), outside it (a difference of more than 10 % shown), or
+-- across an edge (undecided); and whether it excludes 1 (a difference shown,
+-- of whatever size).
+local function ratio_place(lo, hi)
+  local place = (lo >= 0.9 and hi <= 1.1) and 'within'
+    or (hi < 0.9 or lo > 1.1) and 'outside' or 'overlaps'
+  return string.format('ratio CI %s [0.9, 1.1]%s', place, (lo > 1 or hi < 1) and ', excludes 1' or '')
+end
 
 -- The sysctls as both sides read them back: any difference is printed.
 for i, n in ipairs(native) do
@@ -283,11 +499,13 @@ for i, n in ipairs(native) do
   end
 end
 
-print(quick and 'QUICK pass' or loss_only and 'LOSS pass' or 'full pass')
+print(quick and 'QUICK pass' or loss_only and 'LOSS pass' or par and string.format(
+  'LOSSPAR pass: %d testbeds at once x %d rounds of %d s tests a side', PAR_TESTBEDS, PAR_ROUNDS,
+  PAR_TEST_S) or 'full pass')
 print('| delay, loss | RTT p50 ms link / netem | UDP loss % link / netem (95 % CI) |'
-  .. ' TCP Mbit/s link / netem (mean) | ratio | CV link / netem | 95 % CI link; netem | runs'
-  .. ' | retrans/run link / netem | model Mbit/s | verdict |')
-print('|---|---|---|---|---|---|---|---|---|---|---|')
+  .. ' TCP Mbit/s link / netem (mean) | ratio |' .. (par and ' ratio 95 % CI |' or '')
+  .. ' CV link / netem | 95 % CI link; netem | runs | retrans/run link / netem | model Mbit/s | verdict |')
+print('|---|---|---|---|---|' .. (par and '---|' or '') .. '---|---|---|---|---|---|')
 for i, p in ipairs(POINTS) do
   local n, g = native[i], netem[i]
   assert(g and g.udp, 'the guest has no point ' .. i)
@@ -302,20 +520,63 @@ for i, p in ipairs(POINTS) do
   local model = p.loss_pct > 0
     and MSS_BYTES * 8 / rtt_s * math.sqrt(1.5 / (p.loss_pct / 100)) / 1e6
     or RATE_BPS * MSS_BYTES / WIRE_BYTES / 1e6
-  print(string.format('| %d ms, %g %% | %.3f / %.3f | %s / %s | %.3f / %.3f | %.3f | %.3f / %.3f'
+  local ratio_col = ''
+  if par then
+    local lo, hi = ratio_ci(a, b)
+    ratio_col = string.format(' %.3f-%.3f |', lo, hi)
+    v = v .. '; ' .. ratio_place(lo, hi)
+  end
+  print(string.format('| %d ms, %g %% | %.3f / %.3f | %s / %s | %.3f / %.3f | %.3f |%s %.3f / %.3f'
     .. ' | %.2f-%.2f; %.2f-%.2f | %d / %d | %.1f / %.1f | %.2f %s | %s |',
     p.delay_ms, p.loss_pct, n.udp[1], g.udp[1], loss(n.udp), loss(g.udp), a.mean, b.mean, ratio,
-    a.cv, b.cv, a.lo, a.hi, b.lo, b.hi, a.n, b.n, retrans(n.tcp), retrans(g.tcp), model,
+    ratio_col, a.cv, b.cv, a.lo, a.hi, b.lo, b.hi, a.n, b.n, retrans(n.tcp), retrans(g.tcp), model,
     p.loss_pct > 0 and '(Mathis)' or '(rate)', v))
 end
-for i, p in ipairs(POINTS) do
-  local function runs(r)
-    local t = {}
-    for _, x in ipairs(r) do t[#t + 1] = string.format('%.3f', x[1]) end
+local function runs(r)
+  local t = {}
+  for _, x in ipairs(r) do t[#t + 1] = string.format('%.3f', x[1]) end
+  return table.concat(t, ' ')
+end
+if not par then
+  for i, p in ipairs(POINTS) do
+    print(string.format('runs %d ms, %g %%: link %s; netem %s; link limit drops %s', p.delay_ms,
+      p.loss_pct, runs(native[i].tcp), runs(netem[i].tcp), tostring(native[i].limit_drops)))
+  end
+else
+  -- The runs' means by round (with the CPUs' busy share over the round:
+  -- the host's for the link, the guest's vCPUs' for netem) and by testbed:
+  -- a drift over the rounds, a round slowed by concurrent tests, or a
+  -- testbed apart from the others shows here.
+  local function means(r, key, count_of)
+    local sum, n, t = {}, {}, {}
+    for _, x in ipairs(r) do
+      sum[x[key]] = (sum[x[key]] or 0) + x[1]
+      n[x[key]] = (n[x[key]] or 0) + 1
+    end
+    for k = 1, count_of do t[k] = n[k] and string.format('%.3f', sum[k] / n[k]) or '-' end
+    return t
+  end
+  local function with_cpu(t, cpu)
+    for k = 1, #t do t[k] = string.format('%s (%.0f %%)', t[k], 100 * (cpu[k] or 0 / 0)) end
     return table.concat(t, ' ')
   end
-  print(string.format('runs %d ms, %g %%: link %s; netem %s; link limit drops %s', p.delay_ms,
-    p.loss_pct, runs(native[i].tcp), runs(netem[i].tcp), tostring(native[i].limit_drops)))
+  for i, p in ipairs(POINTS) do
+    local n, g = native[i], netem[i]
+    print(string.format('rounds %d ms, %g %% (mean Mbit/s, CPUs busy): link %s; netem %s', p.delay_ms,
+      p.loss_pct, with_cpu(means(n.tcp, 4, PAR_ROUNDS), n.cpu), with_cpu(means(g.tcp, 4, PAR_ROUNDS), g.cpu or {})))
+    print(string.format('testbeds %d ms, %g %% (mean Mbit/s): link %s; netem %s', p.delay_ms, p.loss_pct,
+      table.concat(means(n.tcp, 3, PAR_TESTBEDS), ' '), table.concat(means(g.tcp, 3, PAR_TESTBEDS), ' ')))
+    local drops = {}
+    for k = 1, PAR_TESTBEDS do drops[k] = tostring(n.limit_drops_by_testbed[k]) end
+    local function runs_retrans(r)
+      local t = {}
+      for _, x in ipairs(r) do t[#t + 1] = string.format('%.3f/%d', x[1], x[2]) end
+      return table.concat(t, ' ')
+    end
+    print(string.format('runs %d ms, %g %% (Mbit/s/retransmits, round by round, testbeds in order):'
+      .. ' link %s; netem %s; link limit drops by testbed %s', p.delay_ms, p.loss_pct,
+      runs_retrans(n.tcp), runs_retrans(g.tcp), table.concat(drops, ' ')))
+  end
 end
 
 if not guest_link then return end
