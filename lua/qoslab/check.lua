@@ -46,6 +46,8 @@ function M.interpreter_interrupt(err)
 end
 
 --- Raise for any key of t that is not in the set `allowed` ({key=true,...}).
+-- Unlike `fail` and the other checks, level counts from keys' caller (1 =
+-- the function calling keys, 2 = its caller): the same line needs one more.
 function M.keys(ctx, prefix, t, allowed, level)
   for k in pairs(t) do
     if type(k) ~= 'string' or not allowed[k] then

@@ -150,32 +150,55 @@ local function copy(t)
   return c
 end
 
--- params: name -> non-empty list of values; order: each name once (default
--- the sorted names). Returns order. level as in check.fail.
-local function check_product(ctx, params, order, level)
+-- A value that cannot name a point: NaN and inf are written as null in the
+-- results file, so their point could never be found again on resume.
+local function finite(v)
+  return type(v) ~= 'number' or (v == v and v ~= math.huge and v ~= -math.huge)
+end
+
+-- params: name -> non-empty list of distinct values (no NaN or inf: two
+-- values with the same key would share their records, and resume would
+-- take one for the other); order: each name once (default the sorted
+-- names). Fields are named with prefix ("" or "opts."). Returns order.
+-- level as in check.fail.
+local function check_product(ctx, params, order, level, prefix)
   local L = level + 1
-  check.table(ctx, 'params', params, L)
+  prefix = prefix or ''
+  check.table(ctx, prefix .. 'params', params, L)
   local names = {}
   for k, v in pairs(params) do
-    if type(k) ~= 'string' then check.fail(ctx, 'params key', 'a string (a parameter name)', k, L) end
+    if type(k) ~= 'string' then
+      check.fail(ctx, prefix .. 'params key', 'a string (a parameter name)', k, L)
+    end
+    local field = prefix .. 'params.' .. k
     if type(v) ~= 'table' or #v == 0 then
-      check.fail(ctx, 'params.' .. k, 'a non-empty list of values', v, L)
+      check.fail(ctx, field, 'a non-empty list of values', v, L)
+    end
+    local first = {}
+    for i = 1, #v do
+      if not finite(v[i]) then check.fail(ctx, field .. '[' .. i .. ']', 'a finite number', v[i], L) end
+      local key = fmt_value(v[i])
+      if first[key] then
+        error(string.format('%s: %s[%d]: expected a value not listed before, got %s (a duplicate of %s[%d])',
+          ctx, field, i, check.describe(v[i]), field, first[key]), L + 1)
+      end
+      first[key] = i
     end
     names[#names + 1] = k
   end
   table.sort(names)
   if order == nil then return names end
-  check.table(ctx, 'order', order, L)
+  check.table(ctx, prefix .. 'order', order, L)
   local seen = {}
   for i, k in ipairs(order) do
     if type(k) ~= 'string' or params[k] == nil then
-      check.fail(ctx, 'order[' .. i .. ']', 'a name in params', k, L)
+      check.fail(ctx, prefix .. 'order[' .. i .. ']', 'a name in ' .. prefix .. 'params', k, L)
     end
-    if seen[k] then error(ctx .. ': order: "' .. k .. '" listed twice', L + 1) end
+    if seen[k] then error(ctx .. ': ' .. prefix .. 'order: "' .. k .. '" listed twice', L + 1) end
     seen[k] = true
   end
   for _, k in ipairs(names) do
-    if not seen[k] then error(ctx .. ': order: parameter "' .. k .. '" missing', L + 1) end
+    if not seen[k] then error(ctx .. ': ' .. prefix .. 'order: parameter "' .. k .. '" missing', L + 1) end
   end
   return order
 end
@@ -198,11 +221,14 @@ local function product_of(params, order)
 end
 
 --- The points of a plan in visiting order (outer → inner).
--- @tparam table params name (string) -> non-empty list of values
+-- @tparam table params name (string) -> non-empty list of distinct values
+--   (no NaN or inf; 1 and 1.0 are the same value)
 -- @tparam[opt] {string,...} order every parameter name once, outermost first
 --   (default: the sorted names, as `sweep`)
 -- @treturn {table,...} points (name -> value)
 -- @raise when params or order is not of that shape, naming the entry
+--   (`params.p[2]: expected a value not listed before, got 1 (a duplicate
+--   of params.p[1])`), at the caller's line
 -- @usage plan.product({a = {1, 2}, b = {'x'}}, {'a', 'b'})
 function M.product(params, order)
   order = check_product('qoslab.plan.product', params, order, 1)
@@ -432,7 +458,7 @@ function M.set_defaults(d)
   check.table(ctx, 'd', d)
   check.keys(ctx, 'd', d,
     { out = true, resume = true, where = true, backend = true, progress = true, quick = true,
-      on_record = true })
+      on_record = true }, 2)
   check.func(ctx, 'd.on_record', d.on_record)
   check.cstring(ctx, 'd.out', d.out)
   check.boolean(ctx, 'd.resume', d.resume)
@@ -583,87 +609,85 @@ local ALLOWED = {
   on_error = true, keep_results = true, fsync = true, format = true,
 }
 
-local function validate(o)
-  check.table(CTX, 'opts', o, 3)
-  check.keys(CTX, 'opts', o, ALLOWED, 3)
+-- The sweep's options, each error at the caller's line. level as in
+-- check.fail (1 = the caller of the function calling validate); the
+-- positions are passed down, not counted by hand, so a helper between
+-- sweep and its caller cannot shift them.
+local function validate(o, level)
+  local L = level + 1
+  check.table(CTX, 'opts', o, L)
+  -- check.keys counts its levels from its own caller: one more
+  check.keys(CTX, 'opts', o, ALLOWED, L + 1)
   if type(o.name) ~= 'string' or o.name == '' then
-    check.fail(CTX, 'opts.name', 'a non-empty string', o.name, 3)
+    check.fail(CTX, 'opts.name', 'a non-empty string', o.name, L)
   end
-  check.string(CTX, 'opts.metric_name', o.metric_name, nil, 3)
+  check.string(CTX, 'opts.metric_name', o.metric_name, nil, L)
   if o.params == nil and o.points == nil then
-    error(CTX .. ': opts.params or opts.points is required', 3)
+    error(CTX .. ': opts.params or opts.points is required', L + 1)
   end
   if o.params ~= nil and o.points ~= nil then
-    error(CTX .. ': opts.params and opts.points exclude each other', 3)
+    error(CTX .. ': opts.params and opts.points exclude each other', L + 1)
   end
-  if type(o.run) ~= 'function' then check.fail(CTX, 'opts.run', 'a function', o.run, 3) end
+  if type(o.run) ~= 'function' then check.fail(CTX, 'opts.run', 'a function', o.run, L) end
   for _, k in ipairs { 'metric', 'stop_row', 'setup', 'teardown', 'setup_point',
                        'teardown_point', 'format' } do
-    check.func(CTX, 'opts.' .. k, o[k], nil, 3)
+    check.func(CTX, 'opts.' .. k, o[k], nil, L)
   end
-  check.integer(CTX, 'opts.repeat_count', o.repeat_count, 1, 100000, 1, 3)
-  if o.out ~= nil then check.cstring(CTX, 'opts.out', o.out, nil, 3) end
-  check.boolean(CTX, 'opts.resume', o.resume, false, 3)
-  check.boolean(CTX, 'opts.keep_results', o.keep_results, true, 3)
-  check.boolean(CTX, 'opts.fsync', o.fsync, true, 3)
-  check.enum(CTX, 'opts.on_error', o.on_error, { 'raise', 'record' }, 'raise', 3)
-  if o.where ~= nil then check.enum(CTX, 'opts.where', o.where, { 'host', 'guest' }, nil, 3) end
-  if o.backend ~= nil then check.enum(CTX, 'opts.backend', o.backend, { 'netem', 'link' }, nil, 3) end
-  if o.meta ~= nil then check.table(CTX, 'opts.meta', o.meta, 3) end
+  check.integer(CTX, 'opts.repeat_count', o.repeat_count, 1, 100000, 1, L)
+  if o.out ~= nil then check.cstring(CTX, 'opts.out', o.out, nil, L) end
+  check.boolean(CTX, 'opts.resume', o.resume, false, L)
+  check.boolean(CTX, 'opts.keep_results', o.keep_results, true, L)
+  check.boolean(CTX, 'opts.fsync', o.fsync, true, L)
+  check.enum(CTX, 'opts.on_error', o.on_error, { 'raise', 'record' }, 'raise', L)
+  if o.where ~= nil then check.enum(CTX, 'opts.where', o.where, { 'host', 'guest' }, nil, L) end
+  if o.backend ~= nil then check.enum(CTX, 'opts.backend', o.backend, { 'netem', 'link' }, nil, L) end
+  if o.meta ~= nil then check.table(CTX, 'opts.meta', o.meta, L) end
   local p = o.progress
   if p ~= nil and type(p) ~= 'boolean' and type(p) ~= 'function' then
-    check.fail(CTX, 'opts.progress', 'a boolean or a function', p, 3)
+    check.fail(CTX, 'opts.progress', 'a boolean or a function', p, L)
   end
 end
 
-local function resolve_points(o)
-  local order = o.order
+-- The points to visit and the order of their parameters, from opts.params
+-- (check_product's rules) or opts.points (tables; values not NaN or inf,
+-- and no point twice: both would break the key a record is found by).
+-- level as in check.fail.
+local function resolve_points(o, level)
+  local L = level + 1
   if o.params then
-    check.table(CTX, 'opts.params', o.params, 4)
-    local names = {}
-    for k, v in pairs(o.params) do
-      if type(k) ~= 'string' then check.fail(CTX, 'opts.params key', 'a string', k, 4) end
-      if type(v) ~= 'table' or #v == 0 then
-        check.fail(CTX, 'opts.params.' .. k, 'a non-empty list of values', v, 4)
-      end
-      names[#names + 1] = k
-    end
-    table.sort(names)
-    if order == nil then
-      order = names
-    else
-      check.table(CTX, 'opts.order', order, 4)
-      local seen = {}
-      for i, k in ipairs(order) do
-        if o.params[k] == nil then
-          check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.params', k, 4)
-        end
-        if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', 4) end
-        seen[k] = true
-      end
-      for _, k in ipairs(names) do
-        if not seen[k] then error(CTX .. ': opts.order: parameter "' .. k .. '" missing', 4) end
-      end
-    end
+    local order = check_product(CTX, o.params, o.order, L, 'opts.')
     return product_of(o.params, order), order
   end
-  check.table(CTX, 'opts.points', o.points, 4)
-  if #o.points == 0 then check.fail(CTX, 'opts.points', 'a non-empty list', o.points, 4) end
+  local order = o.order
+  check.table(CTX, 'opts.points', o.points, L)
+  if #o.points == 0 then check.fail(CTX, 'opts.points', 'a non-empty list', o.points, L) end
+  local first = {}
   for i, p in ipairs(o.points) do
-    if type(p) ~= 'table' then check.fail(CTX, 'opts.points[' .. i .. ']', 'a table', p, 4) end
+    local field = 'opts.points[' .. i .. ']'
+    if type(p) ~= 'table' then check.fail(CTX, field, 'a table', p, L) end
+    for k, v in pairs(p) do
+      if type(k) ~= 'string' then check.fail(CTX, field .. ' key', 'a string (a parameter name)', k, L) end
+      if not finite(v) then check.fail(CTX, field .. '.' .. k, 'a finite number', v, L) end
+    end
+    local key = key_of(p)
+    if first[key] then
+      error(string.format('%s: %s: expected a point not listed before, got the same parameters as '
+        .. 'opts.points[%d] (%s)', CTX, field, first[key], key), L + 1)
+    end
+    first[key] = i
   end
   if order == nil then
     order = {}
     for k in pairs(o.points[1]) do order[#order + 1] = k end
     table.sort(order)
   else
-    check.table(CTX, 'opts.order', order, 4)
+    check.table(CTX, 'opts.order', order, L)
     local seen = {}
     for i, k in ipairs(order) do
       local found = false
       for _, p in ipairs(o.points) do found = found or (type(k) == 'string' and p[k] ~= nil) end
-      if not found then check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.points', k, 4) end
-      if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', 4) end
+      if not found then check.fail(CTX, 'opts.order[' .. i .. ']', 'a name in opts.points', k, L) end
+      if seen[k] then error(CTX .. ': opts.order: "' .. k .. '" listed twice', L + 1) end
       seen[k] = true
     end
   end
@@ -680,8 +704,10 @@ end
 -- @tparam table opts
 --   * `name` (string, required): the experiment's name, stored in every record
 --     and used to match records on resume (several sweeps can share one file).
---   * `params` (table name -> list): the cartesian product of these values; or
---   * `points` (list of tables name -> value): an explicit list of points.
+--   * `params` (table name -> list): the cartesian product of these values
+--     (each list non-empty, its values distinct, none NaN or inf); or
+--   * `points` (list of tables name -> value): an explicit list of points
+--     (no point twice, no value NaN or inf).
 --   * `order` ({string,...}): parameter names, outermost first (default: sorted
 --     names). The innermost parameter is the one a stop rule stops.
 --   * `repeat_count` (integer ≥ 1, default 1): runs per point.
@@ -715,13 +741,15 @@ end
 --   backend (as in the last record), points =
 --   {{params, label, index, n, mean, stdev, ci95, ci_low, ci_high, min, max,
 --     values, results, skipped, skip_reason, error, resumed, elapsed_s}, ...}}`
--- @raise on bad options, and the first error of a run/hook (after teardown)
---   unless on_error = "record"; interruptions (SIGINT/SIGTERM) always raise.
+-- @raise on bad options (`"qoslab.plan.sweep: opts.<field>: expected ...,
+--   got ..."`, at the caller's line, before anything runs), and the first
+--   error of a run/hook (after teardown) unless on_error = "record";
+--   interruptions (SIGINT/SIGTERM) always raise.
 -- @usage local s = plan.sweep{name = 'delay', params = {delay_ms = {1, 10}},
 --   run = function(p) return measure(p.delay_ms) end}
 function M.sweep(opts)
-  validate(opts)
-  local points, order = resolve_points(opts)
+  validate(opts, 1)
+  local points, order = resolve_points(opts, 1)
   local name = opts.name
   local reps = opts.repeat_count or 1
   local metric = opts.metric or default_metric

@@ -577,3 +577,110 @@ io.write(tostring(recs), '|', tostring(msg), '|', tostring(code))
     end)
   end)
 end)
+
+-- plan.sweep's option errors had no position (opts.repeat_count = 0, a bad
+-- name or on_error, a missing run: raised two levels above the caller,
+-- past busted's pcall or the REPL's chunk) or the line above the caller's
+-- (opts.params.a = {}); and params = {p = {0/0}} or {p = {1, 1}} ran,
+-- although NaN is written as null (its record never matched on resume)
+-- and a duplicate's record is taken for the first's. Each now raises at
+-- the caller's line, naming the field.
+describe('qoslab.plan.sweep option errors, at the caller', function()
+  local HERE = debug.getinfo(1, 'S').short_src
+  local runs = 0
+  local run = function() runs = runs + 1 return 1 end
+  before_each(function() runs = 0 end)
+
+  -- f calls plan.sweep (or product) on the line `raises` is called from;
+  -- the message must start with this file's name and that line.
+  local function raises(f, expected)
+    local line = debug.getinfo(2, 'l').currentline
+    local ok, err = pcall(f)
+    assert.is_false(ok, 'expected an error: ' .. expected)
+    assert.equal(HERE .. ':' .. line .. ': ' .. expected, tostring(err))
+  end
+  -- sweep options: a working set, with t's keys set ("none" removes one)
+  local function opts(t)
+    local o = { name = 'x', params = { a = { 1 } }, run = run, progress = false }
+    for k, v in pairs(t) do
+      if v == 'none' then o[k] = nil else o[k] = v end
+    end
+    return o
+  end
+  local sweep = plan.sweep
+
+  it('each option check', function()
+    raises(function() local s = sweep(opts { repeat_count = 0 }) return s end,
+      'qoslab.plan.sweep: opts.repeat_count: expected an integer in [1, 100000], got 0')
+    raises(function() local s = sweep(opts { name = 5 }) return s end,
+      'qoslab.plan.sweep: opts.name: expected a non-empty string, got 5')
+    raises(function() local s = sweep(opts { on_error = 'x' }) return s end,
+      'qoslab.plan.sweep: opts.on_error: expected one of "raise", "record", got string "x"')
+    raises(function() local s = sweep(opts { run = 'none' }) return s end,
+      'qoslab.plan.sweep: opts.run: expected a function, got nil')
+    raises(function() local s = sweep(opts { params = { a = {} } }) return s end,
+      'qoslab.plan.sweep: opts.params.a: expected a non-empty list of values, got table')
+    raises(function() local s = sweep(5) return s end, 'qoslab.plan.sweep: opts: expected a table, got 5')
+    raises(function() local s = sweep(opts { bogus = 1 }) return s end,
+      'qoslab.plan.sweep: opts.bogus: unknown key (known keys: backend, format, fsync, keep_results, '
+      .. 'meta, metric, metric_name, name, on_error, order, out, params, points, progress, repeat_count, '
+      .. 'resume, run, setup, setup_point, stop_row, teardown, teardown_point, where)')
+    raises(function() local s = sweep(opts { points = { { a = 1 } } }) return s end,
+      'qoslab.plan.sweep: opts.params and opts.points exclude each other')
+    raises(function() local s = sweep(opts { params = 'none' }) return s end,
+      'qoslab.plan.sweep: opts.params or opts.points is required')
+    raises(function() local s = sweep(opts { params = { a = { 1 }, b = { 2 } }, order = { 'a' } }) return s end,
+      'qoslab.plan.sweep: opts.order: parameter "b" missing')
+    raises(function() local s = sweep(opts { order = { 'a', 'c' } }) return s end,
+      'qoslab.plan.sweep: opts.order[2]: expected a name in opts.params, got string "c"')
+    raises(function() local s = sweep(opts { params = 'none', points = { 1 } }) return s end,
+      'qoslab.plan.sweep: opts.points[1]: expected a table, got 1')
+    raises(function() local s = sweep(opts { params = 'none', points = { { a = 1 } }, order = { 'a', 'a' } }) return s end,
+      'qoslab.plan.sweep: opts.order: "a" listed twice')
+    raises(function() local s = sweep(opts { meta = 'm' }) return s end,
+      'qoslab.plan.sweep: opts.meta: expected a table, got string "m"')
+    assert.equal(0, runs)
+  end)
+
+  it('NaN, inf and duplicate parameter values', function()
+    raises(function() local s = sweep(opts { params = { p = { 0 / 0 } } }) return s end,
+      'qoslab.plan.sweep: opts.params.p[1]: expected a finite number, got nan')
+    raises(function() local s = sweep(opts { params = { p = { 1, math.huge } } }) return s end,
+      'qoslab.plan.sweep: opts.params.p[2]: expected a finite number, got inf')
+    raises(function() local s = sweep(opts { params = { p = { 1, 1 } } }) return s end,
+      'qoslab.plan.sweep: opts.params.p[2]: expected a value not listed before, got 1 '
+      .. '(a duplicate of opts.params.p[1])')
+    -- 1 and 1.0 are one point (one key, one record)
+    raises(function() local s = sweep(opts { params = { p = { 1, 2, 1.0 } } }) return s end,
+      'qoslab.plan.sweep: opts.params.p[3]: expected a value not listed before, got 1.0 '
+      .. '(a duplicate of opts.params.p[1])')
+    raises(function() local s = sweep(opts { params = { m = { 'x', 'x' } } }) return s end,
+      'qoslab.plan.sweep: opts.params.m[2]: expected a value not listed before, got string "x" '
+      .. '(a duplicate of opts.params.m[1])')
+    raises(function() local s = sweep(opts { params = 'none', points = { { p = 0 / 0 } } }) return s end,
+      'qoslab.plan.sweep: opts.points[1].p: expected a finite number, got nan')
+    local pts = { { a = 1, b = 2 }, { a = 2, b = 2 }, { b = 2, a = 1.0 } }
+    raises(function() local s = sweep(opts { params = 'none', points = pts }) return s end,
+      'qoslab.plan.sweep: opts.points[3]: expected a point not listed before, got the same '
+      .. 'parameters as opts.points[1] (a=1,b=2)')
+    assert.equal(0, runs)
+    -- distinct values of every type still run
+    local s = sweep(opts { params = { p = { 1, 1.5, -1 }, m = { 'x', true, false } } })
+    assert.equal(9, #s.points)
+    assert.equal(9, runs)
+  end)
+
+  it('plan.product takes the same rules, at its caller', function()
+    raises(function() local p = plan.product { p = { 1, 0 / 0 } } return p end,
+      'qoslab.plan.product: params.p[2]: expected a finite number, got nan')
+    raises(function() local p = plan.product { p = { 1, 1 } } return p end,
+      'qoslab.plan.product: params.p[2]: expected a value not listed before, got 1 (a duplicate of params.p[1])')
+    raises(function() local p = plan.product { a = {} } return p end,
+      'qoslab.plan.product: params.a: expected a non-empty list of values, got table')
+  end)
+
+  it('set_defaults: an unknown key, at the caller', function()
+    raises(function() plan.set_defaults { outdir = 'x' } end, 'qoslab.plan.set_defaults: d.outdir: unknown key '
+      .. '(known keys: backend, on_record, out, progress, quick, resume, where)')
+  end)
+end)
