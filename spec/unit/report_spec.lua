@@ -170,3 +170,98 @@ describe('qoslab.report', function()
     }, '\n') .. '\n', t)
   end)
 end)
+
+-- report.series(s, {scale = 'x'}) raised at report.lua:445 (series_table's
+-- checks counted from series, inside qoslab), and report.series(5) said
+-- "summary: expected a table, got nil" (the summary's points, not the
+-- value given). matrix, rows, write_csv and write_json had the same
+-- faults, and an opts that was no table, an unknown key of write_json's
+-- or mean_ci(5) failed inside qoslab. Each entry point now raises at its
+-- caller's line, describing the value it got.
+describe('qoslab.report argument errors, at the caller', function()
+  local HERE = debug.getinfo(1, 'S').short_src
+  -- f calls the function on the line `raises` is called from; the message
+  -- must start with this file's name and that line.
+  local function raises(f, expected)
+    local line = debug.getinfo(2, 'l').currentline
+    local ok, err = pcall(f)
+    assert.is_false(ok, 'expected an error: ' .. expected)
+    assert.equal(HERE .. ':' .. line .. ': ' .. expected, tostring(err))
+  end
+  local s = plan.sweep { name = 'm', progress = false, params = { loss_pct = { 1, 5 }, delay_ms = { 50, 100 } },
+    run = function(p) return 1e6 / p.delay_ms end }
+
+  it('series and series_table', function()
+    raises(function() local t = report.series(s, { scale = 'x' }) return t end,
+      'qoslab.report.series: opts.scale: expected a finite number in [0, inf], got string "x"')
+    raises(function() local t = report.series(5) return t end, 'qoslab.report.series: summary: expected a table, got 5')
+    raises(function() local t = report.series({ points = 'p' }) return t end,
+      'qoslab.report.series: summary.points: expected a table, got string "p"')
+    raises(function() local t = report.series({ points = { 7 } }) return t end,
+      'qoslab.report.series: summary.points[1]: expected a point (a table with params), got 7')
+    raises(function() local t = report.series(s, 'Mbit/s') return t end,
+      'qoslab.report.series: opts: expected a table, got string "Mbit/s"')
+    raises(function() local t = report.series(s, { colour = 1 }) return t end,
+      'qoslab.report.series: opts.colour: unknown key (known keys: digits, extra, scale, title, unit)')
+    raises(function() local t = report.series(s, { extra = { { header = 'h' } } }) return t end,
+      'qoslab.report.series: opts.extra[1].value: expected a function, got nil')
+    raises(function() local t = report.series_table(s, { digits = 0 }) return t end,
+      'qoslab.report.series_table: opts.digits: expected an integer in [1, 17], got 0')
+  end)
+
+  it('matrix and matrix_table', function()
+    raises(function() local t = report.matrix(5, {}) return t end, 'qoslab.report.matrix: summary: expected a table, got 5')
+    raises(function() local t = report.matrix(s, { bogus = 1 }) return t end,
+      'qoslab.report.matrix: opts.bogus: unknown key (known keys: ci, col, col_label, digits, row, row_label, '
+      .. 'scale, title, unit, where)')
+    raises(function() local t = report.matrix(s, { row = 'loss' }) return t end,
+      'qoslab.report.matrix: opts.row: expected a parameter of the sweep (delay_ms, loss_pct), got string "loss"')
+    raises(function() local t = report.matrix(s, { where = { rate_bps = 1 } }) return t end,
+      'qoslab.report.matrix: opts.where key: expected a parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "rate_bps"')
+    raises(function() local t = report.matrix(s, { title = {} }) return t end,
+      'qoslab.report.matrix: opts.title: expected a string, got table')
+    raises(function() local t = report.matrix_table(s, { col = 5 }) return t end,
+      'qoslab.report.matrix_table: opts.col: expected a string, got 5')
+  end)
+
+  it('rows, write_csv, write_json, format_table, print_table, mean_ci, sig, distinct', function()
+    raises(function() local t = report.rows(5) return t end, 'qoslab.report.rows: summary: expected a table, got 5')
+    raises(function() local t = report.rows(s, 5) return t end, 'qoslab.report.rows: opts: expected a table, got 5')
+    raises(function() local t = report.rows(s, { units = 'x' }) return t end,
+      'qoslab.report.rows: opts.units: unknown key (known keys: unit)')
+    raises(function() local ok = report.write_csv('/tmp/never.csv', { points = { 1 } }) return ok end,
+      'qoslab.report.write_csv: t.points[1]: expected a point (a table with params), got 1')
+    raises(function() local ok = report.write_csv('/tmp/never.csv', { columns = { 'a' }, rows = { 1 } }) return ok end,
+      'qoslab.report.write_csv: t.rows[1]: expected a table (a row), got 1')
+    raises(function() local ok = report.write_json('/tmp/never.json', s, { result = true }) return ok end,
+      'qoslab.report.write_json: opts.result: unknown key (known keys: results)')
+    raises(function() local ok = report.write_json('/tmp/never.json', s, 'all') return ok end,
+      'qoslab.report.write_json: opts: expected a table, got string "all"')
+    raises(function() local t = report.format_table { columns = { 'a' }, rows = { 5 } } return t end,
+      'qoslab.report.format_table: t.rows[1]: expected a table (a row), got 5')
+    raises(function() report.print_table { columns = { { name = 'a', align = 'centre' } }, rows = {} } end,
+      'qoslab.report.print_table: t.columns[1].align: expected one of "left", "right", got string "centre"')
+    raises(function() local t = report.mean_ci(5) return t end, 'qoslab.report.mean_ci: p: expected a table, got 5')
+    raises(function() local t = report.sig('x', 3) return t end, 'qoslab.report.sig: v: expected a number, got string "x"')
+    raises(function() local t = report.distinct({ 5 }, 'a') return t end,
+      'qoslab.report.distinct: points[1]: expected a point (a table with params), got 5')
+    raises(function() local t = report.distinct(s.points) return t end,
+      'qoslab.report.distinct: name: expected a string (a parameter name), got nil')
+    assert.is_nil(io.open('/tmp/never.csv'))
+    assert.is_nil(io.open('/tmp/never.json'))
+  end)
+
+  it('a sweep with boolean or string values', function()
+    local b = plan.sweep { name = 'b', progress = false, params = { on = { true, false }, mode = { 'x', 'y' } },
+      run = function(p) return p.on and 2e6 or 1e6 end }
+    assert.equal(table.concat({
+      '(Mbit/s)',
+      'on \\ mode | x | y',
+      '----------+---+--',
+      '    false | 1 | 1',
+      '     true | 2 | 2',
+    }, '\n') .. '\n', report.matrix(b, { row = 'on', col = 'mode' }))
+    assert.same({ false, true }, report.distinct(b.points, 'on'))
+  end)
+end)
