@@ -5,8 +5,16 @@
 -- once for all formats. Without gnuplot the data files are still there and the
 -- call returns `nil, "gnuplot not found: apt-get install gnuplot-nox", "ENOENT"`.
 -- PNG uses the pngcairo terminal when gnuplot has it (anti-aliased), else png.
+--
+-- `opts.out` names files in a folder that exists: no function makes one
+-- (as `qoslab client --plot` makes none); a missing folder returns `nil,
+-- "cannot write ...: No such file or directory (plots make no folder: make
+-- DIR first, ...)", "ENOENT"` before anything is written.
+-- Options are checked before that: a wrong one raises, naming it, at the
+-- caller's line.
 -- @module qoslab.plot
 local check = require 'qoslab.check'
+local report = require 'qoslab.report'
 
 local gnuplot = require 'qoslab.plot.gnuplot'
 
@@ -61,6 +69,55 @@ local function tics125(lo, hi)
   return out
 end
 
+-- An optional number (nil: a gap in the line). level as in check.fail.
+local function opt_number(ctx, field, v, level)
+  if v ~= nil and type(v) ~= 'number' then check.fail(ctx, field, 'a number', v, level + 1) end
+end
+
+-- lines' series (sweep_lines' extra_series): tables with `points` {{x, y[,
+-- err]}, ...} (x or y nil: a gap), optional `boxes` {{x, min, q1, median,
+-- q3, max}, ...} and `values` {{x, v}, ...}. level as in check.fail.
+local function check_series(ctx, field, list, level)
+  local L = level + 1
+  check.table(ctx, field, list, L)
+  for i, s in ipairs(list) do
+    local f = field .. '[' .. i .. ']'
+    check.table(ctx, f, s, L)
+    check.table(ctx, f .. '.points', s.points, L)
+    for j, p in ipairs(s.points) do
+      local pf = f .. '.points[' .. j .. ']'
+      check.table(ctx, pf, p, L)
+      for k = 1, 3 do opt_number(ctx, pf .. '[' .. k .. ']', p[k], L) end
+    end
+    for _, part in ipairs { { 'boxes', 6 }, { 'values', 2 } } do
+      local list2 = s[part[1]]
+      if list2 ~= nil then
+        check.table(ctx, f .. '.' .. part[1], list2, L)
+        for j, b in ipairs(list2) do
+          local bf = f .. '.' .. part[1] .. '[' .. j .. ']'
+          check.table(ctx, bf, b, L)
+          for k = 1, part[2] do
+            if type(b[k]) ~= 'number' then check.fail(ctx, bf .. '[' .. k .. ']', 'a number', b[k], L) end
+          end
+        end
+      end
+    end
+  end
+end
+
+-- opts.hlines: {{y = number, title = string|nil}, ...}. level as in check.fail.
+local function check_hlines(ctx, hlines, level)
+  local L = level + 1
+  if hlines == nil then return end
+  check.table(ctx, 'opts.hlines', hlines, L)
+  for i, h in ipairs(hlines) do
+    local f = 'opts.hlines[' .. i .. ']'
+    check.table(ctx, f, h, L)
+    if type(h.y) ~= 'number' then check.fail(ctx, f .. '.y', 'a number', h.y, L) end
+    check.string(ctx, f .. '.title', h.title, nil, L)
+  end
+end
+
 local function tics_cmd(axis, values)
   if #values == 0 then return '' end
   local t = {}
@@ -87,7 +144,9 @@ end
 --     point), each marked by a dashed red line across the plot; they count
 --     in the x range and tics
 -- @treturn table files `{dat, gp, png, svg}`
--- @return or nil, message, "ENOENT" (no gnuplot; dat/gp written) | "EIO"
+-- @return or nil, message, "ENOENT" (no gnuplot: dat/gp written; or out's
+--   folder does not exist: nothing written) | "EIO" | "EINVAL" (nothing to plot)
+-- @raise on bad options, naming the field, at the caller's line
 -- @usage plot.lines{out = 'out/delay', title = 'TCP vs delay', xlabel = 'delay (ms)',
 --   ylabel = 'throughput (Mbit/s)', series = {{title = '1 stream', points = {{1, 850}}}}}
 function M.lines(opts)
@@ -100,22 +159,22 @@ function M.lines(opts)
   check.func(ctx, 'opts.xtic_label', opts.xtic_label)
   local xvals, xseen = {}, {}
   local formats = check_formats(ctx, opts.formats)
-  check.table(ctx, 'opts.series', opts.series)
+  check_series(ctx, 'opts.series', opts.series, 1)
+  check_hlines(ctx, opts.hlines, 1)
+  local size = gnuplot.check_size(ctx, opts.size, { 900, 600 })
   local logx = check.boolean(ctx, 'opts.logx', opts.logx, true)
   local logy = check.boolean(ctx, 'opts.logy', opts.logy, false)
+  if opts.failed ~= nil then
+    check.table(ctx, 'opts.failed', opts.failed)
+    for i, x in ipairs(opts.failed) do check.number(ctx, 'opts.failed[' .. i .. ']', x) end
+  end
   local dat = {}
   local plots = {}
   local idx = 0
   local maxy = 0
   local nbox, boxed = 0, {}
   for i, s in ipairs(opts.series) do
-    check.table(ctx, 'opts.series[' .. i .. ']', s)
-    check.table(ctx, 'opts.series[' .. i .. '].points', s.points)
-    if s.boxes ~= nil then
-      check.table(ctx, 'opts.series[' .. i .. '].boxes', s.boxes)
-      if #s.boxes > 0 then nbox = nbox + 1 boxed[i] = nbox end
-    end
-    if s.values ~= nil then check.table(ctx, 'opts.series[' .. i .. '].values', s.values) end
+    if s.boxes ~= nil and #s.boxes > 0 then nbox = nbox + 1 boxed[i] = nbox end
   end
   -- Box geometry: a half width and a shift per boxed series, as a factor on
   -- a log x axis, in x units on a linear one (from the closest two x values).
@@ -204,9 +263,7 @@ function M.lines(opts)
   end
   local failed_labels = {}
   if opts.failed ~= nil then
-    check.table(ctx, 'opts.failed', opts.failed)
-    for i, x in ipairs(opts.failed) do
-      check.number(ctx, 'opts.failed[' .. i .. ']', x)
+    for _, x in ipairs(opts.failed) do
       if not xseen[x] then xseen[x] = true xvals[#xvals + 1] = x end
       -- a line across the plot, not a point: a point would read as a value
       failed_labels[#failed_labels + 1] = string.format("set arrow from first %s, graph 0 to first %s, graph 1 "
@@ -268,19 +325,41 @@ function M.lines(opts)
     prelude = prelude .. '\nset xtics (' .. table.concat(t, ', ') .. ')'
   end
   local files, e2, code = render(base, prelude, 'plot ' .. table.concat(plots, ', \\\n  '),
-    formats, opts.size or { 900, 600 })
+    formats, size)
   if not files then return nil, e2, code end
   files.dat = datfile
   return files
 end
 
-local function grid_check(ctx, opts)
-  check.table(ctx, 'opts.xs', opts.xs, 3)
-  check.table(ctx, 'opts.ys', opts.ys, 3)
-  check.table(ctx, 'opts.z', opts.z, 3)
-  if #opts.xs < 2 or #opts.ys < 1 then
-    check.fail(ctx, 'opts.xs', 'at least 2 x values and 1 y value', #opts.xs, 3)
+-- heatmap's and surface's options past out and formats. level as in
+-- check.fail.
+local function grid_check(ctx, opts, level)
+  local L = level + 1
+  for _, k in ipairs { 'xs', 'ys' } do
+    check.table(ctx, 'opts.' .. k, opts[k], L)
+    for i, v in ipairs(opts[k]) do check.number(ctx, 'opts.' .. k .. '[' .. i .. ']', v, nil, nil, nil, L) end
   end
+  if #opts.xs < 2 or #opts.ys < 1 then
+    check.fail(ctx, 'opts.xs', 'at least 2 x values and 1 y value', #opts.xs, L)
+  end
+  check.table(ctx, 'opts.z', opts.z, L)
+  for j = 1, #opts.ys do
+    local row = opts.z[j]
+    if row ~= nil then
+      check.table(ctx, 'opts.z[' .. j .. ']', row, L)
+      for i = 1, #opts.xs do opt_number(ctx, 'opts.z[' .. j .. '][' .. i .. ']', row[i], L) end
+    end
+  end
+  if opts.contours ~= nil then
+    check.table(ctx, 'opts.contours', opts.contours, L)
+    for i, v in ipairs(opts.contours) do
+      check.number(ctx, 'opts.contours[' .. i .. ']', v, nil, nil, nil, L)
+    end
+  end
+  check.string(ctx, 'opts.contour_unit', opts.contour_unit, nil, L)
+  check.boolean(ctx, 'opts.logz', opts.logz, nil, L)
+  local size = gnuplot.check_size(ctx, opts.size, nil, L)
+  return size
 end
 
 -- Cells the stop rule skipped are nil in z. The surface leaves them out
@@ -351,13 +430,14 @@ local GRID_KEYS = { out = true, title = true, xlabel = true, ylabel = true, zlab
 --   * `logz` (bool, default: true when max/min > 50), `digits` (default 3)
 --   * `formats`, `size` as in `lines`
 -- @treturn table files `{dat, gp, png, svg}` or nil, message, CODE as in `lines`
+-- @raise on bad options, naming the field, at the caller's line
 function M.heatmap(opts)
   local ctx = 'qoslab.plot.heatmap'
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
-  grid_check(ctx, opts)
+  grid_check(ctx, opts, 1)
   local digits = check.integer(ctx, 'opts.digits', opts.digits, 1, 10, 3)
   local fill = filled(opts)
   local cells, stops, grid, inside = {}, {}, {}, {}
@@ -453,13 +533,14 @@ end
 -- @tparam table opts as `heatmap` (skipped cells are left out of the surface
 --   and its contours, and marked with a grey cross on the base plane)
 -- @treturn table files or nil, message, CODE as in `lines`
+-- @raise on bad options, naming the field, at the caller's line
 function M.surface(opts)
   local ctx = 'qoslab.plot.surface'
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, GRID_KEYS, 2)
   local base = base_of(ctx, opts)
   local formats = check_formats(ctx, opts.formats)
-  grid_check(ctx, opts)
+  grid_check(ctx, opts, 1)
   local rows = { '# x y z  (one block per y; NaN = skipped by the stop rule)' }
   local stops = { '# x y  (skipped by the stop rule)' }
   for j, y in ipairs(opts.ys) do
@@ -545,7 +626,9 @@ end
 --- A byte count as a short label with binary units: 262144 -> "256 KiB".
 -- @tparam number b bytes
 -- @treturn string
+-- @raise when b is not a number
 function M.bytes_label(b)
+  if type(b) ~= 'number' then check.fail('qoslab.plot.bytes_label', 'b', 'a number of bytes', b) end
   if b >= 1073741824 then return string.format('%g GiB', b / 1073741824) end
   if b >= 1048576 then return string.format('%g MiB', b / 1048576) end
   if b >= 1024 then return string.format('%g KiB', b / 1024) end
@@ -557,7 +640,9 @@ end
 -- "loss_pct" -> "loss (%)", "rate_bps" -> "rate (bit/s)".
 -- @tparam string name the parameter
 -- @treturn string
+-- @raise when name is not a string
 function M.param_label(name)
+  check.string('qoslab.plot.param_label', 'name', name)
   return (name:gsub('_pct$', ' (%%)'):gsub('_ms$', ' (ms)'):gsub('_bytes$', ' (bytes)')
     :gsub('_bps$', ' (bit/s)'):gsub('_s$', ' (s)'):gsub('_', ' '))
 end
@@ -568,7 +653,12 @@ end
 -- @tparam string name the parameter
 -- @tparam {number,...} xs the values it takes
 -- @treturn function|nil `function(x) -> string` for `lines`' `xtic_label`, or nil
+-- @raise when name is not a string or xs not a list of numbers
 function M.param_tic_label(name, xs)
+  local ctx = 'qoslab.plot.param_tic_label'
+  if type(name) ~= 'string' then check.fail(ctx, 'name', 'a string', name) end
+  check.table(ctx, 'xs', xs)
+  for i, v in ipairs(xs) do if type(v) ~= 'number' then check.fail(ctx, 'xs[' .. i .. ']', 'a number', v) end end
   if name:match('_bytes$') then return M.bytes_label end
   local integers = #xs > 0 and #xs <= 40
   for _, v in ipairs(xs) do integers = integers and v == math.floor(v) end
@@ -605,32 +695,21 @@ local function box_of(x, values, scale)
   return { x, v[1], quantile(v, 0.25), quantile(v, 0.5), quantile(v, 0.75), v[#v] }
 end
 
-local function points_of(summary) return summary.points or summary end
-
--- The first traffic result of a sweep (kept results only).
-local function first_result(summary)
-  for _, p in ipairs(points_of(summary)) do
+-- The first traffic result of a sweep's points (kept results only).
+local function first_result(points)
+  for _, p in ipairs(points) do
     local r = p.results and p.results[1]
     if type(r) == 'table' then return r end
   end
 end
 
---- What a sweep measured, where and with which backend, for a plot's title:
--- "received TCP throughput · client netns qlc-1 → 10.9.0.2 · host, link"
--- (where: "host" this machine's kernel, "guest" the qemu guest; backend:
--- "netem" kernel netem, "link" qoslab's native impairment link).
--- From the summary (`metric`, `where`, `backend`) or records (the same), and
--- the first kept traffic result (`proto`, `host`, `options.netns`).
--- @tparam table summary from plan.sweep, or records from plan.load
--- @treturn string|nil nil when nothing is known
--- @usage plot.sweep_lines(s, {..., subtitle = plot.measured_where(s)})
-function M.measured_where(summary)
-  local pts = points_of(summary)
+-- measured_where's work on a checked summary and its points.
+local function measured_where(summary, pts)
   local first = pts[1] or {}
   local metric = summary.metric or first.metric
   local where = summary.where or first.where
   local backend = summary.backend or first.backend
-  local r = first_result(summary)
+  local r = first_result(pts)
   local parts = {}
   local what
   if metric == 'received.bits_per_second' or (metric == nil and r) then what = 'received throughput'
@@ -651,14 +730,36 @@ function M.measured_where(summary)
   return table.concat(parts, ' · ')
 end
 
+--- What a sweep measured, where and with which backend, for a plot's title:
+-- "received TCP throughput · client netns qlc-1 → 10.9.0.2 · host, link"
+-- (where: "host" this machine's kernel, "guest" the qemu guest; backend:
+-- "netem" kernel netem, "link" qoslab's native impairment link).
+-- From the summary (`metric`, `where`, `backend`) or records (the same), and
+-- the first kept traffic result (`proto`, `host`, `options.netns`).
+-- @tparam table summary from plan.sweep, or records from plan.load
+-- @treturn string|nil nil when nothing is known
+-- @raise when summary is not one, naming the field
+-- @usage plot.sweep_lines(s, {..., subtitle = plot.measured_where(s)})
+function M.measured_where(summary)
+  local pts = report._points_of('qoslab.plot.measured_where', 'summary', summary, 1)
+  return measured_where(summary, pts)
+end
+
 -- The title with the subtitle on a second line (opts.subtitle: a string,
 -- false for none, nil for `measured_where`).
-local function titled(title, summary, subtitle)
+local function titled(title, summary, pts, subtitle)
   if subtitle == false then return title end
-  if subtitle == nil then subtitle = M.measured_where(summary) end
+  if subtitle == nil then subtitle = measured_where(summary, pts) end
   if not subtitle or subtitle == '' then return title end
   if not title or title == '' then return subtitle end
   return title .. '\n' .. subtitle
+end
+
+-- opts.subtitle: a string, or false for none. level as in check.fail.
+local function check_subtitle(ctx, v, level)
+  if v ~= nil and v ~= false and type(v) ~= 'string' then
+    check.fail(ctx, 'opts.subtitle', 'a string or false', v, level + 1)
+  end
 end
 
 local function sorted_distinct(points, name)
@@ -669,6 +770,92 @@ local function sorted_distinct(points, name)
   end
   table.sort(out)
   return out
+end
+
+local SWEEP_LINES_KEYS = { out = true, x = true, series = true, series_title = true,
+  title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
+  where = true, hlines = true, formats = true, size = true, xtic_label = true,
+  extra_series = true, boxes = true, subtitle = true }
+
+-- sweep_lines' work (and sweep_box's), its errors named ctx. Every option
+-- is checked here, under ctx, before lines is called: an option naming
+-- what the sweep does not have (opts.x, opts.series, a key of opts.where)
+-- raises listing the parameters it has. level as in check.fail.
+local function sweep_lines(ctx, summary, opts, level)
+  local L = level + 1
+  local points = report._points_of(ctx, 'summary', summary, L)
+  check.table(ctx, 'opts', opts, L)
+  check.keys(ctx, 'opts', opts, SWEEP_LINES_KEYS, L + 1)
+  base_of(ctx, opts, L)
+  local x = report._check_param(ctx, 'opts.x', points, check.string(ctx, 'opts.x', opts.x, 'delay_ms', L),
+    true, L)
+  if opts.series ~= nil then report._check_param(ctx, 'opts.series', points, opts.series, false, L) end
+  local where = report._check_where(ctx, 'opts.where', points, opts.where, L)
+  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6, L)
+  for _, k in ipairs { 'title', 'xlabel', 'ylabel' } do check.string(ctx, 'opts.' .. k, opts[k], nil, L) end
+  for _, k in ipairs { 'logx', 'logy', 'boxes' } do check.boolean(ctx, 'opts.' .. k, opts[k], nil, L) end
+  for _, k in ipairs { 'series_title', 'xtic_label' } do check.func(ctx, 'opts.' .. k, opts[k], nil, L) end
+  check_subtitle(ctx, opts.subtitle, L)
+  check_formats(ctx, opts.formats, L)
+  gnuplot.check_size(ctx, opts.size, nil, L)
+  check_hlines(ctx, opts.hlines, L)
+  if opts.extra_series ~= nil then check_series(ctx, 'opts.extra_series', opts.extra_series, L) end
+  local boxes = opts.boxes
+  if boxes == nil then
+    boxes = false
+    for _, p0 in ipairs(points) do
+      local p = stats_of(p0)
+      if p.values and #p.values > 1 and not p.skipped then boxes = true end
+    end
+  end
+  local bx, failed = {}, {}
+  local groups, keys = {}, {}
+  for _, p0 in ipairs(points) do
+    local p = stats_of(p0)
+    local ok = p.params[x] ~= nil  -- a point without x (records of several sweeps) is not on this plot
+    for k, v in pairs(where) do if p.params[k] ~= v then ok = false end end
+    if ok and p.error then failed[#failed + 1] = p.params[x] end
+    if ok and not p.skipped and not p.error and p.mean ~= nil then
+      local g = opts.series and p.params[opts.series] or 'all'
+      if not groups[g] then groups[g] = {} keys[#keys + 1] = g bx[g] = { boxes = {}, values = {} } end
+      groups[g][#groups[g] + 1] = { p.params[x], p.mean / scale, p.ci95 and p.ci95 / scale }
+      if boxes and p.values and #p.values > 0 then
+        local b = bx[g]
+        b.boxes[#b.boxes + 1] = box_of(p.params[x], p.values, scale)
+        for _, v in ipairs(p.values) do b.values[#b.values + 1] = { p.params[x], v / scale } end
+      end
+    end
+  end
+  table.sort(keys, function(a, b)
+    local ta = type(a)
+    if ta == type(b) and (ta == 'number' or ta == 'string') then return a < b end
+    return tostring(a) < tostring(b)
+  end)
+  local series = {}
+  for i, g in ipairs(keys) do
+    table.sort(groups[g], function(a, b) return a[1] < b[1] end)
+    local t
+    if opts.series_title then t = opts.series_title(g)
+    elseif opts.series then t = opts.series .. ' = ' .. tostring(g)
+    else t = summary.name or 'measured' end
+    series[i] = { title = t, points = groups[g] }
+    if boxes then
+      table.sort(bx[g].boxes, function(a, b) return a[1] < b[1] end)
+      series[i].boxes, series[i].values = bx[g].boxes, bx[g].values
+      series[i].title = tostring(t) .. ' (line: mean)'
+    end
+  end
+  for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
+  local xs = { table.unpack(failed) }
+  for _, s in ipairs(series) do
+    for _, pt in ipairs(s.points or {}) do if type(pt[1]) == 'number' then xs[#xs + 1] = pt[1] end end
+  end
+  local files, err, code = M.lines { out = opts.out,
+    title = titled(opts.title or summary.name, summary, points, opts.subtitle), series = series,
+    xlabel = opts.xlabel or M.param_label(x), ylabel = opts.ylabel or 'throughput (Mbit/s)',
+    logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
+    size = opts.size, xtic_label = opts.xtic_label or M.param_tic_label(x, xs), failed = failed }
+  return files, err, code
 end
 
 --- Throughput against one parameter, one series per value of another.
@@ -683,76 +870,19 @@ end
 --   (e.g. published values; reference: a bound, drawn dashed),
 --   boxes = bool (default: true when a point has more than one value:
 --   a box plot over the repetitions at each point, beside the mean line),
---   subtitle = string | false (default: measured_where(summary))}`
+--   subtitle = string | false (default: measured_where(summary))}`; x is a
+--   parameter of the sweep with numbers for values, series and where's
+--   names are parameters of the sweep
 -- @treturn table files or nil, message, CODE as in `lines`
+-- @raise on a summary that is not one, or bad options (an unknown key, a
+--   wrong type, an x, series or where naming no parameter of the sweep:
+--   `"qoslab.plot.sweep_lines: opts.x: expected a numeric parameter of the
+--   sweep (delay_ms, loss_pct), got string "nope""`), at the caller's line
 -- @usage plot.sweep_lines(s, {out = dir .. '/delay', x = 'delay_ms',
 --   title = 'TCP throughput vs delay', xlabel = 'one-way delay (ms)'})
 function M.sweep_lines(summary, opts)
-  local ctx = 'qoslab.plot.sweep_lines'
-  check.table(ctx, 'summary', summary)
-  check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { out = true, x = true, series = true, series_title = true,
-    title = true, xlabel = true, ylabel = true, scale = true, logx = true, logy = true,
-    where = true, hlines = true, formats = true, size = true, xtic_label = true,
-    extra_series = true, boxes = true, subtitle = true }, 2)
-  local points = summary.points or summary
-  local boxes = opts.boxes
-  if boxes ~= nil then check.boolean(ctx, 'opts.boxes', boxes) end
-  if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
-  if boxes == nil then
-    boxes = false
-    for _, p0 in ipairs(points) do
-      local p = stats_of(p0)
-      if p.values and #p.values > 1 and not p.skipped then boxes = true end
-    end
-  end
-  local bx, failed = {}, {}
-  local x = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
-  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
-  local groups, keys = {}, {}
-  for _, p0 in ipairs(points) do
-    local p = stats_of(p0)
-    local ok = true
-    for k, v in pairs(opts.where or {}) do if p.params[k] ~= v then ok = false end end
-    if ok and p.error and type(p.params[x]) == 'number' then failed[#failed + 1] = p.params[x] end
-    if ok and not p.skipped and not p.error and p.mean ~= nil then
-      local g = opts.series and p.params[opts.series] or 'all'
-      if not groups[g] then groups[g] = {} keys[#keys + 1] = g bx[g] = { boxes = {}, values = {} } end
-      groups[g][#groups[g] + 1] = { p.params[x], p.mean / scale, p.ci95 and p.ci95 / scale }
-      if boxes and p.values and #p.values > 0 then
-        local b = bx[g]
-        b.boxes[#b.boxes + 1] = box_of(p.params[x], p.values, scale)
-        for _, v in ipairs(p.values) do b.values[#b.values + 1] = { p.params[x], v / scale } end
-      end
-    end
-  end
-  table.sort(keys, function(a, b)
-    if type(a) == type(b) then return a < b end
-    return tostring(a) < tostring(b)
-  end)
-  local series = {}
-  for i, g in ipairs(keys) do
-    table.sort(groups[g], function(a, b) return a[1] < b[1] end)
-    local t
-    if opts.series_title then t = opts.series_title(g)
-    elseif opts.series then t = opts.series .. ' = ' .. tostring(g)
-    else t = summary.name or 'measured' end
-    series[i] = { title = t, points = groups[g] }
-    if boxes then
-      table.sort(bx[g].boxes, function(a, b) return a[1] < b[1] end)
-      series[i].boxes, series[i].values = bx[g].boxes, bx[g].values
-      series[i].title = t .. ' (line: mean)'
-    end
-  end
-  for _, e in ipairs(opts.extra_series or {}) do series[#series + 1] = e end
-  local xs = { table.unpack(failed) }
-  for _, s in ipairs(series) do
-    for _, pt in ipairs(s.points or {}) do if type(pt[1]) == 'number' then xs[#xs + 1] = pt[1] end end
-  end
-  return M.lines { out = opts.out, title = titled(opts.title or summary.name, summary, opts.subtitle), series = series,
-    xlabel = opts.xlabel or M.param_label(x), ylabel = opts.ylabel or 'throughput (Mbit/s)',
-    logx = opts.logx, logy = opts.logy, hlines = opts.hlines, formats = opts.formats,
-    size = opts.size, xtic_label = opts.xtic_label or M.param_tic_label(x, xs), failed = failed }
+  local files, err, code = sweep_lines('qoslab.plot.sweep_lines', summary, opts, 1)
+  return files, err, code
 end
 
 --- Box plots over the repetitions of a sweep: `sweep_lines` with `boxes =
@@ -762,14 +892,17 @@ end
 -- @tparam table summary from plan.sweep (or records from plan.load)
 -- @tparam table opts as `sweep_lines` (without `boxes`)
 -- @treturn table files or nil, message, CODE as in `lines`
+-- @raise as `sweep_lines`, and on `opts.boxes`
 -- @usage plot.sweep_box(s, {out = dir .. '/delay-box', x = 'delay_ms'})
 function M.sweep_box(summary, opts)
-  check.table('qoslab.plot.sweep_box', 'opts', opts)
-  if opts.boxes ~= nil then check.fail('qoslab.plot.sweep_box', 'opts.boxes', 'nil (always true here)', opts.boxes) end
+  local ctx = 'qoslab.plot.sweep_box'
+  check.table(ctx, 'opts', opts)
+  if opts.boxes ~= nil then check.fail(ctx, 'opts.boxes', 'nil (always true here)', opts.boxes) end
   local o = {}
   for k, v in pairs(opts) do o[k] = v end
   o.boxes = true
-  return M.sweep_lines(summary, o)
+  local files, err, code = sweep_lines(ctx, summary, o, 1)
+  return files, err, code
 end
 
 --- The smallest grid a 3-D surface is drawn for by `sweep_matrix`: 3 values
@@ -778,6 +911,10 @@ end
 -- @table surface_min
 M.surface_min = { x = 3, y = 3 }
 
+local SWEEP_MATRIX_KEYS = { out = true, x = true, y = true, title = true, xlabel = true,
+  ylabel = true, scale = true, unit = true, contours_bps = true, formats = true, surface = true,
+  subtitle = true }
+
 --- Heat map and 3-D surface of a two-parameter sweep, with contour lines.
 -- @tparam table summary from plan.sweep (or records from plan.load)
 -- @tparam table opts `{out = BASE (writes BASE-heatmap.* and BASE-surface.*),
@@ -785,24 +922,38 @@ M.surface_min = { x = 3, y = 3 }
 --   scale = 1e6, unit = "Mbit/s", contours_bps = {500e3, 1e6}, formats =,
 --   surface = bool (default: when the grid has surface_min values on each
 --   axis, else the heat map alone), subtitle = string | false (default:
---   measured_where(summary))}`
+--   measured_where(summary))}`; x and y are two parameters of the sweep
+--   with numbers for values, x with 2 values or more
 -- @treturn table `{heatmap = files, surface = files | nil}`
--- @return or nil, message, CODE (first failure; data files are written anyway)
+-- @return or nil, message, CODE (first failure; data files are written
+--   anyway): as `lines`; "EINVAL" when the summary has no points
+-- @raise on a summary that is not one, or bad options (an unknown key, a
+--   wrong type, an x or y naming no numeric parameter of the sweep, y the
+--   same as x), naming the field, at the caller's line
+-- @usage plot.sweep_matrix(s, {out = dir .. '/matrix', x = 'delay_ms', y = 'loss_pct'})
 function M.sweep_matrix(summary, opts)
   local ctx = 'qoslab.plot.sweep_matrix'
-  check.table(ctx, 'summary', summary)
+  local points = report._points_of(ctx, 'summary', summary, 1)
   check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, { out = true, x = true, y = true, title = true, xlabel = true,
-    ylabel = true, scale = true, unit = true, contours_bps = true, formats = true, surface = true,
-    subtitle = true }, 2)
-  if opts.surface ~= nil then check.boolean(ctx, 'opts.surface', opts.surface) end
-  if opts.subtitle ~= nil and opts.subtitle ~= false then check.string(ctx, 'opts.subtitle', opts.subtitle) end
-  local points = summary.points or summary
-  local xn = check.string(ctx, 'opts.x', opts.x, 'delay_ms')
-  local yn = check.string(ctx, 'opts.y', opts.y, 'loss_pct')
+  check.keys(ctx, 'opts', opts, SWEEP_MATRIX_KEYS, 2)
+  base_of(ctx, opts)
+  check.boolean(ctx, 'opts.surface', opts.surface)
+  check_subtitle(ctx, opts.subtitle, 1)
+  local xn = report._check_param(ctx, 'opts.x', points, check.string(ctx, 'opts.x', opts.x, 'delay_ms'), true, 1)
+  local yn = report._check_param(ctx, 'opts.y', points, check.string(ctx, 'opts.y', opts.y, 'loss_pct'), true, 1)
+  if xn == yn then check.fail(ctx, 'opts.y', 'a parameter other than opts.x', yn) end
   local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
   local unit = check.string(ctx, 'opts.unit', opts.unit, 'Mbit/s')
+  for _, k in ipairs { 'title', 'xlabel', 'ylabel' } do check.string(ctx, 'opts.' .. k, opts[k]) end
+  local contours = opts.contours_bps or { 500e3, 1e6 }
+  check.table(ctx, 'opts.contours_bps', contours)
+  for i, c in ipairs(contours) do check.number(ctx, 'opts.contours_bps[' .. i .. ']', c) end
+  check_formats(ctx, opts.formats)
+  if #points == 0 then return nil, ctx .. ': nothing to plot (the sweep has no points)', 'EINVAL' end
   local xs, ys = sorted_distinct(points, xn), sorted_distinct(points, yn)
+  if #xs < 2 then
+    check.fail(ctx, 'opts.x', 'a parameter with 2 values or more (the heat map\'s columns)', xn)
+  end
   local xi, yi = {}, {}
   for i, v in ipairs(xs) do xi[v] = i end
   for j, v in ipairs(ys) do yi[v] = j end
@@ -810,13 +961,13 @@ function M.sweep_matrix(summary, opts)
   for j = 1, #ys do z[j] = {} end
   for _, p0 in ipairs(points) do
     local p = stats_of(p0)
-    if p.mean ~= nil and not p.skipped then
-      z[yi[p.params[yn]]][xi[p.params[xn]]] = p.mean / scale
-    end
+    local j, i = yi[p.params[yn]], xi[p.params[xn]]
+    -- a point without x or y (records of several sweeps) is not on this grid
+    if p.mean ~= nil and not p.skipped and i and j then z[j][i] = p.mean / scale end
   end
   local levels = {}
-  for i, c in ipairs(opts.contours_bps or { 500e3, 1e6 }) do levels[i] = c / scale end
-  local title = titled(opts.title or summary.name or 'throughput', summary, opts.subtitle)
+  for i, c in ipairs(contours) do levels[i] = c / scale end
+  local title = titled(opts.title or summary.name or 'throughput', summary, points, opts.subtitle)
   local common = { xs = xs, ys = ys, z = z, contours = levels, contour_unit = unit,
     xlabel = opts.xlabel or xn, ylabel = opts.ylabel or yn,
     zlabel = 'throughput (' .. unit .. ')', formats = opts.formats }

@@ -164,6 +164,9 @@ io.write(tostring(ok), '|', msg, '|', code, '|', tostring(h), '|', hmsg, '|', hc
 package.path = %q .. package.path
 package.cpath = %q .. package.cpath
 local plot = require 'qoslab.plot'
+-- the folders first: a plot makes none
+assert(require('qoslab.fs').mkdir_p('sub'))
+assert(require('qoslab.fs').mkdir_p("q'$(touch pwned)`touch pwned`"))
 local a = assert(plot.lines { out = 'sub/x', series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } })
 local b = assert(plot.lines { out = "q'$(touch pwned)`touch pwned`/y", series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } })
 io.write(a.png, ' ', a.svg, ' ', b.png)

@@ -201,3 +201,84 @@ describe('qoslab.plot sweeps', function()
     assert.matches("title 'SO_SNDBUF = SO_RCVBUF = x on both ends'", gp, 1, true)
   end)
 end)
+
+-- plot.sweep_lines(s, {out = ..., x = 'nope'}) crashed inside qoslab
+-- ("plot.lua:735: attempt to compare two nil values"); series = 'nope'
+-- drew one series titled "nope = all"; sweep_matrix with an x or y the
+-- sweep lacks failed with "table index is nil", without opts.out with
+-- "attempt to concatenate a nil value". An option naming what the sweep
+-- does not have now raises, listing the parameters it has, at the
+-- caller's line.
+describe('qoslab.plot sweep options naming a parameter, at the caller', function()
+  local HERE = debug.getinfo(1, 'S').short_src
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+  -- f calls the plot function on the line `raises` is called from; the
+  -- message must start with this file's name and that line.
+  local function raises(f, expected)
+    local line = debug.getinfo(2, 'l').currentline
+    local ok, err = pcall(f)
+    assert.is_false(ok, 'expected an error: ' .. expected)
+    assert.equal(HERE .. ':' .. line .. ': ' .. expected, tostring(err))
+  end
+  local function files_in(d)
+    local p = assert(io.popen("ls -A '" .. d .. "'"))
+    local s = p:read('a')
+    p:close()
+    return s
+  end
+
+  it('sweep_lines and sweep_box: x, series, where', function()
+    local s = matrix({ 1, 5 }, { 50, 200 })
+    local o = dir .. '/sl'
+    raises(function() local f = plot.sweep_lines(s, { out = o, x = 'nope' }) return f end,
+      'qoslab.plot.sweep_lines: opts.x: expected a numeric parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "nope"')
+    raises(function() local f = plot.sweep_lines(s, { out = o, series = 'nope' }) return f end,
+      'qoslab.plot.sweep_lines: opts.series: expected a parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "nope"')
+    raises(function() local f = plot.sweep_lines(s, { out = o, where = { rate = 1 } }) return f end,
+      'qoslab.plot.sweep_lines: opts.where key: expected a parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "rate"')
+    raises(function() local f = plot.sweep_box(s, { out = o, x = 'nope' }) return f end,
+      'qoslab.plot.sweep_box: opts.x: expected a numeric parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "nope"')
+    -- x must have numbers for values: a string parameter is a series, not an axis
+    local modes = plan.sweep { name = 'w', progress = false, params = { mode = { 'a', 'b' }, window_bytes = { 1, 2 } },
+      run = function(p) return p.window_bytes * 1e6 end }
+    raises(function() local f = plot.sweep_lines(modes, { out = o, x = 'mode' }) return f end,
+      'qoslab.plot.sweep_lines: opts.x: expected a numeric parameter of the sweep (window_bytes), got string "mode"')
+    raises(function() local f = plot.sweep_lines(s, { out = o, x = 'delay_ms', formats = { 'jpg' } }) return f end,
+      'qoslab.plot.sweep_lines: opts.formats[1]: expected "png" or "svg", got string "jpg"')
+    raises(function() local f = plot.sweep_lines(s, { out = o, hlines = { { title = 'link' } } }) return f end,
+      'qoslab.plot.sweep_lines: opts.hlines[1].y: expected a number, got nil')
+    raises(function() local f = plot.sweep_lines(5, { out = o }) return f end,
+      'qoslab.plot.sweep_lines: summary: expected a table, got 5')
+    assert.equal('', files_in(dir))
+    -- a series that exists still works
+    assert(plot.sweep_lines(modes, { out = o, x = 'window_bytes', series = 'mode', logx = false, formats = { 'png' } }))
+  end)
+
+  it('sweep_matrix: x, y, out', function()
+    local s = matrix({ 1, 5 }, { 50, 200 })
+    local o = dir .. '/m'
+    raises(function() local f = plot.sweep_matrix(s, { out = o, x = 'nope' }) return f end,
+      'qoslab.plot.sweep_matrix: opts.x: expected a numeric parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "nope"')
+    raises(function() local f = plot.sweep_matrix(s, { out = o, y = 'loss' }) return f end,
+      'qoslab.plot.sweep_matrix: opts.y: expected a numeric parameter of the sweep (delay_ms, loss_pct), '
+      .. 'got string "loss"')
+    raises(function() local f = plot.sweep_matrix(s, { out = o, x = 'loss_pct' }) return f end,
+      'qoslab.plot.sweep_matrix: opts.y: expected a parameter other than opts.x, got string "loss_pct"')
+    raises(function() local f = plot.sweep_matrix(s, {}) return f end,
+      'qoslab.plot.sweep_matrix: opts.out: expected a path without extension, got nil')
+    raises(function() local f = plot.sweep_matrix(s, { out = o, contours_bps = { 'x' } }) return f end,
+      'qoslab.plot.sweep_matrix: opts.contours_bps[1]: expected a finite number in [-inf, inf], got string "x"')
+    local one = matrix({ 1, 5 }, { 50 })
+    raises(function() local f = plot.sweep_matrix(one, { out = o }) return f end,
+      'qoslab.plot.sweep_matrix: opts.x: expected a parameter with 2 values or more (the heat map\'s columns), '
+      .. 'got string "delay_ms"')
+    assert.equal('', files_in(dir))
+  end)
+end)

@@ -306,3 +306,92 @@ describe('qoslab.plot.latency_cdf', function()
       'qoslab.plot.test_plots: opts.out: expected a path ending in .png or .svg, got string "' .. dir .. '/u"')
   end)
 end)
+
+-- plot.timeseries(res, {out = '/nonexist/dir/x.png'}) made /nonexist/dir,
+-- and out = '/tmp/x.jpg' wrote x.jpg.png, x.jpg.svg, .dat and .gp, while
+-- its error text said "a path (with .png or .svg, or without extension)"
+-- and `qoslab client --plot FILE` refused both (ENOENT before the test; "does
+-- not end in .png or .svg"). One rule now (qoslab.plot.gnuplot's
+-- picture_path, which the CLI calls too): a missing folder is nil,
+-- message, "ENOENT" with nothing written or made, in every plot function;
+-- an extension other than .png or .svg raises naming opts.out.
+describe('qoslab.plot output paths, as qoslab client --plot', function()
+  local HERE = debug.getinfo(1, 'S').short_src
+  local gnuplot = require 'qoslab.plot.gnuplot'
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+  local function raises(f, expected)
+    local line = debug.getinfo(2, 'l').currentline
+    local ok, err = pcall(f)
+    assert.is_false(ok, 'expected an error: ' .. expected)
+    assert.equal(HERE .. ':' .. line .. ': ' .. expected, tostring(err))
+  end
+  local function files_in(d)
+    local p = assert(io.popen("ls -A '" .. d .. "'"))
+    local s = p:read('a')
+    p:close()
+    return s
+  end
+
+  it('a folder that does not exist: nil, message, ENOENT, nothing made', function()
+    local missing = dir .. '/no/such'
+    local function enoent(f, name)
+      local r, msg, code = f()
+      assert.is_nil(r, name)
+      assert.equal('ENOENT', code, name)
+      assert.equal('cannot write ' .. missing .. '/x.dat: No such file or directory (plots make no folder: make '
+        .. missing .. ' first, e.g. with qoslab.fs.mkdir_p)', msg, name)
+    end
+    enoent(function() return plot.timeseries(tcp_result(true), { out = missing .. '/x.png' }) end, 'timeseries')
+    enoent(function() return plot.latency_cdf(tcp_result(true), { out = missing .. '/x.svg' }) end, 'latency_cdf')
+    enoent(function() return plot.test_plots(tcp_result(true), { out = missing .. '/x.png' }) end, 'test_plots')
+    enoent(function()
+      return plot.lines { out = missing .. '/x', series = { { title = 's', points = { { 1, 2 } } } } }
+    end, 'lines')
+    enoent(function()
+      return plot.heatmap { out = missing .. '/x', xs = { 1, 2 }, ys = { 1 }, z = { { 5, 6 } } }
+    end, 'heatmap')
+    assert.equal('', files_in(dir))
+  end)
+
+  it('an extension other than .png or .svg raises naming opts.out', function()
+    raises(function() local f = plot.timeseries(tcp_result(), { out = dir .. '/x.jpg' }) return f end,
+      'qoslab.plot.timeseries: opts.out: expected a path (with .png or .svg, or without extension), got string "'
+      .. dir .. '/x.jpg"')
+    raises(function() local f = plot.latency_cdf(tcp_result(true), { out = dir .. '/x.PNG' }) return f end,
+      'qoslab.plot.latency_cdf: opts.out: expected a path (with .png or .svg, or without extension), got string "'
+      .. dir .. '/x.PNG"')
+    raises(function() local f = plot.timeseries(tcp_result(), { out = dir .. '/' }) return f end,
+      'qoslab.plot.timeseries: opts.out: expected a path (with .png or .svg, or without extension), got string "'
+      .. dir .. '/"')
+    raises(function() local f = plot.test_plots(tcp_result(), { out = dir .. '/x.jpg' }) return f end,
+      'qoslab.plot.test_plots: opts.out: expected a path ending in .png or .svg, got string "' .. dir .. '/x.jpg"')
+    -- the functions that add the extensions themselves refuse .png and .svg
+    -- (x.png.png), and take any other dot as part of the name
+    raises(function() local f = plot.lines { out = dir .. '/x.png', series = {} } return f end,
+      'qoslab.plot.lines: opts.out: expected a path without extension, got string "' .. dir .. '/x.png"')
+    raises(function() local f = plot.timeseries(tcp_result(), { out = dir .. '/x.png', size = { 10, 10 } }) return f end,
+      'qoslab.plot.timeseries: opts.size[1]: expected an integer in [300, 10000], got 10')
+    assert.equal('', files_in(dir))
+    -- a dot in a name is no extension unless a word follows it
+    local f = assert(plot.timeseries(tcp_result(), { out = dir .. '/loss_0.5', formats = { 'png' } }))
+    assert.equal(dir .. '/loss_0.5.png', f.png)
+    local l = assert(plot.lines { out = dir .. '/tcp.cubic', formats = { 'svg' },
+      series = { { title = 's', points = { { 1, 2 }, { 2, 3 } } } } })
+    assert.equal(dir .. '/tcp.cubic.svg', l.svg)
+  end)
+
+  it('one rule for the CLI and the library', function()
+    local cases = {
+      { 'x.png', 'x', 'png' }, { 'd/x.svg', 'd/x', 'svg' }, { 'd.v1/x', 'd.v1/x' }, { 'loss_0.5', 'loss_0.5' },
+      { 'x.jpg' }, { 'x.PNG' }, { 'x.v2' }, { 'd/' }, { 'd/..' }, { '' },
+    }
+    for _, c in ipairs(cases) do
+      local base, ext = gnuplot.picture_path(c[1])
+      assert.equal(c[2], base, c[1])
+      assert.equal(c[3], ext, c[1])
+    end
+    assert.is_nil(gnuplot.picture_path(5))
+  end)
+end)

@@ -293,6 +293,16 @@ describe('qoslab client --plot path', function()
       assert.matches('ECONNREFUSED', err)
       assert.is_nil(io.open(png))
     end)
+
+  -- the rule qoslab.plot's opts.out follows (qoslab.plot.gnuplot.picture_path):
+  -- "dir/.png" names no picture there either
+  it('FILE must end in .png or .svg, as qoslab.plot.test_plots takes it', function()
+    for _, bad in ipairs { '/tmp/x.jpg', '/tmp/x.PNG', '/tmp/.png', '/tmp/x' } do
+      local status, _, err = qoslab('client 127.0.0.1 -p 9 -t 1 --plot ' .. bad)
+      assert.equal(2, status, bad)
+      assert.matches("--plot: '" .. bad:gsub('%p', '%%%0') .. "' does not end in .png or .svg", err)
+    end
+  end)
 end)
 
 -- `--timestamps` and `--probe` take an optional value: placed just before

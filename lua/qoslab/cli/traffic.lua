@@ -294,7 +294,9 @@ function M.describe_client(cmd)
   cmd:option('--plot', 'Draw the test over time into FILE (.png or .svg), and the probe\'s '
     .. 'latency CDF into FILE-cdf.EXT when a probe ran.'):argname('FILE')
     :convert(function(v)
-      if v:match('.%.png$') or v:match('.%.svg$') then return v end
+      -- the rule of qoslab.plot's opts.out, shared
+      local _, ext = require('qoslab.plot.gnuplot').picture_path(v)
+      if ext then return v end
       return nil, string.format("--plot: '%s' does not end in .png or .svg", v)
     end)
 end

@@ -1,7 +1,8 @@
 --- The gnuplot machinery the plot modules share: string literals for a
 -- script, the terminals, and `render`, which writes a script and runs
--- gnuplot once for all formats (by argv, no shell). Not an API for scripts:
--- `qoslab.plot` and its submodules stand on it.
+-- gnuplot once for all formats (by argv, no shell), and the rules of an
+-- output path. Not an API for scripts: `qoslab.plot`, its submodules and
+-- `qoslab client --plot` stand on it.
 -- @module qoslab.plot.gnuplot
 local check = require 'qoslab.check'
 local fs = require 'qoslab.fs'
@@ -51,7 +52,18 @@ function M.gnuplot()
   return found.path, found.pngcairo
 end
 
-local write_file = fs.write_file
+-- A plot's file, as fs.write_file writes it; a missing folder is the
+-- caller's to make (a plot makes none, as `qoslab client --plot` makes
+-- none), and the message says so.
+local function write_file(path, text)
+  local ok, err, code = fs.write_file(path, text)
+  if ok then return ok end
+  if code == 'ENOENT' or code == 'ENOTDIR' then
+    err = string.format('%s (plots make no folder: make %s first, e.g. with qoslab.fs.mkdir_p)', err,
+      path:match('^(.*)/[^/]*$') or '.')
+  end
+  return nil, err, code
+end
 
 local function num(v)
   if v == nil or v ~= v then return 'NaN' end
@@ -60,13 +72,37 @@ end
 
 local FORMATS = { png = true, svg = true }
 
-local function check_formats(ctx, formats)
+-- opts.formats, default png and svg. level as in check.fail (1, the
+-- default: the caller of the function calling this).
+local function check_formats(ctx, formats, level)
+  local L = (level or 1) + 1
   formats = formats or { 'png', 'svg' }
-  check.table(ctx, 'opts.formats', formats, 2)
+  check.table(ctx, 'opts.formats', formats, L)
   for i, f in ipairs(formats) do
-    if not FORMATS[f] then check.fail(ctx, 'opts.formats[' .. i .. ']', '"png" or "svg"', f, 2) end
+    if not FORMATS[f] then check.fail(ctx, 'opts.formats[' .. i .. ']', '"png" or "svg"', f, L) end
   end
   return formats
+end
+
+--- opts.size: `{width, height}` in pixels, from `min` (default {100,
+-- 100}) up to 10000 wide and 20000 high.
+-- @tparam string ctx the public function's name for messages
+-- @param size the caller's `opts.size`
+-- @tparam table|nil default returned for a nil size
+-- @tparam[opt=1] integer level as in `qoslab.check.fail`
+-- @tparam[opt] table min `{width, height}`: the smallest the plot can lay out
+-- @treturn table size
+-- @raise `"<ctx>: opts.size...: expected ..."`, naming the entry
+function M.check_size(ctx, size, default, level, min)
+  local L = (level or 1) + 1
+  if size == nil then return default end
+  if type(size) ~= 'table' or #size ~= 2 then
+    check.fail(ctx, 'opts.size', '{width, height} in pixels', size, L)
+  end
+  min = min or { 100, 100 }
+  check.integer(ctx, 'opts.size[1]', size[1], min[1], 10000, nil, L)
+  check.integer(ctx, 'opts.size[2]', size[2], min[2], 20000, nil, L)
+  return size
 end
 
 local function terminal(fmt, pngcairo, w, h)
@@ -131,48 +167,72 @@ function M.render(base, prelude, body, formats, size)
   return files
 end
 
---- The output path of a plot's options (`opts.out`, without extension);
--- its folder is made.
+--- Split a picture's path into its base and format: "d/x.png" -> "d/x",
+-- "png"; "d/x" -> "d/x", nil. An extension is a dot and a word that starts
+-- with a letter at the end of the file's name ("x.jpg", "x.v2"; not
+-- "loss_0.5"); one other than png or svg is refused, as are a path that
+-- names a folder ("", "d/", "d/.", "d/..") and a value that is no string.
+-- The one rule of `qoslab client --plot FILE` and the plot functions'
+-- `opts.out`.
+-- @param out the path
+-- @treturn string|nil the path without its extension; nil when refused
+-- @treturn string|nil "png", "svg", or nil for a path without extension
+-- @usage local base, ext = gnuplot.picture_path('out/test.png') --> "out/test", "png"
+function M.picture_path(out)
+  if type(out) ~= 'string' then return nil end
+  local name = out:match('[^/]*$')
+  if name == '' or name == '.' or name == '..' then return nil end
+  local ext = name:match('^.+%.(%a%w*)$')
+  if ext == nil then return out end
+  if not FORMATS[ext] then return nil end
+  return out:sub(1, -#ext - 2), ext
+end
+
+--- The output path of a plot's options (`opts.out`, without extension: the
+-- formats' ".png", ".svg" and the data's ".dat" are added, so a path
+-- ending in .png or .svg is refused rather than drawn to "x.png.png"; any
+-- other dot is part of the name). No folder is made: a missing one fails
+-- the first write (ENOENT), as it fails `qoslab client --plot`.
 -- @tparam string ctx the public function's name for messages
 -- @tparam table opts the caller's options
+-- @tparam[opt=1] integer level as in `qoslab.check.fail`
 -- @treturn string the path
 -- @raise `"<ctx>: opts.out: expected a path without extension, got ..."`
-function M.base_of(ctx, opts)
-  local base = opts.out
-  if type(base) ~= 'string' or base == '' then
-    check.fail(ctx, 'opts.out', 'a path without extension', base, 2)
+function M.base_of(ctx, opts, level)
+  local out = opts.out
+  local name = type(out) == 'string' and out:match('[^/]*$')
+  local _, ext = M.picture_path(out)
+  if not name or name == '' or name == '.' or name == '..' or ext then
+    check.fail(ctx, 'opts.out', 'a path without extension', out, (level or 1) + 1)
   end
-  local dir = base:match('^(.*)/[^/]*$')
-  -- os.rename(d, d) succeeds exactly when d exists: no process for the common case.
-  if dir then fs.mkdir_p(dir) end
-  return base
+  return out
 end
 
 --- The output of a one-picture plot: `opts.out` with or without an
 -- extension. "x.png" (or "x.svg") writes that file only (`x.gp`, `x.dat`
--- beside it); "x" writes every format of `opts.formats` (default png and svg).
+-- beside it); "x" writes every format of `opts.formats` (default png and
+-- svg). No folder is made (as `base_of`).
 -- @tparam string ctx the public function's name for messages
 -- @tparam table opts the caller's options (`out`, `formats`)
+-- @tparam[opt=1] integer level as in `qoslab.check.fail`
 -- @treturn string base path without extension
 -- @treturn table formats
--- @raise on a missing `out` or a bad `formats` entry, naming the field
-function M.out_of(ctx, opts)
-  local out = opts.out
-  if type(out) ~= 'string' or out == '' then
-    check.fail(ctx, 'opts.out', 'a path (with .png or .svg, or without extension)', out, 2)
+-- @raise on a missing `out`, one with an extension other than .png or .svg,
+--   or a bad `formats` entry, naming the field
+function M.out_of(ctx, opts, level)
+  local L = (level or 1) + 1
+  local base, ext = M.picture_path(opts.out)
+  if base == nil then
+    check.fail(ctx, 'opts.out', 'a path (with .png or .svg, or without extension)', opts.out, L)
   end
-  local stem, ext = out:match('^(.+)%.(%a+)$')
-  if stem and FORMATS[ext] and not stem:match('/$') then
-    if opts.formats ~= nil then check_formats(ctx, opts.formats) end
-    M.base_of(ctx, { out = stem })
-    return stem, opts.formats or { ext }
-  end
-  return M.base_of(ctx, opts), check_formats(ctx, opts.formats)
+  if ext and opts.formats == nil then return base, { ext } end
+  return base, check_formats(ctx, opts.formats, L)
 end
 
 -- For the plot modules' scripts: gq(s) a gnuplot string literal (safe for
 -- any bytes), num(v) a number ("NaN" for nil or NaN), check_formats(ctx,
--- list), write_file(path, text).
+-- list[, level]), write_file(path, text) (nil, message, CODE with advice
+-- when the folder is missing).
 M.gq, M.num, M.check_formats, M.write_file = gq, num, check_formats, write_file
 
 return M

@@ -100,6 +100,24 @@ end
 
 local PANEL_KEYS = { out = true, title = true, formats = true, size = true }
 
+-- A traffic result with intervals, as timeseries draws it. level as in
+-- check.fail.
+local function check_res(ctx, res, level)
+  local L = level + 1
+  check.table(ctx, 'res', res, L)
+  check.table(ctx, 'res.intervals', res.intervals, L)
+  if #res.intervals == 0 then
+    check.fail(ctx, 'res.intervals', 'a non-empty list of intervals', res.intervals, L)
+  end
+  for i, iv in ipairs(res.intervals) do
+    local f = 'res.intervals[' .. i .. ']'
+    check.table(ctx, f, iv, L)
+    for _, k in ipairs { 'start_s', 'end_s' } do
+      if type(iv[k]) ~= 'number' then check.fail(ctx, f .. '.' .. k, 'a number of seconds', iv[k], L) end
+    end
+  end
+end
+
 -- The streams of a title, counted from the intervals as the text summary
 -- counts them ("1 stream", "4 streams"); a bidirectional test counts each
 -- direction ("1 stream each way", "2 forward + 3 reverse streams").
@@ -217,7 +235,8 @@ end
 -- @tparam table opts
 --   * `out` (string): "FILE.png" or "FILE.svg" writes that file; a path
 --     without extension writes both; `FILE.dat` (the columns) and `FILE.gp`
---     (the script) beside it
+--     (the script) beside it. Another extension ("FILE.jpg") raises. FILE's
+--     folder must exist: none is made (as `qoslab client --plot`)
 --   * `title` (string, default from the result: protocol, streams, host)
 --   * `formats` ({"png"|"svg", ...}: with an `out` without extension)
 --   * `size` ({w, h} pixels, default {1100, 160 + 190 per panel})
@@ -225,20 +244,20 @@ end
 --   (and `impairment_dat =`, `change_lines =` (how many dotted lines were
 --   drawn) when impairment panels were drawn)
 --   (the panels drawn, top to bottom)
--- @return or nil, message, "ENOENT" (no gnuplot; dat and gp written) |
---   "EIO" (gnuplot failed)
--- @raise on bad options or a result without intervals, naming the field
+-- @return or nil, message, "ENOENT" (no gnuplot: dat and gp written; or
+--   out's folder does not exist: nothing written) | "EIO" (gnuplot failed)
+-- @raise on bad options or a result without intervals, naming the field,
+--   at the caller's line
 -- @usage local res = assert(qoslab.traffic.run{host = '127.0.0.1', probe = true})
 -- assert(qoslab.plot.timeseries(res, {out = 'out/test.png'}))
 function M.timeseries(res, opts)
   local ctx = 'qoslab.plot.timeseries'
-  check.table(ctx, 'res', res)
+  check_res(ctx, res, 1)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, PANEL_KEYS, 2)
-  check.table(ctx, 'res.intervals', res.intervals)
-  if #res.intervals == 0 then check.fail(ctx, 'res.intervals', 'a non-empty list of intervals', res.intervals) end
-  if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
+  check.string(ctx, 'opts.title', opts.title)
   local base, formats = gnuplot.out_of(ctx, opts)
+  gnuplot.check_size(ctx, opts.size, nil, 1, { 300, 200 })
   local ivs = res.intervals
   local n = #ivs
   local add, dat_head, cols = columns()
@@ -512,11 +531,6 @@ function M.timeseries(res, opts)
   -- layout: panels share the x axis; fixed margins so they line up
   local np = #panels
   local size = opts.size or { 1100, 160 + 190 * np }
-  if opts.size ~= nil then
-    check.table(ctx, 'opts.size', opts.size)
-    check.integer(ctx, 'opts.size[1]', opts.size[1], 300, 10000)
-    check.integer(ctx, 'opts.size[2]', opts.size[2], 200, 20000)
-  end
   local top = 1 - 70 / size[2]
   local bottom = 60 / size[2]
   local h = (top - bottom) / np
@@ -664,19 +678,20 @@ local CDF_KEYS = { out = true, title = true, labels = true, formats = true, size
 --   `qoslab.latency.probe`'s table), or a list of them (one colour each,
 --   idle dashed, loaded solid)
 -- @tparam table opts `out` ("FILE.png"/"FILE.svg", or without extension:
---   both), `title`, `labels` (strings, exactly one per result; default "test 1", ...;
---   a single result gets none), `formats`, `size` (default {900, 600})
+--   both; another extension raises; the folder must exist), `title`,
+--   `labels` (strings, exactly one per result; default "test 1", ...; a
+--   single result gets none), `formats`, `size` (default {900, 600})
 -- @treturn table files `{png =, svg =, dat =, gp =, curves = {title, ...}}`
 -- @return or nil, message, "EINVAL" (no result has probe samples) |
---   "ENOENT" (no gnuplot) | "EIO"
--- @raise on bad options, naming the field
+--   "ENOENT" (no gnuplot, or out's folder does not exist) | "EIO"
+-- @raise on bad options, naming the field, at the caller's line
 -- @usage qoslab.plot.latency_cdf(res, {out = 'out/test-cdf.png'})
 function M.latency_cdf(res_or_list, opts)
   local ctx = 'qoslab.plot.latency_cdf'
   check.table(ctx, 'res_or_list', res_or_list)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, CDF_KEYS, 2)
-  if opts.title ~= nil then check.string(ctx, 'opts.title', opts.title) end
+  check.string(ctx, 'opts.title', opts.title)
   local list = res_or_list
   if res_or_list.latency or res_or_list.histogram then list = { res_or_list } end
   if opts.labels ~= nil then
@@ -687,10 +702,11 @@ function M.latency_cdf(res_or_list, opts)
     for i = 1, #list do check.string(ctx, 'opts.labels[' .. i .. ']', opts.labels[i]) end
   end
   local base, formats = gnuplot.out_of(ctx, opts)
+  gnuplot.check_size(ctx, opts.size, nil)
+  for i, r in ipairs(list) do check.table(ctx, 'res_or_list[' .. i .. ']', r) end
   local dat, plots, curves, marks = {}, {}, {}, {}
   local idx, lo, hi = 0, nil, nil
   for i, r in ipairs(list) do
-    check.table(ctx, 'res_or_list[' .. i .. ']', r)
     local lat = r.latency or r
     local label = (opts.labels and opts.labels[i]) or (#list > 1 and ('test ' .. i)) or nil
     for _, phase in ipairs { 'loaded', 'idle' } do
@@ -770,24 +786,25 @@ end
 --- The pictures of one test: its time series, and its latency CDF when a
 -- probe ran (`qoslab client --plot FILE`).
 -- @tparam table res a `qoslab.traffic.run` result
--- @tparam table opts `out` ("FILE.png" or "FILE.svg"; the CDF goes to
---   "FILE-cdf.png"), `title` (of the time series)
+-- @tparam table opts `out` ("FILE.png" or "FILE.svg", in a folder that
+--   exists; the CDF goes to "FILE-cdf.png"), `title` (of the time series)
 -- @treturn table `{timeseries = files, cdf = files|nil}` (files as
 --   `timeseries` and `latency_cdf` return them)
--- @return or nil, message, CODE of the first picture that failed
--- @raise on bad options, naming the field
+-- @return or nil, message, CODE of the first picture that failed ("ENOENT"
+--   when out's folder does not exist)
+-- @raise on bad options or a result without intervals, naming the field,
+--   at the caller's line
 -- @usage assert(qoslab.plot.test_plots(res, {out = 'out/test.png'}))
 function M.test_plots(res, opts)
   local ctx = 'qoslab.plot.test_plots'
-  check.table(ctx, 'res', res)
+  check_res(ctx, res, 1)
   check.table(ctx, 'opts', opts)
   check.keys(ctx, 'opts', opts, { out = true, title = true }, 2)
   local out = opts.out
-  local stem, ext
-  if type(out) == 'string' then stem, ext = out:match('^(.+)%.(%a+)$') end
-  if not stem or (ext ~= 'png' and ext ~= 'svg') then
-    check.fail(ctx, 'opts.out', 'a path ending in .png or .svg', out)
-  end
+  -- the rule of `qoslab client --plot FILE`, which calls this
+  local stem, ext = gnuplot.picture_path(out)
+  if not ext then check.fail(ctx, 'opts.out', 'a path ending in .png or .svg', out) end
+  check.string(ctx, 'opts.title', opts.title)
   local ts, msg, code = M.timeseries(res, { out = out, title = opts.title })
   if not ts then return nil, msg, code end
   local r = { timeseries = ts }
