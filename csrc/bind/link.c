@@ -429,7 +429,7 @@ static int l_testbed_check(lua_State *L)
 	lua_Integer rate = 0, burst = 0, mtu = 0;
 	int has_rate = qlb_opt_integer(L, 1, ctx, "opts", "rate_bps", 8, MAX_RATE_BPS, &rate);
 	int kind = 0, offloads = 0, ipv6 = 0, bottleneck = 0;
-	qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
+	int has_kind = qlb_opt_enum(L, 1, ctx, "opts", "shape", kinds, &kind);
 	qlb_opt_enum(L, 1, ctx, "opts", "bottleneck", bottlenecks, &bottleneck);
 	int backend = 0;
 	qlb_opt_enum(L, 1, ctx, "opts", "backend", backends, &backend);
@@ -451,6 +451,9 @@ static int l_testbed_check(lua_State *L)
 			qlb_field_error(L, ctx, lua_pushfstring(L, "opts.%s", *k), "a table", -2);
 		lua_pop(L, 1);
 	}
+	/* the shaper's options without a shaper (it comes with rate_bps) */
+	if (has_kind && !has_rate)
+		return luaL_error(L, "%s: opts.shape: only with opts.rate_bps", ctx);
 	if (has_burst && !has_rate)
 		return luaL_error(L, "%s: opts.burst_bytes: only with opts.rate_bps", ctx);
 	if (ipv6 && has_mtu && mtu < IPV6_MTU_MIN)

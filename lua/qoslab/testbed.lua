@@ -242,7 +242,7 @@ end
 -- @tparam[opt] table opts
 --   `{rate_bps = 8..8e15 (bits/s; rate limit on both ends' egress; default none),
 --   shape = "tbf"|"htb" (default "tbf"), burst_bytes = shaper bucket (default: see
---   qoslab.shape), impair = netem spec on the client's egress (the router's
+--   qoslab.shape; shape and burst_bytes only with rate_bps), impair = netem spec on the client's egress (the router's
 --   towards the server with bottleneck = "router"; default none;
 --   one-way: delay_ms = 100 gives RTT ≈ 100 ms, the ACKs come back
 --   undelayed), reverse_impair = netem spec on the server's egress (the
@@ -286,8 +286,8 @@ end
 --   to-be-closed
 -- @return or nil, message, code ("EPERM" when not root, "ENOTSUP" from netem
 --   when the kernel lacks sch_netem, ...) after removing whatever was made
--- @raise on unknown keys, wrong types, values out of range, burst_bytes
---   without rate_bps, a shaper the links cannot take (qoslab.shape's rules on
+-- @raise on unknown keys, wrong types, values out of range, shape or
+--   burst_bytes without rate_bps, a shaper the links cannot take (qoslab.shape's rules on
 --   the spec the testbed builds, against the links' MTU: e.g. a rate whose
 --   default 20 ms queue exceeds 4 GiB, above about 1.7e12, or below 440 for
 --   the default burst; a burst below the MTU), mtu_bytes below 1280 with ipv6

@@ -136,6 +136,17 @@ describe('testbed options: one check in C, raised at the caller', function()
       { impair = { reorder_pct = 1 } })
   end)
 
+  -- {shape = 'tbf'} without rate_bps was taken silently (no shaper is made
+  -- without a rate), while burst_bytes without it raised: the shaper's
+  -- options are now refused alike.
+  it('the shaper\'s options only with opts.rate_bps', function()
+    expect('qoslab.testbed: opts.shape: only with opts.rate_bps', testbed.testbed, { shape = 'tbf' })
+    expect('qoslab.testbed: opts.shape: only with opts.rate_bps', testbed.testbed, { shape = 'htb', burst_bytes = 9000 })
+    expect('qoslab.testbed: opts.shape: only with opts.rate_bps', testbed.testbed,
+      { shape = 'tbf', impair = { delay_ms = 10 } })
+    assert.equal('htb', core.testbed_check { rate_bps = 1e6, shape = 'htb' }.shape)
+  end)
+
   it('core.testbed_check fills the defaults', function()
     assert.same({ shape = 'tbf', offloads = false, ipv6 = false, prefix = 'qoslab', bottleneck = 'host',
                   backend = 'auto' },
