@@ -37,7 +37,7 @@
 -- goodput (20 Mbit/s x 1448/1514) without. A bench, not a spec: it needs the
 -- guest and this host at once and 20-25 minutes on the shared 2-core host.
 --
---   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK | LOSS | LOSSPAR [K [R [TEST_S [CC]]]]]
+--   bin/qoslab run --host bench/link_vs_netem.lua [-- QUICK | LOSS | (LOSSPAR | SAMEKERNEL) [K [R [TEST_S [CC]]]]]
 --
 -- QUICK: two runs per point and shorter tests (~12 minutes). LOSS: only the
 -- lossy points at 100 and 300 ms, five runs of 60 s each on the native link
@@ -72,18 +72,26 @@
 -- Reno does not points at the kernels' congestion control, not at the
 -- backends.
 --
+-- SAMEKERNEL [K [R [TEST_S [CC]]]]: LOSSPAR's points and rounds with both
+-- backends in the guest (the link's and netem's testbeds in turn, point by
+-- point) and no native half: one kernel and one emulated CPU for both, so
+-- what differs between the two tables is the backend alone. At these rates
+-- (a few dozen packets a second per path, 300 ms of delay) the emulated
+-- CPU's stalls are small beside the delay, unlike at 10 ms (see RESULTS).
+--
 -- Needs root (and, for the guest, what `make check-netem` needs). Internally
--- `... guest OUT [QUICK | LOSS | LOSSPAR K R TEST_S CC]` runs the guest's half
+-- `... guest OUT [QUICK | LOSS | (LOSSPAR | SAMEKERNEL) K R TEST_S CC]` runs the guest's half
 -- (OUT.netem, OUT.link).
 local testbed = require 'qoslab.testbed'
 local traffic = require 'qoslab.traffic'
 local vm = require 'qoslab.vm'
 
-local USAGE = 'usage: link_vs_netem.lua [QUICK | LOSS | LOSSPAR [K [R [TEST_S [CC]]]]]'
+local USAGE = 'usage: link_vs_netem.lua [QUICK | LOSS | (LOSSPAR | SAMEKERNEL) [K [R [TEST_S [CC]]]]]'
 local args = { ... }
 local guest = args[1] == 'guest'
 local mode = guest and args[3] or args[1]
-local quick, loss_only, par = mode == 'QUICK', mode == 'LOSS', mode == 'LOSSPAR'
+local quick, loss_only, same = mode == 'QUICK', mode == 'LOSS', mode == 'SAMEKERNEL'
+local par = mode == 'LOSSPAR' or same
 assert(mode == nil or quick or loss_only or par, USAGE)
 
 -- LOSSPAR's numbers (after the mode, on the host and in the guest alike):
@@ -351,7 +359,7 @@ local function sweep_both()
   for i, p in ipairs(POINTS) do
     local order = i % 2 == 1 and { 'netem', 'link' } or { 'link', 'netem' }
     for _, b in ipairs(order) do
-      res[b][i] = point(b, p)
+      res[b][i] = (par and par_point or point)(b, p)
       io.stderr:write(string.format('guest %s: %d ms, %g %% done\n', b, p.delay_ms, p.loss_pct))
     end
   end
@@ -367,6 +375,7 @@ local function dump(res, f)
       f:write(string.format('tcp %d %.6f %d%s\n', i, t[1], t[2], t[3] and string.format(' %d %d', t[3], t[4]) or ''))
     end
     for k, c in ipairs(r.cpu or {}) do f:write(string.format('cpu %d %d %.6f\n', i, k, c)) end
+    for k, d in ipairs(r.limit_drops_by_testbed or {}) do f:write(string.format('drops %d %d %d\n', i, k, d)) end
     for _, kv in ipairs(SYSCTLS) do
       f:write(string.format('sys %d %s %s\n', i, kv[1], r.sys[kv[1]] or '?'))
     end
@@ -390,6 +399,10 @@ local function load(path)
       local k, c = rest:match('^(%d+) (%S+)$')
       res[i].cpu = res[i].cpu or {}
       res[i].cpu[tonumber(k)] = tonumber(c)
+    elseif kind == 'drops' then
+      local k, d = rest:match('^(%d+) (%d+)$')
+      res[i].limit_drops_by_testbed = res[i].limit_drops_by_testbed or {}
+      res[i].limit_drops_by_testbed[tonumber(k)] = tonumber(d)
     elseif kind == 'sys' then
       local k, v = rest:match('^(%S+) (.*)$')
       res[i].sys[k] = v
@@ -398,7 +411,7 @@ local function load(path)
   return res
 end
 
-if guest and (loss_only or par) then
+if guest and (loss_only or par and not same) then
   -- netem only: the link in the guest runs on an emulated CPU (see RESULTS)
   local f = assert(io.open(args[2] .. '.netem', 'w'))
   dump(sweep('netem'), f)
@@ -414,7 +427,8 @@ elseif guest then
   return
 end
 
-local native = sweep('link')
+-- SAMEKERNEL has no native half: both backends run in the guest
+local native = not same and sweep('link') or nil
 local dir = os.tmpname()
 os.remove(dir)
 assert(os.execute('mkdir -m 700 ' .. dir))
@@ -432,13 +446,16 @@ if par then
   for _, n in ipairs { PAR_TESTBEDS, PAR_ROUNDS, PAR_TEST_S, CONGESTION } do guest_args[#guest_args + 1] = n end
   -- per point: the testbeds (a few s each on the emulated CPU), the UDP
   -- test, each round's tests and their results exchange; generously
-  timeout_s = math.max(timeout_s, 600 + #POINTS * (60 + 30 * PAR_TESTBEDS + PAR_ROUNDS * (PAR_TEST_S + 60)))
+  timeout_s = math.max(timeout_s, 600 + (same and 2 or 1) * #POINTS
+    * (60 + 30 * PAR_TESTBEDS + PAR_ROUNDS * (PAR_TEST_S + 60)))
 end
 local st, msg, code = vm.run_script { script = 'bench/link_vs_netem.lua',
   args = guest_args, rw_dir = dir, timeout_s = timeout_s }
 assert(st == 0, 'the guest run failed: ' .. tostring(st) .. ' ' .. tostring(msg) .. ' ' .. tostring(code))
 local netem = load(shared.netem)
-local guest_link = not loss_only and not par and load(shared.link)
+local guest_link = (same or not loss_only and not par) and load(shared.link)
+-- SAMEKERNEL: the guest's link takes the native link's place in the tables
+if same then native, guest_link = guest_link, nil end
 
 -- Student's t at 97.5 % for df degrees of freedom: the table up to 30,
 -- beyond it the Cornish-Fisher expansion around the normal quantile (within
@@ -508,8 +525,9 @@ for i, n in ipairs(native) do
 end
 
 print(quick and 'QUICK pass' or loss_only and 'LOSS pass' or par and string.format(
-  'LOSSPAR pass: %d testbeds at once x %d rounds of %d s %s tests a side', PAR_TESTBEDS, PAR_ROUNDS,
-  PAR_TEST_S, CONGESTION) or 'full pass')
+  '%s pass: %d testbeds at once x %d rounds of %d s %s tests a side%s', mode, PAR_TESTBEDS, PAR_ROUNDS,
+  PAR_TEST_S, CONGESTION, same and ' (both backends in the guest: one kernel, one emulated CPU)' or '')
+  or 'full pass')
 print('| delay, loss | RTT p50 ms link / netem | UDP loss % link / netem (95 % CI) |'
   .. ' TCP Mbit/s link / netem (mean) | ratio |' .. (par and ' ratio 95 % CI |' or '')
   .. ' CV link / netem | 95 % CI link; netem | runs | retrans/run link / netem | model Mbit/s | verdict |')
