@@ -855,12 +855,13 @@ static int l_server_started(lua_State *L)
 	return 2;
 }
 
-/* :limits() -> { max_tests =, max_tests_per_address =, ..., data_idle_s = (0 = auto) } */
+/* :limits() -> { max_tests =, max_tests_per_address =, ..., data_idle_s = (0 = auto),
+ * idle_timeout_s =, cookie_timeout_s = } */
 static int l_server_limits(lua_State *L)
 {
 	ql_server_opts o;
 	ql_server_limits(check_server(L)->s, &o);
-	lua_createtable(L, 0, 9);
+	lua_createtable(L, 0, 10);
 	lua_pushinteger(L, o.max_tests);
 	lua_setfield(L, -2, "max_tests");
 	lua_pushinteger(L, o.max_tests_per_address);
@@ -879,6 +880,8 @@ static int l_server_limits(lua_State *L)
 	lua_setfield(L, -2, "test_buffer_bytes");
 	lua_pushnumber(L, o.idle_timeout_s);
 	lua_setfield(L, -2, "idle_timeout_s");
+	lua_pushnumber(L, ql_server_cookie_timeout_s(&o));
+	lua_setfield(L, -2, "cookie_timeout_s");
 	return 1;
 }
 

@@ -248,7 +248,13 @@ end
 --   stop), `window_bytes` / `sndbuf_bytes` / `rcvbuf_bytes` (defaults for the
 --   data sockets when the client requests none; set on each accepted data
 --   socket, never on the shared listener, see `client`), `idle_timeout_s` (drop a
---   control connection silent for this long, default 30), `max_tests`
+--   control connection or TCP probe session silent for this long, 0.001-86400 s,
+--   default 30; a new connection has its own, shorter cookie timeout: one
+--   that has not sent its whole cookie within 10 s of its accept, or within
+--   `idle_timeout_s` when that is shorter, is closed, logged as "no cookie
+--   within the cookie timeout (10 s)": every client sends its cookie at once,
+--   so a longer silence is no client but holds a slot of
+--   `max_unidentified`), `max_tests`
 --   (concurrent tests, 1-4096, default 64), `keep_results` (finished
 --   results kept for `:results()`, 0-100000, default 100; older ones are
 --   freed).

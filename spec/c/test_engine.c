@@ -489,6 +489,50 @@ TEST(hostile_clients_do_not_disturb_others)
 	ql_server_free(hs);
 }
 
+/* The cookie timeout is a limit of its own, named in the log: 10 s, or the
+ * idle timeout when that is shorter (it used to be "the idle timeout",
+ * whose default is 30 s, while a silent connection went after 10 s). */
+TEST(cookie_timeout_is_its_own_limit)
+{
+	ql_server_opts so;
+	ql_server_opts_init(&so);
+	CHECK_NEAR(ql_server_cookie_timeout_s(&so), 10.0, 1e-9);
+	so.idle_timeout_s = 60;
+	CHECK_NEAR(ql_server_cookie_timeout_s(&so), 10.0, 1e-9);
+	so.idle_timeout_s = 0.4;
+	CHECK_NEAR(ql_server_cookie_timeout_s(&so), 0.4, 1e-9);
+	ql_server_opts lim;
+	ql_server_limits(srv, &lim);   /* the shared server: defaults */
+	CHECK_NEAR(lim.idle_timeout_s, 30.0, 1e-9);
+	CHECK_NEAR(ql_server_cookie_timeout_s(&lim), 10.0, 1e-9);
+	so.port = -1;
+	ql_server *cs;
+	ql_err e;
+	CHECK_EQ_INT(ql_server_start(&so, &cs, &e), 0);
+	int cp = ql_server_port(cs);
+	int64_t t0 = ql_now_ns();
+	int silent = raw_connect(cp);
+	int partial = raw_connect(cp);
+	CHECK_EQ_INT(write(partial, "abcdefghij", 10), 10);
+	while (ql_server_rejected(cs) < 2 && ql_now_ns() - t0 < 3 * QL_NS_PER_S)
+		ql_sleep_until_ns(ql_now_ns() + 20000000, NULL, NULL);
+	double took = (double)(ql_now_ns() - t0) / 1e9;
+	CHECK_EQ_U64(ql_server_rejected(cs), 2);
+	CHECK(took > 0.35 && took < 2.5);
+	ql_srv_problem pl[4];
+	uint64_t total = 0;
+	int np = ql_server_problem_log(cs, 0, pl, 4, &total);
+	CHECK_EQ_INT(np, 2);
+	for (int i = 0; i < np; i++) {
+		if (!strstr(pl[i].text, "no cookie within the cookie timeout (0.4 s)"))
+			fprintf(stderr, "  problem: %s\n", pl[i].text);
+		CHECK(strstr(pl[i].text, "no cookie within the cookie timeout (0.4 s)") != NULL);
+	}
+	close(silent);
+	close(partial);
+	ql_server_free(cs);
+}
+
 /* A server keeps its last keep_results results; a result handed out by
  * ql_server_results stays valid after the ring evicted it, and even after
  * the server is freed, until it is released. */
@@ -600,6 +644,7 @@ int main(void)
 	RUN(bad_options_are_usage_errors);
 	RUN(hostile_clients_do_not_disturb_others);
 	RUN(server_keeps_last_results);
+	RUN(cookie_timeout_is_its_own_limit);
 	ql_server_free(srv);
 	return ctest_done();
 }

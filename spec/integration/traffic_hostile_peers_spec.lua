@@ -511,7 +511,8 @@ st = c.recv(1); assert st == struct.pack("b", 10), st']], port))
     -- the documented defaults
     assert.same({ max_tests = 64, max_tests_per_address = 2, max_streams_per_address = 128,
       max_unidentified = 256, max_unidentified_per_address = 8, data_idle_s = 0,
-      max_duration_s = 3600, test_buffer_bytes = 128 << 20, idle_timeout_s = 0 }, srv:limits())
+      max_duration_s = 3600, test_buffer_bytes = 128 << 20, idle_timeout_s = 30,
+      cookie_timeout_s = 10 }, srv:limits())
     -- 32 streams x 16 MiB writes = 512 MiB, over the 128 MiB default
     local r, msg, code = traffic.run { host = '127.0.0.1', port = port, reverse = true,
       parallel = 32, length_bytes = 16 << 20, duration_s = 1 }

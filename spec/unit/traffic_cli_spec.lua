@@ -210,6 +210,25 @@ describe('bin/qoslab exit status for bad command lines', function()
     assert.matches('default: none, the kernel autotunes', out, 1, true)
     assert.matches('silent this long (s; default 30)', out, 1, true)
     assert.matches('so at least 12.8 s', out, 1, true)
+    -- the cookie timeout is its own limit, shorter than the idle timeout
+    assert.matches('A new connection that sends no cookie within 10 s (or this, when shorter) '
+      .. 'is closed.', out:gsub('%s+', ' '), 1, true)
+  end)
+
+  -- A silent new connection was closed after 10 s ("no cookie within the
+  -- idle timeout") while the idle timeout was documented as 30 s: the two
+  -- limits are now named apart, and :limits() has both (defaults filled in).
+  it('a server reports its idle timeout (30 s) and its cookie timeout (10 s)', function()
+    local traffic = require 'qoslab.traffic'
+    local srv = assert(traffic.server { port = 0, bind_address = '127.0.0.1' })
+    local l = srv:limits()
+    srv:stop()
+    assert.equal(30, l.idle_timeout_s)
+    assert.equal(10, l.cookie_timeout_s)
+    srv = assert(traffic.server { port = 0, bind_address = '127.0.0.1', idle_timeout_s = 4 })
+    l = srv:limits()
+    srv:stop()
+    assert.same({ 4, 4 }, { l.idle_timeout_s, l.cookie_timeout_s })
   end)
 
   it("errors show the subcommand's usage, not the top-level one", function()

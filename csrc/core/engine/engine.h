@@ -248,13 +248,25 @@ void ql_test_free(ql_test *t);
 #define QL_SRV_MAX_DURATION_DEFAULT_S 3600.0
 #define QL_SRV_TEST_BUFFER_DEFAULT_BYTES ((int64_t)128 << 20)
 #define QL_SRV_DATA_IDLE_FLOOR_S 10.0
+/* idle_timeout_s when 0: how long an identified control connection (a
+ * test's, a latency probe session's) may stay silent. */
+#define QL_SRV_IDLE_TIMEOUT_DEFAULT_S 30.0
+/* The cookie timeout: a new connection that has not sent its whole
+ * 37-byte cookie (or a probe's greeting) this long after its accept is
+ * closed, or after idle_timeout_s when that is shorter. Every client sends
+ * the cookie as soon as it is connected (a qoslab client with its
+ * parameters, in one write; a qoslab client itself gives up on the
+ * control exchange after 10 s), so a longer silence is no client: it only
+ * holds a slot of max_unidentified. */
+#define QL_SRV_COOKIE_TIMEOUT_S 10.0
 
 typedef struct ql_server_opts {
 	int port;                    /* 0 = 5201; -1 = any free port */
 	const char *bind_address, *netns;
 	int one_off;
 	int64_t window_bytes, sndbuf_bytes, rcvbuf_bytes;  /* defaults */
-	double idle_timeout_s;       /* control silence limit, 0 = 30 s */
+	double idle_timeout_s;       /* control silence limit, 0 = 30 s
+	                                (QL_SRV_IDLE_TIMEOUT_DEFAULT_S) */
 	int max_tests;               /* concurrent tests, 0 = 64 */
 	int max_tests_per_address;   /* 0 = 2 */
 	int max_streams_per_address; /* 0 = 128 */
@@ -324,6 +336,9 @@ int ql_server_problem_log(ql_server *s, uint64_t since, ql_srv_problem *out, int
 uint64_t ql_server_started(ql_server *s, char *last, size_t len);
 /* The options in effect (defaults filled in; data_idle_s 0 = the rule). */
 void ql_server_limits(const ql_server *s, ql_server_opts *out);
+/* The cookie timeout of a server with these options (seconds):
+ * QL_SRV_COOKIE_TIMEOUT_S, or idle_timeout_s when that is shorter. */
+double ql_server_cookie_timeout_s(const ql_server_opts *o);
 void ql_server_stop(ql_server *s);
 void ql_server_free(ql_server *s);
 

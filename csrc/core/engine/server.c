@@ -148,9 +148,8 @@ static void *conn_main(void *arg)
 	int fd = ca->fd;
 	char cookie[QL_COOKIE_SIZE];
 	char why[320];
-	int64_t idle = s->o.idle_timeout_s > 0 ? (int64_t)(s->o.idle_timeout_s * 1e9)
-					       : CTL_TIMEOUT_NS;
-	int rc = read_cookie(ca, cookie, ql_now_ns() + idle);
+	double cookie_s = ql_server_cookie_timeout_s(&s->o);
+	int rc = read_cookie(ca, cookie, ca->since_ns + (int64_t)(cookie_s * 1e9));
 	if (rc == 0 && ql_probe_greeting_is(cookie)) {
 		/* a latency probe's TCP connection (probe_server.h has its limits) */
 		pthread_mutex_lock(&s->mu);
@@ -159,7 +158,7 @@ static void *conn_main(void *arg)
 			unid_unlink(s, ca);
 		pthread_mutex_unlock(&s->mu);
 		if (!ev)
-			probe_session(s, fd, &ca->peer, idle);
+			probe_session(s, fd, &ca->peer, (int64_t)(s->o.idle_timeout_s * 1e9));
 		else
 			close(fd);
 		goto out;
@@ -167,10 +166,14 @@ static void *conn_main(void *arg)
 	if (rc < 0 || !ql_cookie_valid(cookie)) {
 		if (unid_leave(s, ca))
 			close(fd);
-		else
+		else {
+			if (rc == -ETIMEDOUT)
+				snprintf(why, sizeof why, "no cookie within the cookie timeout "
+					 "(%g s)", cookie_s);
 			srv_reject(s, fd, &ca->peer, rc < 0 ? 0 : QL_ST_ACCESS_DENIED,
-				   rc == -ETIMEDOUT ? "no cookie within the idle timeout" :
+				   rc == -ETIMEDOUT ? why :
 				   rc < 0 ? "closed before sending its cookie" : "malformed cookie");
+		}
 		goto out;
 	}
 	pthread_mutex_lock(&s->mu);
@@ -531,6 +534,8 @@ int ql_server_start(const ql_server_opts *o, ql_server **out, ql_err *e)
 		s->o.max_duration_s = QL_SRV_MAX_DURATION_DEFAULT_S;
 	if (!s->o.test_buffer_bytes)
 		s->o.test_buffer_bytes = QL_SRV_TEST_BUFFER_DEFAULT_BYTES;
+	if (!(s->o.idle_timeout_s > 0))
+		s->o.idle_timeout_s = QL_SRV_IDLE_TIMEOUT_DEFAULT_S;
 	s->lfd = s->ufd = -1;
 	s->probe = ql_probe_srv_new(s->o.max_tests, s->o.max_tests_per_address);
 	if (!s->probe) {
@@ -675,6 +680,12 @@ void ql_server_probe_counters(ql_server *s, ql_probe_srv_counters *out)
 void ql_server_limits(const ql_server *s, ql_server_opts *out)
 {
 	*out = s->o;
+}
+
+double ql_server_cookie_timeout_s(const ql_server_opts *o)
+{
+	double idle = o->idle_timeout_s > 0 ? o->idle_timeout_s : QL_SRV_IDLE_TIMEOUT_DEFAULT_S;
+	return idle < QL_SRV_COOKIE_TIMEOUT_S ? idle : QL_SRV_COOKIE_TIMEOUT_S;
 }
 
 void ql_server_stop(ql_server *s)

@@ -203,8 +203,7 @@ static int server_collect_streams(ql_test *t)
 
 static int server_run(ql_test *t)
 {
-	int64_t silence = t->srv->o.idle_timeout_s > 0
-			  ? (int64_t)(t->srv->o.idle_timeout_s * 1e9) : 30 * QL_NS_PER_S;
+	int64_t silence = (int64_t)(t->srv->o.idle_timeout_s * 1e9);
 	int64_t hard_end = t->limited ? 0 : t->start_ns + t->omit_ns +
 					   (int64_t)(t->prm.time_s * 1e9) + silence;
 	int signalled = 0;
@@ -393,8 +392,7 @@ static void server_note_start(ql_test *t)
 static int server_protocol(ql_test *t)
 {
 	int rc;
-	int64_t idle = t->srv->o.idle_timeout_s > 0
-		       ? (int64_t)(t->srv->o.idle_timeout_s * 1e9) : 30 * QL_NS_PER_S;
+	int64_t idle = (int64_t)(t->srv->o.idle_timeout_s * 1e9);
 	const volatile int *stop = (const volatile int *)&t->srv->stop;
 	rc = ql_io_write_state(t->ctl_fd, QL_ST_PARAM_EXCHANGE, ql_now_ns() + idle, stop);
 	if (rc < 0)

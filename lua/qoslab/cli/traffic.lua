@@ -158,7 +158,8 @@ function M.describe_server(cmd)
   cmd:option('-w --window', 'Default SO_SNDBUF/SO_RCVBUF for data sockets (K/M/G = 1024; '
     .. 'default: none, the kernel autotunes).')
     :convert(conv('-w', size_at_least_1))
-  cmd:option('--idle-timeout', 'Drop control connections silent this long (s; default 30).')
+  cmd:option('--idle-timeout', 'Drop control connections silent this long (s; default 30). '
+    .. 'A new connection that sends no cookie within 10 s (or this, when shorter) is closed.')
     :convert(conv('--idle-timeout', num_in(0.001, 86400, 'a positive number of seconds (at most 86400)')))
   cmd:option('--max-tests', 'Tests running at once (default 64).')
     :convert(conv('--max-tests', int_in(1, 4096)))
@@ -720,10 +721,12 @@ local function server_body(a, sink)
   local l = srv:limits()
   log(nil, string.format('Limits: %d tests and %d streams per address (%d tests in all), '
     .. '%d unidentified connections per address (%d in all; over either one is closed), data idle %s, '
-    .. 'max duration %g s, %s of buffers per test', l.max_tests_per_address,
+    .. 'max duration %g s, %s of buffers per test, idle timeout %g s (cookie timeout %g s)',
+    l.max_tests_per_address,
     l.max_streams_per_address, l.max_tests, l.max_unidentified_per_address, l.max_unidentified,
     l.data_idle_s > 0 and string.format('%g s', l.data_idle_s) or 'max(10 s, 64 x RTO)',
-    l.max_duration_s, traffic.format_bytes(l.test_buffer_bytes)))
+    l.max_duration_s, traffic.format_bytes(l.test_buffer_bytes), l.idle_timeout_s,
+    l.cookie_timeout_s))
   log(nil, rule)
   local shown, status = 0, 0
   local problems_seen, started = 0, 0

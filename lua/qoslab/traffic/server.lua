@@ -89,7 +89,8 @@ end
 -- @treturn table `max_tests`, `max_tests_per_address`, `max_streams_per_address`,
 --   `max_unidentified`, `max_unidentified_per_address`, `data_idle_s` (0 = the
 --   automatic rule), `max_duration_s`, `test_buffer_bytes`, `idle_timeout_s`
---   (0 = 10 s for the cookie, 30 s for the parameters)
+--   (default 30), `cookie_timeout_s` (10, or `idle_timeout_s` when shorter:
+--   see `server`)
 -- @usage print(srv:limits().max_tests_per_address) --> 2
 function Server:limits() return (call(self, 'limits')) end
 
