@@ -88,6 +88,32 @@ describe('qoslab.cli.main with QOSLAB_ERRORS=json', function()
     assert.equal('ECONNREFUSED', e.code)
   end)
 
+  -- A plan's caller mistake gave "code": "EUNKNOWN", "field": null although
+  -- its message names the field: a check's message is bad input.
+  it('a plan\'s caller mistake: EINVAL and the field its message names (status 1)', function()
+    local dir = os.tmpname()
+    os.remove(dir)
+    local plan = dir .. '.lua'
+    local f = assert(io.open(plan, 'w'))
+    f:write("qoslab.traffic.run{host = 5}\n")
+    f:close()
+    local status = cli.main { 'run', plan, '--out', dir, '--host' }
+    os.remove(plan)
+    os.execute('rm -rf ' .. dir)
+    assert.equal(1, status)
+    local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))
+    assert.matches(':1: qoslab.traffic.run: opts.host: expected a string, got 5$', e.message)
+    assert.equal('EINVAL', e.code)
+    assert.equal('opts.host', e.field)
+  end)
+
+  it('code_of: the trailing code, else EINVAL for a message naming a field, else the default', function()
+    assert.equal('ENOENT', cli.code_of('x: opts.netns: expected y (ENOENT)', 'EUNKNOWN'))
+    assert.equal('EINVAL', cli.code_of('f.lua:2: qoslab.client: opts.port: expected an integer', 'EUNKNOWN'))
+    assert.equal('EINVAL', cli.code_of('qoslab.shape.apply: spec.foo: unknown key (known keys: a)', 'X'))
+    assert.equal('EUNKNOWN', cli.code_of('f.lua:3: boom', 'EUNKNOWN'))
+  end)
+
   it('a usage error: status 2, EINVAL, the argument as the field', function()
     assert.equal(2, cli.main { 'report' })
     local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))

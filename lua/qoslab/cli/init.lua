@@ -255,6 +255,17 @@ function M.field_of(msg)
   return nil
 end
 
+--- The code of a failure's message: the errno-like "(CODE)" it ends with;
+-- else "EINVAL" when it names a field as a check does (a caller's mistake,
+-- "CTX: FIELD: expected ..."); else `default`.
+-- @param msg an error message
+-- @tparam string default e.g. "EUNKNOWN"
+-- @treturn string
+function M.code_of(msg, default)
+  msg = tostring(msg)
+  return msg:match('%((E[%u%d]+)%)%s*$') or (M.field_of(msg) and 'EINVAL') or default
+end
+
 --- Record the failure a command is about to report (its human line is
 -- written as always, by the command): with `QOSLAB_ERRORS=json` it becomes
 -- the `qoslab-error:` line when the command ends with status 1 or 2. The
@@ -323,9 +334,8 @@ end
 local function failure_from(status, line, name)
   local msg = line or string.format('qoslab %s failed (exit status %d)', name or '', status)
   msg = strip_internal(msg)
-  local code = msg:match('%((E[%u%d]+)%)%s*$')
-  if not code then code = status == 2 and 'EINVAL' or 'EUNKNOWN' end
-  return { message = msg, code = code, field = M.field_of(msg) }
+  return { message = msg, code = M.code_of(msg, status == 2 and 'EINVAL' or 'EUNKNOWN'),
+           field = M.field_of(msg) }
 end
 
 local order = { 'run' }
@@ -487,7 +497,7 @@ function M.main_status(argv)
     return sig_status
   end
   local text = strip_internal(tostring(status))
-  M.failure(text, text:match('%((E[%u%d]+)%)%s*$') or 'EUNKNOWN', M.field_of(text))
+  M.failure(text, M.code_of(text, 'EUNKNOWN'), M.field_of(text))
   io.stderr:write('qoslab ', name, ': ', text, '\n')
   return 1
 end

@@ -437,9 +437,9 @@ function M.run_here(o)
       eprint('qoslab run: ', o.file, ': ', tostring(res))
       o.error = tostring(res)
       -- the machine line (QOSLAB_ERRORS=json): this error, with the errno
-      -- code it ends with when it has one
+      -- code it ends with, or EINVAL and the field a caller's mistake names
       cli.failure('qoslab run: ' .. o.file .. ': ' .. tostring(res),
-        tostring(res):match('%((E[%u%d]+)%)%s*$') or 'EUNKNOWN')
+        cli.code_of(res, 'EUNKNOWN'), cli.field_of(res))
     end
     return status
   end
