@@ -151,6 +151,11 @@ function M.available()
   return nil, 'qoslab.vm: the guest check failed: ' .. (out:gsub('\n$', '')), 'EIO'
 end
 
+--- The range of `opts.timeout_s` of `run` and `run_script`, seconds (a
+-- guest's time limit, boot included): `qoslab run --timeout` and `qoslab
+-- demo --timeout` are checked against it before anything runs.
+M.TIMEOUT_MIN_S, M.TIMEOUT_MAX_S = 1, 7 * 86400
+
 local RUN_KEYS = { cmd = true, rw_dir = true, env = true, timeout_s = true, cwd = true }
 local SCRIPT_KEYS = { script = true, args = true, rw_dir = true, env = true,
                       timeout_s = true, cwd = true, command = true }
@@ -161,7 +166,7 @@ local function common(ctx, o)
   -- level 2: errors point at the caller of run/run_script.
   local rw = check.string(ctx, 'opts.rw_dir', o.rw_dir, nil, 2)
   local dir = check.string(ctx, 'opts.cwd', o.cwd, nil, 2)
-  local t = check.number(ctx, 'opts.timeout_s', o.timeout_s, 1, 7 * 86400, 900, 2)
+  local t = check.number(ctx, 'opts.timeout_s', o.timeout_s, M.TIMEOUT_MIN_S, M.TIMEOUT_MAX_S, 900, 2)
   local env = o.env
   if env ~= nil then check.table(ctx, 'opts.env', env, 2) end
   local names = {}

@@ -202,6 +202,27 @@ print('TABLE')
       assert.is_nil(err:find('[g ', 1, true), err)
     end)
 
+    -- `--timeout -5` was taken (tonumber) and the plan ran: a bad one is now
+    -- refused with the range qoslab.vm takes, before anything runs.
+    it('--timeout out of [1, 604800], NaN, inf or no number: exit 2 naming it, nothing run', function()
+      write(dir .. '/p.lua', 'print("RAN")')
+      for _, t in ipairs { '-5', '0', 'nan', 'inf', '1e9', 'x' } do
+        local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/o')
+          .. ' --timeout ' .. t)
+        assert.equal(2, rc, t)
+        assert.matches("qoslab run: error: --timeout: expected a number of seconds in [1, 604800], got '"
+          .. t .. "'", err, 1, true)
+        assert.equal('', out)
+        assert.is_nil(io.open(dir .. '/o', 'r'))
+      end
+      local rc, _, err = qoslab(dir, 'demo --timeout -1')
+      assert.equal(2, rc)
+      assert.matches("qoslab demo: error: --timeout: expected a number of seconds in [1, 604800], got '-1'",
+        err, 1, true)
+      rc = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --out ' .. q(dir .. '/o') .. ' --timeout 10')
+      assert.equal(0, rc)
+    end)
+
     it('--guest and --host together are refused', function()
       write(dir .. '/p.lua', 'return 0')
       local rc, _, err = qoslab(dir, 'run ' .. q(dir .. '/p.lua') .. ' --guest --host')

@@ -447,6 +447,19 @@ function M.run_here(o)
   return 0
 end
 
+-- argparse converter of --timeout: a number of seconds in the range the
+-- guest run (qoslab.vm) takes, so a bad one is refused before the plan runs
+-- (on this host too, where the limit goes unused).
+local function timeout_seconds(s)
+  local vm = require 'qoslab.vm'
+  local n = tonumber(s)
+  if not n or n ~= n or n < vm.TIMEOUT_MIN_S or n > vm.TIMEOUT_MAX_S then
+    return nil, string.format("--timeout: expected a number of seconds in [%d, %d], got '%s'",
+      vm.TIMEOUT_MIN_S, vm.TIMEOUT_MAX_S, s)
+  end
+  return n
+end
+
 local function describe_run(cmd)
   cmd:summary('Run an experiment plan (a Lua script with qoslab loaded).')
   cmd:description('The plan sees the global `qoslab`, the global QOSLAB_RUN = {file, out, '
@@ -464,7 +477,8 @@ local function describe_run(cmd)
   cmd:flag('--guest', 'Run inside the qemu guest (real netem) even if the host has netem.')
   cmd:flag('--host', 'Run on this host even if its kernel lacks sch_netem.')
   cmd:flag('--quick', 'Shortened form (fewer points, short runs); also QOSLAB_QUICK=1.')
-  cmd:option('--timeout', 'Guest run time limit in seconds.', '3600'):convert(tonumber)
+  cmd:option('--timeout', 'Guest run time limit in seconds (1-604800).', '3600')
+    :convert(timeout_seconds)
   cmd:option('--host-map', 'ROLE=[user@]addr[:port]: the machine (over ssh) that plays ROLE '
     .. '(qoslab.hosts.get(ROLE) in the plan); repeatable. The run stays on this host.'):count('*')
   cmd:option('--ssh-identity', 'Private key file for the ssh connections to the mapped hosts.')
@@ -704,7 +718,8 @@ local function describe_demo(cmd)
     .. 'or link (on this host).', 'auto')
   cmd:flag('--guest', 'Run inside the qemu guest even if the host has netem.')
   cmd:flag('--host', 'Run on this host even without sch_netem.')
-  cmd:option('--timeout', 'Guest run time limit in seconds.', '1800'):convert(tonumber)
+  cmd:option('--timeout', 'Guest run time limit in seconds (1-604800).', '1800')
+    :convert(timeout_seconds)
 end
 
 -- `--hosts [user@a,...]`: what dead processes changed on other hosts, over
