@@ -2,6 +2,8 @@
  * traffic.c - Lua binding of the traffic engine (csrc/core/engine/engine.h).
  *
  * core.traffic_client_check(opts[, ctx]) -> the options as the test runs them
+ * core.traffic_client_host_check(opts[, ctx]) -> true | nil, msg, CODE, FIELD
+ *     what this host refuses before a test starts (CPUs, device, congestion)
  * core.traffic_server_check([opts[, ctx]]) -> true
  *     every rule of the options (options.h), raised as "<ctx>: opts.<key>: ..."
  * core.traffic_defaults() -> the engine's defaults (port, lengths, bitrates, ...)
@@ -525,6 +527,35 @@ static int l_client_check(lua_State *L)
 	return 1;
 }
 
+/* core.traffic_client_host_check(opts[, ctx]) -> true | nil, msg, CODE,
+ * FIELD: what this host refuses of the options before the test starts
+ * (ql_client_check_host: cpu_affinity's CPUs, bind_device in its
+ * namespace; the congestion control among the kernel's), so a caller can
+ * fail before a probe's idle phase or a delayed start. FIELD names the
+ * option ("opts.cpu_affinity", "opts.bind_device", "opts.netns",
+ * "opts.congestion"). Raises on bad options, as traffic_client_check. */
+static int l_client_host_check(lua_State *L)
+{
+	const char *ctx = luaL_optstring(L, 2, "qoslab.client");
+	ql_client_opts o;
+	client_opts(L, 1, ctx, &o);
+	ql_err e;
+	ql_err_clear(&e);
+	const char *field = "opts.congestion";
+	int rc = 0;
+	if (o.congestion && o.proto == QL_PROTO_TCP)
+		rc = ql_tcp_ca_check_available("opts.congestion", o.congestion, &e);
+	if (rc >= 0)
+		rc = ql_client_check_host(&o, &field, &e);
+	if (rc >= 0) {
+		lua_pushboolean(L, 1);
+		return 1;
+	}
+	int n = qlb_fail(L, &e);
+	lua_pushstring(L, field ? field : "opts");
+	return n + 1;
+}
+
 /* core.traffic_server_check([opts[, ctx]]) -> true. Every rule of the
  * server options; raises "<ctx>: opts.<key>: ..." (ctx default
  * "qoslab.server"). The limits in effect are the server's :limits(). */
@@ -967,6 +998,8 @@ void qlb_open_traffic(lua_State *L)
 	lua_setfield(L, -2, "traffic_server");
 	lua_pushcfunction(L, l_client_check);
 	lua_setfield(L, -2, "traffic_client_check");
+	lua_pushcfunction(L, l_client_host_check);
+	lua_setfield(L, -2, "traffic_client_host_check");
 	lua_pushcfunction(L, l_server_check);
 	lua_setfield(L, -2, "traffic_server_check");
 	lua_pushcfunction(L, l_defaults);

@@ -10,7 +10,9 @@
 --
 -- * `"udp"` (default): requests to a qoslab server's UDP port, answered by
 --   its responder. A stock iperf3 server does not answer: the probe fails
---   at start with EPROTONOSUPPORT (use `"icmp"`).
+--   at start with EPROTONOSUPPORT (use `"icmp"`); where nothing listens at
+--   all (the UDP port closed and a TCP connection to it refused) it fails
+--   with ECONNREFUSED.
 -- * `"icmp"`: echo requests on an unprivileged ping socket, answered by any
 --   host (`iperf3 -s` too). Where net.ipv4.ping_group_range refuses ping
 --   sockets, a raw socket is used if the process may open one (root);
@@ -59,7 +61,9 @@ local copy = check.raw_copy
 --   nil, message, CODE: EPROTONOSUPPORT (udp/tcp: no qoslab responder at
 --   host:port, e.g. a stock iperf3 server), ETIMEDOUT (icmp: no echo reply
 --   within max(1 s, timeout_ms)), EACCES (ping sockets refused, see the
---   module text), ECONNREFUSED (tcp), ENOENT (no such namespace or host),
+--   module text), ECONNREFUSED (tcp: the connection refused; udp: the port
+--   closed and a TCP connection to it refused too, so nothing listens
+--   there), ENOENT (no such namespace or host),
 --   EINTR (interrupted).
 -- @raise on a wrong type, unknown key or out-of-range value, naming the
 --   field: "qoslab.latency.probe: opts.interval_ms: expected a finite number

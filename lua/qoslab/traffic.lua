@@ -198,9 +198,11 @@ end
 --   for one that closes mid-test, EBUSY when the server refuses the test as
 --   busy or over a per-address limit, ECONNABORTED when it refuses it for
 --   another reason (e.g. over its max_duration_s) or ends it, ENOTSUP or
---   EPERM for an unusable congestion control; with `probe`, before any
---   load: EPROTONOSUPPORT (no qoslab responder, e.g. iperf3 -s: use
---   `proto = "icmp"`), ETIMEDOUT (no echo reply), EACCES (ping sockets
+--   EPERM for an unusable congestion control, EINVAL for a `cpu_affinity`
+--   CPU this process may not run on, ENODEV for a missing `bind_device`
+--   (these before anything connects); with `probe`, before any load:
+--   ECONNREFUSED (nothing listens there), EPROTONOSUPPORT (no qoslab
+--   responder, e.g. iperf3 -s: use `proto = "icmp"`), ETIMEDOUT (no echo reply), EACCES (ping sockets
 --   refused), ...; ELINKFAILED for a test in the namespace of a
 --   `qoslab.testbed` whose native link failed, before or during the test:
 --   it then ends at once)
@@ -219,6 +221,25 @@ function M.run(opts)
   o, probe = split_probe('qoslab.traffic.run', o)
   local filled = checked_client('qoslab.traffic.run', o)
   return test.run(copy(o), filled, probe, start_at)
+end
+
+--- What this host refuses of a test's options, checked without starting
+-- anything (a test's start makes the same checks first, before a delayed
+-- start, its probe or any connection): the `congestion` control among
+-- those this kernel and user may use, the `cpu_affinity` CPUs among those
+-- this process may run on, the `netns` one that can be entered, the
+-- `bind_device` a device of it.
+-- @tparam table opts as for `client`
+-- @treturn true, or nil, message, CODE (ENOTSUP or EPERM: `congestion`;
+--   EINVAL: `cpu_affinity`; ENOENT or EPERM: `netns`; ENODEV:
+--   `bind_device`), FIELD (the option: "opts.cpu_affinity", ...)
+-- @raise like `client`, naming qoslab.traffic.check_host
+-- @usage assert(qoslab.traffic.check_host{host = '10.0.0.2', cpu_affinity = 3})
+function M.check_host(opts)
+  local o = split_start('qoslab.traffic.check_host', opts)
+  o = split_probe('qoslab.traffic.check_host', o)
+  checked_client('qoslab.traffic.check_host', o)
+  return core().traffic_client_host_check(copy(o), 'qoslab.traffic.check_host')
 end
 
 --- Start a test now and return its live handle (`client(opts):start()`).

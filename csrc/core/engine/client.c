@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <net/if.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
@@ -283,9 +284,12 @@ static int client_protocol(ql_test *t)
 		return ql_err_set(&t->err, errno, NULL, "socket: %s", strerror(errno));
 	int one = 1;
 	setsockopt(t->ctl_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-	if (t->bind_device[0])
-		setsockopt(t->ctl_fd, SOL_SOCKET, SO_BINDTODEVICE, t->bind_device,
-			   (socklen_t)strlen(t->bind_device));
+	/* the device is bound before connecting: a missing one is ENODEV
+	 * whether a server listens there or not */
+	if (t->bind_device[0] &&
+	    setsockopt(t->ctl_fd, SOL_SOCKET, SO_BINDTODEVICE, t->bind_device,
+		       (socklen_t)strlen(t->bind_device)) < 0)
+		return bind_device_error(t->bind_device, t->netns, errno, &t->err);
 	if ((rc = bind_local(t->ctl_fd, ss.ss_family, t->bind_address, 0, &t->err)) < 0)
 		return rc;
 	rc = connect_timeout(t->ctl_fd, (struct sockaddr *)&ss, len, t->connect_timeout_ns,
@@ -478,6 +482,36 @@ static void *client_main(void *arg)
 	test_finish(t, rc);
 	test_close_sockets(t);
 	return NULL;
+}
+
+int ql_client_check_host(const ql_client_opts *o, const char **field, ql_err *e)
+{
+	const char *f = NULL;
+	int rc = affinity_check(&o->cpu_affinity, "opts.cpu_affinity", e);
+	if (rc < 0) {
+		f = "opts.cpu_affinity";
+	} else if ((o->netns && *o->netns) || (o->bind_device && *o->bind_device)) {
+		int restore = -1;
+		rc = ql_netns_enter(o->netns, &restore, e);
+		if (rc < 0) {
+			f = "opts.netns";
+		} else if (o->bind_device && *o->bind_device) {
+			unsigned idx = if_nametoindex(o->bind_device);
+			int err = errno;
+			ql_err e2;
+			ql_netns_restore(restore, &e2);
+			if (!idx) {
+				rc = bind_device_error(o->bind_device, o->netns, err, e);
+				f = "opts.bind_device";
+			}
+		} else {
+			ql_err e2;
+			ql_netns_restore(restore, &e2);
+		}
+	}
+	if (field)
+		*field = f;
+	return rc;
 }
 
 int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e)

@@ -149,6 +149,19 @@ typedef struct ql_test ql_test;
 int ql_client_start(const ql_client_opts *o, ql_test **out, ql_err *e);
 
 /*
+ * What this host can refuse of checked options before a test connects
+ * anywhere (ql_client_start makes the same checks; a binding or command
+ * line calls this first, before a latency probe or a delayed start):
+ * cpu_affinity's CPUs must be ones this process may run on (-EINVAL, code
+ * "EINVAL", *field = "opts.cpu_affinity"), netns must be one this thread
+ * can enter (ENOENT, EPERM: *field = "opts.netns"), bind_device a device
+ * of that namespace (-ENODEV, *field = "opts.bind_device").
+ * Failures of the world, never usage errors: the same options may be
+ * right on another host. field may be NULL.
+ */
+int ql_client_check_host(const ql_client_opts *o, const char **field, ql_err *e);
+
+/*
  * Next interval record (caller frees with ql_interval_clear + free): what
  * this end measured in one stretch of the grid plus a qoslab server's
  * entries for the same grid slots. A qoslab server sends its records live

@@ -625,6 +625,31 @@ static void *probe_main(void *arg)
 
 /* ---------------------------------------------------------------- API -- */
 
+/* Whether a TCP connection to the probe's port is refused too: then nothing
+ * listens there at all. A UDP probe's closed port alone does not tell: a
+ * stock iperf3 server listens on TCP with its UDP port closed. */
+static int tcp_refused_too(ql_probe *p)
+{
+	int restore = -1, refused = 0;
+	ql_err e2;
+	if (ql_netns_enter(p->o.netns, &restore, &e2) < 0)
+		return 0;
+	struct sockaddr_storage ss;
+	socklen_t len;
+	if (resolve(p->host, p->o.port, SOCK_STREAM, &ss, &len, &e2) == 0) {
+		int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+		if (fd >= 0) {
+			if (bind_local(fd, ss.ss_family, p->o.bind_address, 0, &e2) == 0)
+				refused = connect_timeout(fd, (struct sockaddr *)&ss, len,
+							  QL_NS_PER_S, NULL, &e2, p->host,
+							  p->o.port) == -ECONNREFUSED;
+			close(fd);
+		}
+	}
+	ql_netns_restore(restore, &e2);
+	return refused;
+}
+
 static int first_reply(ql_probe *p, ql_err *e)
 {
 	double wait_ms = p->o.timeout_ms > QL_PROBE_FIRST_REPLY_MS ? p->o.timeout_ms
@@ -655,6 +680,11 @@ static int first_reply(ql_probe *p, ql_err *e)
 		return ql_err_set(e, ETIMEDOUT, "ETIMEDOUT", "ICMP probe to %s: no echo reply "
 				  "within %.0f ms (the host is down, or it or the path drops "
 				  "pings)", p->host, wait_ms);
+	if (refused && p->proto == QL_PROBE_UDP && tcp_refused_too(p))
+		return ql_err_set(e, ECONNREFUSED, "ECONNREFUSED", "UDP probe to %s port %d: nothing "
+				  "listens there (the UDP port is closed and a TCP connection is "
+				  "refused): start a qoslab server there or fix host and port",
+				  p->host, p->o.port);
 	return ql_err_set(e, EPROTONOSUPPORT, "EPROTONOSUPPORT",
 			  "%s probe to %s port %d: %s: no qoslab server answers latency probes "
 			  "there (a stock iperf3 server does not)",

@@ -151,13 +151,21 @@ int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e)
 	}
 	if (t->bind_device[0] &&
 	    setsockopt(fd, SOL_SOCKET, SO_BINDTODEVICE, t->bind_device,
-		       (socklen_t)strlen(t->bind_device)) < 0) {
-		int err = errno;
-		return ql_err_set(e, err, NULL, "setsockopt(SO_BINDTODEVICE, \"%s\"): %s%s",
-				  t->bind_device, strerror(err),
-				  err == ENODEV ? " (no such device in this namespace)" : "");
-	}
+		       (socklen_t)strlen(t->bind_device)) < 0)
+		return bind_device_error(t->bind_device, t->netns, errno, e);
 	return 0;
+}
+
+int bind_device_error(const char *dev, const char *netns, int err, ql_err *e)
+{
+	if (err != ENODEV)
+		return ql_err_set(e, err, NULL, "setsockopt(SO_BINDTODEVICE, \"%s\"): %s", dev,
+				  strerror(err));
+	if (netns && *netns)
+		return ql_err_set(e, ENODEV, "ENODEV", "bind_device \"%s\": no such device in "
+				  "namespace %s (see ip -n %s link)", dev, netns, netns);
+	return ql_err_set(e, ENODEV, "ENODEV", "bind_device \"%s\": no such device in this "
+			  "namespace (see ip link)", dev);
 }
 
 int resolve(const char *host, int port, int socktype,

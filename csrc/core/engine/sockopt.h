@@ -13,6 +13,9 @@
  * for its index in its direction, else opts.tos), -1 = none set. */
 int stream_tos(const ql_params *p, const ql_stream *s);
 int apply_opts(ql_test *t, int fd, int family, ql_stream *s, ql_err *e);
+/* The error of binding a socket to device dev (SO_BINDTODEVICE's errno, or
+ * ENODEV from a lookup) in namespace netns ("" or NULL: this one). */
+int bind_device_error(const char *dev, const char *netns, int err, ql_err *e);
 int resolve(const char *host, int port, int socktype,
 	    struct sockaddr_storage *ss, socklen_t *len, ql_err *e);
 int bind_local(int fd, int family, const char *addr, int port, ql_err *e);

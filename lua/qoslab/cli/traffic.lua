@@ -480,6 +480,15 @@ local function client_body(a, sink)
     fail(M.flag_message(t))
     return 2
   end
+  -- A CPU of -A this process may not run on is bad input on this host: said
+  -- before connecting, exit 2 (the test's start checks it first too; what
+  -- else this host refuses, --netns, --bind-dev, -C, fails there, exit 1).
+  local host_ok, hmsg, _, hfield = traffic.check_host(opts)
+  if not host_ok and hfield == 'opts.cpu_affinity' then
+    cli.failure(M.flag_message(hmsg), 'EINVAL', hfield)
+    fail(M.flag_message(hmsg))
+    return 2
+  end
   -- --plot's file is checked as --logfile's, before the test runs
   if a.plot then
     local good, pmsg, pcode = output.check_writable('--plot', a.plot)

@@ -58,6 +58,14 @@ end
 
 -- Start the C test; returns true or nil, msg, code.
 local function begin(p)
+  -- what this host refuses (CPUs, namespace, device, congestion control)
+  -- first: before the delayed start, the probe and any connection
+  local good, hmsg, hcode = core().traffic_client_host_check(copy(p.opts))
+  if not good then
+    p.mode = 'done'
+    p.failure = { hmsg, hcode }
+    return nil, hmsg, hcode
+  end
   if p.start_at then
     local ok, msg, code = wait_start(p)
     if not ok then
@@ -207,10 +215,13 @@ end
 -- and its `idle_s` (default 2 s), then starts the load; `:wait()` probes
 -- `idle_s` more after the load before it returns the result.
 -- @treturn qoslab.Test the same object, now running; or nil, message, CODE
---   (ENOTSUP or EPERM for a congestion control this kernel or user cannot
---   use, ENOMEM or EAGAIN; the probe's EPROTONOSUPPORT, ETIMEDOUT, EACCES
---   (see `qoslab.latency.probe`); ECONNREFUSED, a missing namespace's ENOENT and
---   the other failures of a running test come from `:wait()`)
+--   (checked first, before a delayed start, the probe or any connection:
+--   ENOTSUP or EPERM for a congestion control this kernel or user cannot
+--   use, EINVAL for a `cpu_affinity` CPU this process may not run on, a
+--   missing namespace's ENOENT, ENODEV for a `bind_device` that namespace
+--   lacks; then ENOMEM or EAGAIN; the probe's ECONNREFUSED, EPROTONOSUPPORT,
+--   ETIMEDOUT, EACCES (see `qoslab.latency.probe`); ECONNREFUSED and the
+--   other failures of a running test come from `:wait()`)
 -- @usage local h <close> = qoslab.client{host = '127.0.0.1'}:start()
 function methods.start(self)
   local p = state(self, 'start')
