@@ -114,6 +114,23 @@ describe('qoslab.cli.main with QOSLAB_ERRORS=json', function()
     assert.equal('EUNKNOWN', cli.code_of('f.lua:3: boom', 'EUNKNOWN'))
   end)
 
+  -- `info --netns nonexist --json` exited 0 with the ENOENT buried in
+  -- "sysctls": {"error": ...}: the namespace asked for must be there.
+  it('info --netns of a missing namespace: status 1, ENOENT naming it, nothing printed', function()
+    local saved_print = print
+    local printed = {}
+    print = function(...) printed[#printed + 1] = table.concat({ ... }, '\t') end   -- luacheck: ignore 121
+    local status = cli.main { 'info', '--netns', 'qoslab-no-such-ns-033', '--json' }
+    print = saved_print   -- luacheck: ignore 121
+    assert.equal(1, status)
+    assert.same({}, printed)
+    local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))
+    assert.equal('ENOENT', e.code)
+    assert.equal('--netns', e.field)
+    assert.matches('^qoslab info: %-%-netns qoslab%-no%-such%-ns%-033: network namespace '
+      .. '"qoslab%-no%-such%-ns%-033" does not exist', e.message)
+  end)
+
   it('a usage error: status 2, EINVAL, the argument as the field', function()
     assert.equal(2, cli.main { 'report' })
     local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))

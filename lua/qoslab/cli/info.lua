@@ -7,7 +7,10 @@
 -- `info --json` prints the record `qoslab.meta.collect` makes for a local run
 -- (kernel, hostname, cpu, qoslab_version, sysctls, interfaces with their
 -- qdiscs and offloads) plus `mono_ns` (CLOCK_MONOTONIC) and `realtime_ns`
--- (CLOCK_REALTIME), integer nanoseconds read once the record is made.
+-- (CLOCK_REALTIME), integer nanoseconds read once the record is made. A
+-- `--netns` that cannot be entered fails the command (exit 1, ENOENT for a
+-- missing one, EPERM without root); an `--ifname` the namespace lacks is an
+-- `error` of that interface's entry, as in a run's meta.json.
 -- `clock --echo` writes `LINE MONO_NS` for every line on stdin, flushed,
 -- and exits 0 at its end: the round trip of each line bounds where the
 -- host's clock was when it was read.
@@ -39,6 +42,16 @@ local function run_info(a)
       cli.failure(text, 'EINVAL', '--netns')
       io.stderr:write(text, '\n')
       return 2
+    end
+    -- The namespace asked for must be there: the record of another one (its
+    -- parts each holding the error) is no answer. meta.collect keeps such
+    -- errors in the record for a run's places, where the rest still counts.
+    local entered, msg, code = require('qoslab.netns').run(a.netns, function() return true end)
+    if not entered then
+      local text = string.format('qoslab info: --netns %s: %s', a.netns, tostring(msg))
+      cli.failure(text, code, '--netns')
+      io.stderr:write(text, ' (', tostring(code), ')\n')
+      return 1
     end
   end
   local ok, rec = pcall(M.record, { netns = a.netns, ifnames = a.ifname })
