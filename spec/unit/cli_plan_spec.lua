@@ -191,6 +191,26 @@ local tb = qoslab.testbed { impair = { delay_ms = -5 } }
       assert.is_truthy(io.open(dir .. '/old', 'r'))
     end)
 
+    -- A plan that only prints (the README's tput.lua) ended well and left a
+    -- folder holding {"plan": "tput"}: no exit_status, no page, though the
+    -- run had said "results in" it. A folder made for a run that got
+    -- nothing now goes whatever the end; one that stays records the end.
+    it('a successful run that writes nothing removes its folder; a kept folder records the end', function()
+      write(dir .. '/tput.lua', 'print("result: 42")')
+      local rc, out, err = qoslab(dir, 'run ' .. q(dir .. '/tput.lua') .. ' --out ' .. q(dir .. '/new/o'))
+      assert.equal(0, rc, err)
+      assert.equal('result: 42\n', out)
+      local last = 'qoslab run: nothing was written; removed the empty ' .. dir .. '/new/o\n'
+      assert.equal(last, err:sub(-#last))
+      assert.is_nil(io.open(dir .. '/new/o', 'r'))
+      os.execute('mkdir ' .. q(dir .. '/old'))
+      rc = qoslab(dir, 'run ' .. q(dir .. '/tput.lua') .. ' --out ' .. q(dir .. '/old'))
+      assert.equal(0, rc)
+      local mark = assert(slurp(dir .. '/old/qoslab-run.json'))
+      assert.same({ plan = 'tput', exit_status = 0 }, require('cjson').decode(mark))
+      assert.is_nil(slurp(dir .. '/old/index.html'))
+    end)
+
     it('inside the guest progress goes to stdout, in order with what the plan prints', function()
       write(dir .. '/p.lua', [[
 qoslab.plan.sweep { name = 'g', params = { x = { 1, 2 } }, run = function(p) return p.x end }

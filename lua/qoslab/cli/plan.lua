@@ -193,19 +193,20 @@ end
 -- After a run: say where its results are, or that there are none.
 local function report_end(cmdname, status, made, o)
   local signame = SIGNAL_NAMES[status]
-  if status ~= 0 and made and M.remove_if_empty(o.out) then
+  -- A folder made for the run that got nothing goes again, however the run
+  -- ended (a plan that only prints, too): no folder holding only its mark.
+  if made and M.remove_if_empty(o.out) then
     eprint('qoslab ', cmdname, ': nothing was written; removed the empty ', M.shell_quote(o.out))
     return true
   end
-  -- A page only for a folder with something to show (a plan may write
-  -- nothing: its folder then stays as it was).
-  local shown = false
+  -- Every folder that stays records the run's end; a page only for one
+  -- with something to show.
+  mark_end(o.out, status, o.error)
   for _, n in ipairs(fs.list(o.out) or {}) do
-    if n ~= MARK and n ~= 'meta.json' and n ~= 'index.html' then shown = true break end
-  end
-  if shown then
-    mark_end(o.out, status, o.error)
-    M.write_report(cmdname, o.out)
+    if n ~= MARK and n ~= 'meta.json' and n ~= 'index.html' then
+      M.write_report(cmdname, o.out)
+      break
+    end
   end
   if signame then
     eprint('qoslab ', cmdname, ': results so far in ', M.shell_quote(o.out), ' (continue with: qoslab ',
