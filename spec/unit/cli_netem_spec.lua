@@ -191,6 +191,37 @@ describe('qoslab netem check (bin/qoslab)', function()
     assert.matches('^qoslab.netem.parse: loss: expected a percentage', err)
   end)
 
+  -- `netem check --spec-json '{"delay_ms":5}'` failed with "missing
+  -- argument 'dev'": the device was a required argument of every action.
+  it('--spec-json: the spec as JSON, no device; the other actions still need one', function()
+    local out, err = qoslab([[netem check --spec-json '{"delay_ms":5}']])
+    assert.equal('netem limit 1000 delay 5ms\nrc=0\n', out)
+    assert.equal('', err)
+    out = qoslab([[netem check --spec-json '{"loss_pct":5,"loss_corr_pct":25}' --json]])
+    local j = require('cjson').decode(out:match('^(.-)\nrc=0\n$'))
+    assert.same({ limit_packets = 1000, loss_pct = 5, loss_corr_pct = 25 }, j.spec)
+    assert.equal('CORRELATED_LOSS', j.advice[1].code)
+    out, err = qoslab([[netem check --spec-json '{"delay_ms":-5}']])
+    assert.equal('rc=2\n', out)
+    assert.equal('qoslab netem check: spec.delay_ms: expected a finite number in [0, 1000000000], '
+      .. 'got -5\n', err)
+    out, err = qoslab([[netem check delay 5ms --spec-json '{}']])
+    assert.equal('rc=2\n', out)
+    assert.matches('--spec-json or tc-netem options, not both', err, 1, true)
+    out, err = qoslab('netem check')
+    assert.equal('rc=2\n', out)
+    assert.matches('needs tc-netem options', err, 1, true)
+    out, err = qoslab([[netem set --spec-json '{"delay_ms":5}']])
+    assert.equal('rc=2\n', out)
+    assert.equal("Usage: qoslab netem ACTION [DEV] [SPEC...] [options]\nqoslab netem: error: "
+      .. "missing argument 'dev'\nsee qoslab netem --help\n", err)
+    -- the line written for a missing device is the parser's own usage line
+    local cli = require 'qoslab.cli'
+    local cmd = require('argparse')('qoslab'):command('netem')
+    require('qoslab.cli.netem').commands.netem.describe(cmd)
+    assert.equal(require('qoslab.cli.netem').USAGE, cli.usage_line(cmd))
+  end)
+
   it('a device before the spec, as `set` takes it: named, with the command without it', function()
     local out, err = qoslab('netem check lo delay 10ms')
     assert.equal('rc=2\n', out)
@@ -220,7 +251,7 @@ describe('qoslab netem check (bin/qoslab)', function()
     -- an unknown option is still one, with the command's one usage line
     local out, err = qoslab('netem show lo --bogus')
     assert.equal('rc=2\n', out)
-    assert.equal("Usage: qoslab netem ACTION DEV [SPEC...] [options]\nqoslab netem: error: "
+    assert.equal("Usage: qoslab netem ACTION [DEV] [SPEC...] [options]\nqoslab netem: error: "
       .. "unknown option '--bogus'\nsee qoslab netem --help\n", err)
   end)
 

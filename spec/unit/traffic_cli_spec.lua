@@ -248,7 +248,7 @@ describe('bin/qoslab exit status for bad command lines', function()
       { 'client 127.0.0.1 -P 0', 'Usage: qoslab client HOST [options]', 'client' },
       { 'server --frobnicate', 'Usage: qoslab server [options]', 'server' },
       { 'run', 'Usage: qoslab run FILE [ARGS...] [options]', 'run' },
-      { 'netem show', 'Usage: qoslab netem ACTION DEV [SPEC...] [options]', 'netem' },
+      { 'netem show', 'Usage: qoslab netem ACTION [DEV] [SPEC...] [options]', 'netem' },
     } do
       local status, out, err = qoslab(c[1])
       assert.equal(2, status, c[1])

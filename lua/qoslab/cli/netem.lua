@@ -7,6 +7,7 @@
 --     qoslab netem clear veth0 --ingress
 --     qoslab netem set veth0 --spec-json '{"delay_ms": 50, "loss_pct": 1}' --json
 --     qoslab netem check loss 5% 25%      (no device, no kernel netem needed)
+--     qoslab netem check --spec-json '{"delay_ms": 5}' --json
 --
 -- `limit auto` sizes the queue as `qoslab.netem` documents. Put `--` before
 -- options with negative numbers (rate overheads). Exit status: 0 done,
@@ -48,20 +49,34 @@ local function cli_warning(text)
   end
 end
 
--- `check SPEC`: the words after `check` are all the spec (dev included).
--- The canonical spec and netem.check's advice, without the kernel.
+-- `check SPEC` or `check --spec-json JSON`: the words after `check` are all
+-- the spec (argparse's dev included). The canonical spec and netem.check's
+-- advice, without the kernel.
 local function check_only(a, netem, cjson)
   local words = { a.dev }
   for _, w in ipairs(a.spec) do words[#words + 1] = w end
   local ok, canon, advice = pcall(function()
-    local spec = netem.parse(table.concat(words, ' '))
+    local spec
+    if a.spec_json then
+      if #words > 0 then
+        error('qoslab netem check: --spec-json or tc-netem options, not both (got "'
+          .. table.concat(words, ' ') .. '" too)', 0)
+      end
+      spec = M.spec_from_json('--spec-json', a.spec_json)
+    elseif #words == 0 then
+      error('qoslab netem check: needs tc-netem options, e.g. delay 50ms loss 1% (or --spec-json)', 0)
+    else
+      spec = netem.parse(table.concat(words, ' '))
+    end
     local c, adv = netem.check(spec, 'qoslab netem check')
     return c, adv
   end)
   if not ok then
-    eprint((tostring(canon):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)))
+    local text = tostring(canon):gsub('^[^\n:]-qoslab/cli/netem%.lua:%d+: ', '', 1)
+    cli.failure(text, 'EINVAL', cli.field_of(text) or (a.spec_json and '--spec-json') or nil)
+    eprint(text)
     -- `check dev spec`, as `set` is written: the spec alone parses
-    if #words > 1 and pcall(netem.parse, table.concat(words, ' ', 2)) then
+    if not a.spec_json and #words > 1 and pcall(netem.parse, table.concat(words, ' ', 2)) then
       eprint(string.format('qoslab netem check: takes the spec alone, no device: drop %q '
         .. '(qoslab netem check %s)', words[1], table.concat(words, ' ', 2)))
     end
@@ -115,10 +130,22 @@ local function usage_text(e)
 end
 M.usage_text = usage_text
 
+-- The error argparse gives for a missing argument, for the actions that
+-- need the device (dev is optional in the parser: check takes none).
+local function missing_dev(cmd_usage)
+  local msg = "missing argument 'dev'"
+  cli.failure(msg, 'EINVAL', 'dev')
+  eprint(cmd_usage)
+  eprint('qoslab netem: error: ', msg)
+  eprint('see qoslab netem --help')
+  return 2
+end
+
 local function run(a)
   local netem = require 'qoslab.netem'
   local cjson = require 'cjson'
   if a.action == 'check' then return check_only(a, netem, cjson) end
+  if not a.dev then return missing_dev(M.USAGE) end
   local o = opts_of(a)
   local verb, dev = a.action, a.dev
   local spec
@@ -198,20 +225,24 @@ local function run(a)
   return 0
 end
 
+--- The command's usage line (as the parser writes it on an error).
+M.USAGE = 'Usage: qoslab netem ACTION [DEV] [SPEC...] [options]'
+
 M.commands.netem = {
   describe = function(cmd)
     cmd:summary('Show, set, clear or count netem on a device (tc-netem(8) syntax); check a spec.')
     cmd:argument('action', 'show | set | clear | stats | check (a spec alone: no device, no '
       .. 'kernel netem; prints it canonical and its advice)')
       :choices { 'show', 'set', 'clear', 'stats', 'check' }
-    cmd:argument('dev', 'Network device (check: the spec\'s first word).')
+    cmd:argument('dev', 'Network device (check takes none: its first word is the spec\'s).')
+      :args('?')
     cmd:argument('spec', 'For set: tc-netem(8) options, e.g. delay 50ms 5ms loss 1% limit auto.'):args('*')
     cmd:option('--netns', 'Named network namespace of the device (ip netns).')
     cmd:option('--parent', 'Parent class MAJ:MIN (default root), e.g. 1:1 under tbf.')
     cmd:flag('--ingress', 'Impair incoming traffic (through an ifb device).')
     cmd:option('--src', 'With --ingress: only traffic from ADDR[/PREFIX].')
-    cmd:option('--spec-json', 'For set, instead of tc-netem options: the qoslab.netem Lua spec '
-      .. 'as a JSON object, e.g. \'{"delay_ms": 50, "loss_pct": 1}\'.'):argname('JSON')
+    cmd:option('--spec-json', 'For set and check, instead of tc-netem options: the qoslab.netem '
+      .. 'Lua spec as a JSON object, e.g. \'{"delay_ms": 50, "loss_pct": 1}\'.'):argname('JSON')
     cmd:flag('--json', 'Print JSON (set and clear: {"ok": true, ...} with what was applied).')
   end,
   run = run,
