@@ -40,8 +40,7 @@ static const char *push_shown(lua_State *L, const char *s, size_t len)
 	return lua_tostring(L, -1);
 }
 
-/* A short description of the value at idx for error messages. */
-static const char *describe(lua_State *L, int idx)
+const char *qlb_describe(lua_State *L, int idx)
 {
 	idx = lua_absindex(L, idx);
 	switch (lua_type(L, idx)) {
@@ -49,9 +48,13 @@ static const char *describe(lua_State *L, int idx)
 		if (lua_isinteger(L, idx))
 			return lua_pushfstring(L, "%I", (LUAI_UACINT)lua_tointeger(L, idx));
 		else {
-			double v = lua_tonumber(L, idx);
+			lua_Number v = lua_tonumber(L, idx);
+			lua_Integer i;
 			if (v != v)
 				return lua_pushliteral(L, "nan");
+			/* 1e9 reads as 1000000000, not 1000000000.0 (as written) */
+			if (v == floor(v) && lua_numbertointeger(v, &i))
+				return lua_pushfstring(L, "%I", (LUAI_UACINT)i);
 			return lua_pushfstring(L, "%s", luaL_tolstring(L, idx, NULL));
 		}
 	case LUA_TBOOLEAN:
@@ -70,7 +73,7 @@ static const char *describe(lua_State *L, int idx)
 int qlb_field_error(lua_State *L, const char *ctx, const char *field,
 		    const char *expected, int idx)
 {
-	const char *got = describe(L, idx);
+	const char *got = qlb_describe(L, idx);
 	return luaL_error(L, "%s: %s: expected %s, got %s", ctx, field, expected,
 			  got);
 }

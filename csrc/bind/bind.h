@@ -44,6 +44,12 @@ int qlb_interrupted(lua_State *L, lua_Hook mark);
 /* Same as qlb_fail for rc < 0; for rc >= 0 returns 0 (nothing pushed). */
 int qlb_check(lua_State *L, int rc, const ql_err *e);
 
+/* Push and return how a message shows the value at idx: a number as
+ * written (a float with an integral value as an integer: 1e9 is
+ * 1000000000), "nan", a boolean, string "text" (NULs as \0), else its
+ * type name. Lua's qoslab.check.describe says the same. */
+const char *qlb_describe(lua_State *L, int idx);
+
 /* Raise "<ctx>: <field>: expected <expected>, got <what is at idx>". */
 int qlb_field_error(lua_State *L, const char *ctx, const char *field,
 		    const char *expected, int idx);

@@ -200,7 +200,7 @@ static void read_spec_fields(lua_State *L, int idx, const char *ctx, ql_netem_sp
 		if (dv > 0 && dv < 8)
 			luaL_error(L, "%s: spec.rate_bps: expected 0 (no limit) or at least 8 "
 				   "(bits/s; the kernel takes whole bytes/s), got %s", ctx,
-				   lua_pushfstring(L, "%f", dv));
+				   (lua_pushnumber(L, dv), qlb_describe(L, -1)));
 		s->rate_bytes_per_s = (uint64_t)(dv / 8);  /* as tc: bits/s -> bytes/s */
 	}
 	if (qlb_opt_integer(L, idx, ctx, "spec", "rate_packet_overhead_bytes", INT32_MIN, INT32_MAX, &iv))

@@ -3,10 +3,16 @@
 -- @module qoslab.check
 local M = {}
 
+--- A value as an error message shows it: `string "x"`, a number as written
+-- (a float with an integral value as an integer: 1e9 is 1000000000, not
+-- 1000000000.0), `nan`, a boolean, else its type.
+-- @param v any value
+-- @treturn string
 local function describe(v)
   if type(v) == 'string' then return string.format('string %q', v) end
   if type(v) == 'number' and v ~= v then return 'nan' end
-  if type(v) == 'number' or type(v) == 'boolean' then return tostring(v) end
+  if type(v) == 'number' then return tostring(math.tointeger(v) or v) end
+  if type(v) == 'boolean' then return tostring(v) end
   return type(v)
 end
 M.describe = describe

@@ -14,6 +14,24 @@ describe('qoslab.check', function()
     assert.error_matches(function() check.keys('f', 'opts', { bogus = 1 }, { a = true }) end,
       'f: opts%.bogus: unknown key %(known keys: a%)')
   end)
+  -- Whole numbers given as floats read "got 1.0", "got 1000000000.0" (Lua's
+  -- tostring); the Lua describer and the binding's now write them as integers.
+  it('a float with an integral value reads as an integer, here and in the binding', function()
+    assert.equal('1000000000', check.describe(1e9))
+    assert.equal('-5', check.describe(-5.0))
+    assert.equal('1.5', check.describe(1.5))
+    assert.equal('1e+30', check.describe(1e30))
+    assert.equal('inf', check.describe(math.huge))
+    assert.equal('nan', check.describe(0 / 0))
+    assert.error_matches(function() check.integer('f', 'n', 4.0, 1, 3) end, 'got 4$')
+    local traffic = require 'qoslab.traffic'
+    assert.error_matches(function() traffic.run { host = 'x', parallel = 200.0 } end,
+      'opts%.parallel: expected an integer in %[1, 128%], got 200$')
+    assert.error_matches(function() traffic.run { host = 'x', omit_s = 1e9 } end, 'got 1000000000$')
+    assert.error_matches(function() require('qoslab.netem').check { rate_bps = 1.0 } end,
+      'spec%.rate_bps: expected 0 %(no limit%) or at least 8 %(bits/s; the kernel takes whole '
+      .. 'bytes/s%), got 1$')
+  end)
   it('returns values and defaults', function()
     assert.equal(5, check.integer('f', 'n', nil, 1, 9, 5))
     assert.equal(3, math.tointeger(check.integer('f', 'n', 3.0, 1, 9)))
