@@ -262,6 +262,18 @@ describe('bin/qoslab exit status for bad command lines', function()
     end
   end)
 
+  -- argparse right-aligned an option's aliases on lines of their own
+  -- ("       -p <port>,        Server port." over "   --port <port>").
+  it('--help writes short and long flags on one line, as iperf3 does', function()
+    local status, out = qoslab('client --help')
+    assert.equal(0, status)
+    assert.matches('\n   %-p, %-%-port <port>%s+Server port%.', out)
+    assert.matches('\n   %-k, %-%-blockcount <blockcount>\n%s+UDP datagrams', out)
+    assert.matches('\n   %-u, %-%-udp%s+Use UDP', out)
+    assert.is_nil(out:find('\n%s+%-%-port <port>\n'), out)
+    assert.is_nil(out:find('<port>,', 1, true), out)
+  end)
+
   it('--help lists the iperf3 flags', function()
     local status, out = qoslab('client --help')
     assert.equal(0, status)

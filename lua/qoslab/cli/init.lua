@@ -200,6 +200,22 @@ function M.dash_words(argv, cmd)
   return opts
 end
 
+--- Put each option's aliases on one line of its help, "-p, --port <port>",
+-- as iperf3 and GNU tools write them: argparse right-aligns them on lines of
+-- their own ("    -p <port>," over "--port <port>"), which reads as
+-- misaligned beside the other options.
+-- @tparam table cmd argparse parser or command
+function M.one_line_labels(cmd)
+  for _, o in ipairs(cmd._options or {}) do
+    if #(o._public_aliases or {}) > 1 then
+      o._get_label_lines = function(self)
+        local args = table.concat(self:_get_argument_list(), ' ')
+        return { table.concat(self._public_aliases, ', ') .. (args ~= '' and (' ' .. args) or '') }
+      end
+    end
+  end
+end
+
 --- The one-line usage of a command, as iperf3 prints it: its positional
 -- arguments in capitals and "[options]", e.g.
 -- "Usage: qoslab client HOST [options]".
@@ -444,6 +460,7 @@ function M.main_status(argv)
   for _, name in ipairs(order) do
     local cmd = parser:command(name)
     M.commands[name].describe(cmd)
+    M.one_line_labels(cmd)
     cmds[name] = cmd
   end
   local args = { table.unpack(argv, 1) }
