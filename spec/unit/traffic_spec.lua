@@ -227,6 +227,17 @@ describe('qoslab.traffic summary', function()
     assert.truthy(find_line(lines_of(tostring(res)), '^qoslab TCP test %[::1%]:5201'))
   end)
 
+  -- A server's result printed "qoslab TCP test 127.0.0.99:5400": the
+  -- client's address with the server's port, an endpoint that never existed.
+  it('a server\'s view names the client with its port, then the server\'s port', function()
+    local res = fixture {}
+    res.local_role, res.host, res.port, res.peer_port = 'server', '127.0.0.99', 5400, 43210
+    assert.truthy(find_line(lines_of(tostring(res)),
+      '^qoslab TCP test from 127%.0%.0%.99:43210 to port 5400, peer qoslab, 1 stream, .*, server view$'))
+    res.host = '::1'
+    assert.truthy(find_line(lines_of(tostring(res)), '^qoslab TCP test from %[::1%]:43210 to port 5400,'))
+  end)
+
   it('one stream has no SUM rows; reverse rows say the server sends', function()
     local L = lines_of(tostring(fixture { reverse = true }))
     assert.truthy(find_line(L, 'reverse %(server sends%)'))

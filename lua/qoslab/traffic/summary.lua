@@ -109,8 +109,16 @@ function M.summary(res)
     or 'forward (client sends)'
   local host = tostring(res.host)
   if host:find(':', 1, true) then host = '[' .. host .. ']' end   -- IPv6, RFC 3986 style
-  out[#out + 1] = string.format('qoslab %s test %s:%s, peer %s, %d stream%s, %s, %s view',
-    udp and 'UDP' or 'TCP', host, tostring(res.port), tostring(res.peer),
+  -- The client's view names the server it reached, HOST:PORT; a server's
+  -- result holds the client's address with the server's own port, so it
+  -- names the client with its control connection's port, then that port.
+  local where = host .. ':' .. tostring(res.port)
+  if res.local_role == 'server' then
+    where = string.format('from %s%s to port %s', host,
+      res.peer_port and (':' .. tostring(res.peer_port)) or '', tostring(res.port))
+  end
+  out[#out + 1] = string.format('qoslab %s test %s, peer %s, %d stream%s, %s, %s view',
+    udp and 'UDP' or 'TCP', where, tostring(res.peer),
     res.parallel or 0, (res.parallel or 0) == 1 and '' or 's', mode, tostring(res.local_role))
   out[#out + 1] = string.format('duration %.2f s measured%s', res.duration_s or 0,
     (res.omit_s or 0) > 0 and string.format(' after %.2f s omitted', res.omit_s) or '')
