@@ -263,7 +263,12 @@ end
 --   qoslab run/demo --backend sets (set_default_backend), else "netem" when
 --   the kernel has sch_netem and "link" when it has not, for every testbed:
 --   IPv6 and a router too). "netem": impairments are kernel netem
---   qdiscs on the veth ends; "link": no veth, the client and server namespaces are joined
+--   qdiscs on the veth ends; on a kernel without sch_netem such a testbed is
+--   still built (the veths and the shaper need no netem: a shaped veth path,
+--   as the router testbed's specs use), and an impairment returns ENOTSUP
+--   saying why (`opts.impair`: the creation returns it, after removing what
+--   it made; later, `:impair`): a testbed to impair there takes "auto" or
+--   "link"; "link": no veth, the client and server namespaces are joined
 --   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
 --   addresses client_addr and server_addr, with ipv6 also client_addr6 and
 --   server_addr6 /64 on the devices), which impairs both directions natively

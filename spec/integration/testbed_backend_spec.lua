@@ -140,6 +140,28 @@ describe('qoslab.testbed backend "auto" (root)', function()
     assert.is_nil(log:find('impair a qoslab.testbed', 1, true))
   end)
 
+  -- Decided, not changed: a netem testbed is built on a kernel without
+  -- sch_netem (a shaped veth path needs none; the router testbed's specs
+  -- use one); its impairment, at creation or later, is ENOTSUP naming why.
+  it('backend = "netem" asked for without sch_netem: built, its impairment ENOTSUP naming opts.backend', function()
+    local defer = H.cleanups(finally)
+    if here_backend == 'netem' then return pending('the kernel has netem') end
+    local tb = assert(testbed { backend = 'netem', rate_bps = 1e8 })
+    defer(function() tb:close() end)
+    assert.same({ 'netem', 1e8 }, { tb.backend, tb.rate_bps })
+    local ok, msg, code = tb:impair { delay_ms = 5 }
+    assert.is_nil(ok)
+    assert.equal('ENOTSUP', code)
+    assert.matches('opts.backend = "netem" and this kernel has no sch_netem', msg, 1, true)
+    tb:close()
+    local before = H.netns_count()
+    local none, cmsg, ccode = testbed { backend = 'netem', rate_bps = 1e8, impair = { delay_ms = 5 } }
+    assert.is_nil(none)
+    assert.equal('ENOTSUP', ccode)
+    assert.matches('opts.backend = "netem" and this kernel has no sch_netem', cmsg, 1, true)
+    assert.equal(before, H.netns_count())
+  end)
+
   it('the link backend, asked for or the process default, joins IPv6 and router testbeds', function()
     local defer = H.cleanups(finally)
     local tb6 = assert(testbed { backend = 'link', ipv6 = true })
