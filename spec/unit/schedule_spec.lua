@@ -197,7 +197,7 @@ describe('qoslab.schedule traces', function()
   it('bounds the steps of a trace', function()
     write(dir .. '/f.trace', '1\n')
     assert.equal('qoslab.schedule.read_mahimahi: opts.duration_s: expected at most 100000 windows of '
-      .. 'opts.window_ms = 100 ms, i.e. 10000 s (qoslab.schedule.MAX_STEPS steps), got ' .. tostring(1e6),
+      .. 'opts.window_ms = 100 ms, i.e. 10000 s (qoslab.schedule.MAX_STEPS steps), got 1000000',
       err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1e6 }))
     assert.matches('opts.duration_s: expected at most 100000 windows of opts.window_ms = 10 ms, i.e. 1000 s',
       err_of(schedule.read_mahimahi, dir .. '/f.trace', { duration_s = 1000.001, window_ms = 10 }), 1, true)
