@@ -24,6 +24,7 @@
  * core.ifb_attach(ifname, ifb, src, netns)     -> created | nil, msg, code
  * core.ifb_detach(ifname, ifb, netns)          -> removed | nil, msg, code
  * core.link_exists(name, netns)                -> bool | nil, msg, code
+ * core.NETEM_SPEC_KEYS                         -> the spec's keys, a list
  */
 #include <errno.h>
 #include <linux/pkt_sched.h>
@@ -827,4 +828,12 @@ void qlb_open_netem(lua_State *L)
 		{ NULL, NULL },
 	};
 	luaL_setfuncs(L, fns, 0);
+	/* the spec's keys as a list, for readers that take keys as data (a
+	 * CSV trace's header names its columns) */
+	lua_newtable(L);
+	for (int i = 0; spec_keys[i]; i++) {
+		lua_pushstring(L, spec_keys[i]);
+		lua_rawseti(L, -2, i + 1);
+	}
+	lua_setfield(L, -2, "NETEM_SPEC_KEYS");
 }

@@ -50,6 +50,30 @@ end
 
 local function pat(s) return (s:gsub('%p', '%%%0')) end
 
+-- Check spec as `qoslab.netem.check` does, with netem's message naming
+-- `field` for every "spec" in it (the field, and a cross-field rule's other
+-- field); raised at `level` as error() counts it from the function calling
+-- this. Returns the canonical spec.
+local function check_spec(spec, ctx, field, level)
+  local ok, canon = pcall(netem().check, spec, ctx)
+  if ok then return canon end
+  local msg = tostring(canon):gsub('^' .. pat(ctx) .. ': ', '', 1)
+  msg = (' ' .. msg):gsub('([%s%(])spec([%.:])', '%1' .. field:gsub('%%', '%%%%') .. '%2'):sub(2)
+  error(ctx .. ': ' .. msg, level + 1)
+end
+
+-- Raise when a public function got more arguments than it takes (a
+-- second table given to a reader that takes none, say): `n` it takes, the
+-- rest in `...`; at the public function's caller.
+local function no_more(ctx, n, ...)
+  for i = 1, select('#', ...) do
+    local v = select(i, ...)
+    if v ~= nil then
+      check.fail(ctx, 'argument ' .. (n + i), string.format('nothing (it takes %d)', n), v, 2)
+    end
+  end
+end
+
 --- Check steps (without touching anything) and return them in canonical
 -- form: a list of `{at_s =, spec = canonical spec}` (the spec as
 -- `qoslab.netem.check` returns it).
@@ -98,14 +122,7 @@ function M.check(steps, ctx, backend)
     prev = at
     local spec = {}
     for k, v in pairs(step) do if k ~= 'at_s' then spec[k] = v end end
-    local ok, canon = pcall(netem().check, spec, ctx)
-    if not ok then
-      -- netem's message, every "spec." in it (the field, and a cross-field
-      -- rule's other field) naming this step instead
-      local msg = tostring(canon):gsub('^' .. pat(ctx) .. ': ', '', 1)
-      msg = (' ' .. msg):gsub('([%s%(])spec([%.:])', '%1' .. field:gsub('%%', '%%%%') .. '%2'):sub(2)
-      error(ctx .. ': ' .. msg, 2)
-    end
+    local canon = check_spec(spec, ctx, field, 2)
     if backend == 'link' and canon.limit_packets == 'auto' then
       error(string.format('%s: %s.limit_packets: "auto" is kernel netem\'s (sized from the device); '
         .. 'with backend = "link" give a number of packets', ctx, field), 2)
@@ -115,94 +132,147 @@ function M.check(steps, ctx, backend)
   return out
 end
 
--- The lines of a file, one at a time (a reader that stops early reads no
--- further): an iterator giving line number and line (without a trailing
--- CR), and a function closing the file; or nil, message, "ENOENT".
+--- The most bytes a trace reader reads: 64 MiB (a CSV trace of
+-- `MAX_STEPS` lines is a few MB, mahimahi's own traces are below 10 MB). A
+-- larger file is refused before it is read (EFBIG).
+M.MAX_TRACE_BYTES = 64 << 20
+
+-- The lines of the trace at path: an iterator giving line number and line
+-- (without its end, a CR before it too); or nil, message, CODE as
+-- `core.read_regular_file` fails (ENOENT, EACCES, EISDIR, EFTYPE for a FIFO
+-- or device, which it never opens to wait on, EFBIG, EIO), the message
+-- "<ctx>: <path>: ..." with its advice.
 local function read_lines(ctx, path)
-  check.string(ctx, 'path', path)
-  local f, msg = io.open(path, 'r')
-  if not f then return nil, string.format('%s: cannot open %s', ctx, msg), 'ENOENT' end
-  local ln = 0
-  local it = f:lines()
+  local text, msg, code = core.read_regular_file(path, M.MAX_TRACE_BYTES, ctx .. ':')
+  if not text then return nil, msg, code end
+  local pos, ln = 1, 0
   return function()
-    local line = it()
-    if line == nil then return nil end
-    ln = ln + 1
+    if pos > #text then return nil end
+    local e = text:find('\n', pos, true) or #text + 1
+    local line = text:sub(pos, e - 1)
+    pos, ln = e + 1, ln + 1
     return ln, (line:gsub('\r$', ''))
-  end, function() f:close() end
+  end
+end
+
+-- A trace reader's path, checked at the reader's caller.
+local function check_path(ctx, path)
+  if type(path) ~= 'string' then check.fail(ctx, 'path', 'a string', path, 2) end
+  check.cstring(ctx, 'path', path, nil, 2)
+end
+
+-- A cell's number when it is written in decimal notation ("20", "-1.5",
+-- ".5", "2e6"), else nil: tonumber alone also reads "0x10" as 16 and
+-- "1e400" as inf (which the spec's checks then refuse by its value).
+local function decimal(s)
+  local mant = s:match('^[+-]?([%d.]+)[eE][+-]?%d+$') or s:match('^[+-]?([%d.]+)$')
+  if not mant or not mant:find('%d') or mant:find('%..*%.') then return nil end
+  return tonumber(s)
 end
 
 local function cell_value(s)
   if s == 'true' then return true end
   if s == 'false' then return false end
-  local n = tonumber(s)
+  local n = decimal(s)
   if n ~= nil then return n end
   return s
 end
 
+-- The columns a CSV trace may have after time_s: netem's spec keys (the
+-- binding's own list, the one its checks use).
+local SPEC_KEYS = {}
+for _, k in ipairs(core.NETEM_SPEC_KEYS) do SPEC_KEYS[k] = true end
+
 local csv_steps
 
 --- Read a CSV trace into steps. The first line is the header: `time_s`
--- first, then any of `qoslab.netem`'s top-level spec keys (e.g.
+-- first, then any of `qoslab.netem`'s top-level spec keys, each once (e.g.
 -- `time_s,delay_ms,loss_pct,rate_bps`); every further line is a step from
--- `time_s` on. An empty cell leaves that key out of the step (off); numbers
--- are read with `tonumber`, `true`/`false` as booleans, anything else as a
--- string (a distribution name). Blank lines and lines starting with `#` are
--- skipped. The steps are not checked here: `check` (and every schedule
--- function) does that, naming `steps[i]` = the i-th data line.
--- @tparam string path the file
+-- `time_s` on (seconds from the schedule's start, not decreasing). An empty
+-- cell leaves that key out of the step (off); numbers are read in decimal
+-- notation only (`20`, `0.5`, `1e6`; not `0x10`, `nan` or `inf`),
+-- `true`/`false` as booleans, anything else as a string (a distribution
+-- name). Blank lines and lines starting with `#` are skipped. Each line is
+-- checked as it is read, by the checks a step gets (`check`: netem's rules
+-- for each value, the range of `time_s`), so a bad value is named by its
+-- file, line and column.
+-- @tparam string path the file (no NUL bytes), at most `MAX_TRACE_BYTES`
 -- @treturn table steps `{{at_s =, <key> = value, ...}, ...}`
--- @return or nil, message, "ENOENT" (cannot open) | "EINVAL" (a malformed
---   line: the message names the file, line and column; more than
---   `MAX_STEPS` data lines: it names the first line past the bound)
+-- @return or nil, message, CODE: "EINVAL" for bad content, the message
+--   `"<ctx>: <path>:<line>: <column>: expected ..., got ..."` (a header
+--   that does not start with time_s, an unknown or repeated column, a line
+--   without as many cells as the header, a value a step refuses, a time
+--   before the previous line's, more than `MAX_STEPS` data lines, or no
+--   header or no step at all); "ENOENT" (no such file), "EACCES" (not
+--   readable), "EISDIR" (a directory), "EFTYPE" (a FIFO, device or socket),
+--   "EFBIG" (larger than `MAX_TRACE_BYTES`), "EIO"
+-- @raise when path is not a string (or has a NUL byte), or a second
+--   argument is given (read_csv takes only the path)
 -- @usage local steps = assert(schedule.read_csv('path.csv'))
-function M.read_csv(path)
+function M.read_csv(path, ...)
   local ctx = 'qoslab.schedule.read_csv'
-  local lines, close_or_msg, code = read_lines(ctx, path)
-  if not lines then return nil, close_or_msg, code end
-  local steps, msg
-  steps, msg, code = csv_steps(ctx, path, lines)
-  close_or_msg()
-  return steps, msg, code
+  check_path(ctx, path)
+  no_more(ctx, 1, ...)
+  local lines, msg, code = read_lines(ctx, path)
+  if not lines then return nil, msg, code end
+  return csv_steps(ctx, path, lines)
 end
 
 -- read_csv's parser over the lines of read_lines.
 function csv_steps(ctx, path, lines)
-  local head, steps = nil, {}
+  local head, steps, prev, prev_ln = nil, {}, nil, nil
+  local function bad(ln, fmt, ...)
+    return nil, string.format('%s: %s:%d: ' .. fmt, ctx, path, ln, ...), 'EINVAL'
+  end
   for ln, line in lines do
     if line:match('^%s*$') or line:match('^%s*#') then goto continue end
     local cells = {}
     for c in (line .. ','):gmatch('([^,]*),') do cells[#cells + 1] = c:match('^%s*(.-)%s*$') end
     if not head then
       if cells[1] ~= 'time_s' then
-        return nil, string.format('%s: %s:%d: expected a header starting with time_s, got %q', ctx,
-          path, ln, line), 'EINVAL'
+        return bad(ln, 'expected a header starting with time_s, got %q', line)
       end
       head = cells
+      local seen = { time_s = 1 }
       for j = 2, #head do
-        if not head[j]:match('^[%a_][%w_]*$') or head[j] == 'at_s' then
-          return nil, string.format('%s: %s:%d: column %d: expected a spec key, got %q', ctx, path,
-            ln, j, head[j]), 'EINVAL'
+        local k = head[j]
+        if seen[k] then
+          return bad(ln, 'column %d: expected each column once, got %q again (column %d)', j, k, seen[k])
         end
+        if not SPEC_KEYS[k] then
+          return bad(ln, 'column %d: expected a spec key (known keys: %s), got %q', j,
+            table.concat(core.NETEM_SPEC_KEYS, ', '), k)
+        end
+        seen[k] = j
       end
     else
       if #cells ~= #head then
-        return nil, string.format('%s: %s:%d: expected %d columns as the header, got %d', ctx, path,
-          ln, #head, #cells), 'EINVAL'
+        return bad(ln, 'expected %d columns as the header, got %d', #head, #cells)
       end
-      local t = tonumber(cells[1])
+      local t = decimal(cells[1])
       if not t then
-        return nil, string.format('%s: %s:%d: time_s: expected a number, got %q', ctx, path, ln,
-          cells[1]), 'EINVAL'
+        return bad(ln, 'time_s: expected a number of seconds in decimal notation, got %q', cells[1])
       end
       if #steps == M.MAX_STEPS then
-        return nil, string.format('%s: %s:%d: expected at most %d steps (data lines; '
-          .. 'qoslab.schedule.MAX_STEPS), got more', ctx, path, ln, M.MAX_STEPS), 'EINVAL'
+        return bad(ln, 'expected at most %d steps (data lines; qoslab.schedule.MAX_STEPS), got more',
+          M.MAX_STEPS)
       end
       local step = { at_s = t }
       for j = 2, #head do
         if cells[j] ~= '' then step[head[j]] = cell_value(cells[j]) end
       end
+      -- the checks a step gets, named by the line's column
+      local ok, err = pcall(M.check, { step }, ctx)
+      if not ok then
+        local m = tostring(err):gsub('^' .. pat(ctx) .. ': ', '', 1)
+          :gsub('steps%[1%]%.at_s', 'time_s'):gsub('steps%[1%]%.', '')
+        return bad(ln, '%s', m)
+      end
+      if prev and t < prev then
+        return bad(ln, 'time_s: expected >= %s (the time on line %d: times in order), got %s',
+          tostring(prev), prev_ln, cells[1])
+      end
+      prev, prev_ln = t, ln
       steps[#steps + 1] = step
     end
     ::continue::
@@ -258,23 +328,30 @@ M.MIN_RATE_BPS = 8
 -- `window_ms`: rate_bps = opportunities in the window × 1500 × 8 / window.
 -- Within a window the packets are spaced evenly instead of at the trace's
 -- instants; over each window the bytes delivered are the trace's exactly.
--- @tparam string path the file
+-- @tparam string path the file (no NUL bytes), at most `MAX_TRACE_BYTES`
 -- @tparam table opts
 --   * `duration_s` (number in (0, 1e6], required): how long to replay (the
 --     trace loops); at most `MAX_STEPS` windows (10000 s of 100 ms windows)
 --   * `window_ms` (integer 1..60000, default 100)
 --   * `spec` (table, default {}): other spec keys every step carries (e.g.
---     `{delay_ms = 20}`); its `rate_bps` is overridden
+--     `{delay_ms = 20}`), checked as a step's spec; not `rate_bps`, which
+--     is what the trace sets
 -- @treturn table steps `{{at_s =, rate_bps =, ...}, ...}` (a window without
 --   an opportunity gets `MIN_RATE_BPS`)
--- @return or nil, message, "ENOENT" | "EINVAL" (a line that is not a
---   non-negative integer, times that decrease, or a trace whose last time is 0)
--- @raise on bad opts, naming the field (`opts.duration_s` also when its
---   windows would be more than `MAX_STEPS`)
+-- @return or nil, message, CODE: "EINVAL" (a line that is not a
+--   non-negative integer, times that decrease, or a trace whose last time
+--   is 0: the message names the file and line), or as `read_csv` fails to
+--   read a file ("ENOENT", "EACCES", "EISDIR", "EFTYPE", "EFBIG", "EIO")
+-- @raise on a bad path or bad opts, naming the field (`opts.duration_s`
+--   also when its windows would be more than `MAX_STEPS`;
+--   `opts.spec.<field>` as netem's checks name a step's field), or a third
+--   argument
 -- @usage local steps = assert(schedule.read_mahimahi('cell.up', {duration_s = 10}))
-function M.read_mahimahi(path, opts)
+function M.read_mahimahi(path, opts, ...)
   local ctx = 'qoslab.schedule.read_mahimahi'
+  check_path(ctx, path)
   check.table(ctx, 'opts', opts)
+  no_more(ctx, 2, ...)
   check.keys(ctx, 'opts', opts, { duration_s = true, window_ms = true, spec = true }, 2)
   local dur = opts.duration_s
   if math.type(dur) == nil or dur ~= dur or dur <= 0 or dur > 1e6 then
@@ -291,11 +368,19 @@ function M.read_mahimahi(path, opts)
   end
   local base = opts.spec or {}
   check.table(ctx, 'opts.spec', base)
-  local lines, close_or_msg, code = read_lines(ctx, path)
-  if not lines then return nil, close_or_msg, code end
-  local ks, msg
+  if base.rate_bps ~= nil then
+    error(string.format('%s: opts.spec.rate_bps: the trace sets each window\'s rate_bps (from its '
+      .. 'delivery opportunities): leave it out of opts.spec', ctx), 2)
+  end
+  -- the spec every step gets, checked once here: any rate stands for the
+  -- trace's (the rules ask only whether there is one)
+  local probe = check.raw_copy(base)
+  probe.rate_bps = M.MIN_RATE_BPS
+  check_spec(probe, ctx, 'opts.spec', 2)
+  local lines, msg, code = read_lines(ctx, path)
+  if not lines then return nil, msg, code end
+  local ks
   ks, msg, code = mahimahi_times(ctx, path, lines)
-  close_or_msg()
   if not ks then return nil, msg, code end
   -- Opportunities in ms [0, x) of the replay, x >= 0: whole periods, then
   -- the ms of the period below x % period (a binary search in ks).

@@ -25,6 +25,20 @@ local function slurp(path)
   return s
 end
 
+-- The error of f(...) called from a line of this file, and the position
+-- that line gives a message raised at it ("spec/unit/schedule_spec.lua:N: ").
+local function raised_here(f, ...)
+  local args = table.pack(...)
+  local line
+  local ok, e = pcall(function()
+    line = debug.getinfo(1, 'l').currentline + 1
+    local r = f(table.unpack(args, 1, args.n))
+    return r
+  end)
+  assert.is_false(ok, 'expected an error')
+  return tostring(e), string.format('%s:%d: ', debug.getinfo(1, 'S').short_src, line)
+end
+
 local function err_of(f, ...)
   local ok, e = pcall(f, ...)
   assert.is_false(ok, 'expected an error')
@@ -135,10 +149,10 @@ describe('qoslab.schedule traces', function()
       fails('t,delay_ms\n0,1\n'))
     assert.equal('qoslab.schedule.read_csv: DIR/b.csv:2: expected 2 columns as the header, got 3',
       fails('time_s,delay_ms\n0,1,2\n'))
-    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:3: time_s: expected a number, got "x"',
-      fails('time_s,delay_ms\n0,1\nx,2\n'))
-    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:1: column 2: expected a spec key, got "delay ms"',
-      fails('time_s,delay ms\n0,1\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:3: time_s: expected a number of seconds in decimal '
+      .. 'notation, got "x"', fails('time_s,delay_ms\n0,1\nx,2\n'))
+    assert.matches('^qoslab%.schedule%.read_csv: DIR/b%.csv:1: column 2: expected a spec key %(known keys: '
+      .. 'delay_ms, jitter_ms, .*%), got "delay ms"$', fails('time_s,delay ms\n0,1\n'))
     assert.equal('qoslab.schedule.read_csv: DIR/b.csv: no steps', fails('time_s,delay_ms\n'))
     local v, _, code = schedule.read_csv(dir .. '/none.csv')
     assert.is_nil(v)
@@ -223,6 +237,182 @@ describe('qoslab.schedule traces', function()
     table.remove(rows)
     write(dir .. '/max.csv', table.concat(rows, '\n') .. '\n')
     assert.equal(100000, #assert(schedule.read_csv(dir .. '/max.csv')))
+  end)
+end)
+
+-- A CSV trace was taken as it came and checked only when a schedule
+-- started, without file or line: `abc`, `nan`, `-5`, `inf`, `1e400` became
+-- steps (strings, infinities), an unknown column was any spec key, a
+-- repeated one let the last win, times could go back, and `0x10` was read
+-- as 16 s. Each line is now checked as it is read, by the checks a step
+-- gets, and named by file, line and column.
+describe('qoslab.schedule.read_csv checks each line as it reads it', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  local function fails(text)
+    write(dir .. '/b.csv', text)
+    local v, msg, code = schedule.read_csv(dir .. '/b.csv')
+    assert.is_nil(v)
+    assert.equal('EINVAL', code)
+    return (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR'))
+  end
+
+  it('refuses a value a step refuses, naming file, line and column', function()
+    local P = 'qoslab.schedule.read_csv: DIR/b.csv:'
+    local range = 'expected a finite number in [0, 1000000000], got '
+    assert.equal(P .. '3: delay_ms: ' .. range .. 'string "abc"', fails('time_s,delay_ms\n0,1\n2,abc\n'))
+    assert.equal(P .. '2: delay_ms: ' .. range .. 'string "nan"', fails('time_s,delay_ms\n0,nan\n'))
+    assert.equal(P .. '2: delay_ms: ' .. range .. '-5', fails('time_s,delay_ms\n0,-5\n'))
+    assert.equal(P .. '2: delay_ms: ' .. range .. 'string "inf"', fails('time_s,delay_ms\n0,inf\n'))
+    assert.equal(P .. '2: delay_ms: ' .. range .. 'inf', fails('time_s,delay_ms\n0,1e400\n'))
+    assert.equal(P .. '2: loss_pct: expected a finite number in [0, 100], got 150',
+      fails('time_s,delay_ms,loss_pct\n0,1,150\n'))
+    -- a rule between two columns names both as columns
+    assert.equal(P .. '2: reorder_pct: reordering needs delay_ms > 0 (packets are reordered by '
+      .. 'sending them without the delay)', fails('time_s,delay_ms,reorder_pct\n0,0,5\n'))
+    -- time_s: decimal notation, the range of at_s, in order
+    assert.equal(P .. '2: time_s: expected a number of seconds in decimal notation, got "0x10"',
+      fails('time_s,delay_ms\n0x10,1\n'))
+    assert.equal(P .. '2: delay_ms: ' .. range .. 'string "0x10"', fails('time_s,delay_ms\n0,0x10\n'))
+    assert.equal(P .. '2: time_s: expected a finite number of seconds in [0, 1e9], got -5',
+      fails('time_s,delay_ms\n-5,1\n'))
+    assert.equal(P .. '2: time_s: expected a finite number of seconds in [0, 1e9], got inf',
+      fails('time_s,delay_ms\n1e400,1\n'))
+    assert.equal(P .. '2: time_s: expected a number of seconds in decimal notation, got "nan"',
+      fails('time_s,delay_ms\nnan,1\n'))
+    assert.equal(P .. '5: time_s: expected >= 5 (the time on line 3: times in order), got 1',
+      fails('time_s,delay_ms\n0,1\n5,2\n# back in time\n1,3\n'))
+  end)
+
+  it('refuses an unknown or a repeated column at the header', function()
+    assert.matches('^qoslab%.schedule%.read_csv: DIR/b%.csv:1: column 2: expected a spec key %(known keys: '
+      .. 'delay_ms, .*, keep_order%), got "bogus"$', fails('time_s,bogus\n0,1\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:2: column 3: expected each column once, got '
+      .. '"delay_ms" again (column 2)', fails('# a comment first\ntime_s,delay_ms,delay_ms\n0,1,2\n'))
+    assert.equal('qoslab.schedule.read_csv: DIR/b.csv:1: column 2: expected each column once, got '
+      .. '"time_s" again (column 1)', fails('time_s,time_s\n0,1\n'))
+  end)
+
+  it('reads decimal numbers in every notation, and the values a step takes', function()
+    write(dir .. '/ok.csv', 'time_s,delay_ms,loss_pct,limit_packets,ecn\n'
+      .. '0,20,,auto,\n.5,1e2,+0.5,,\n1.,2.5E1,1,2000,\n1,0,1,,true\n')
+    assert.same({
+      { at_s = 0, delay_ms = 20, limit_packets = 'auto' },
+      { at_s = 0.5, delay_ms = 100.0, loss_pct = 0.5 },
+      { at_s = 1.0, delay_ms = 25.0, loss_pct = 1, limit_packets = 2000 },
+      { at_s = 1, delay_ms = 0, loss_pct = 1, ecn = true },
+    }, assert(schedule.read_csv(dir .. '/ok.csv')))
+  end)
+
+  -- read_csv took and ignored any second argument (read_csv(path, {bogus =
+  -- 1}) read as if it were an option).
+  it('raises at the caller\'s line for a bad path or a second argument', function()
+    write(dir .. '/ok.csv', 'time_s,delay_ms\n0,1\n')
+    local e, here = raised_here(schedule.read_csv, dir .. '/ok.csv', { bogus = 1 })
+    assert.equal(here .. 'qoslab.schedule.read_csv: argument 2: expected nothing (it takes 1), got table', e)
+    e, here = raised_here(schedule.read_csv, 5)
+    assert.equal(here .. 'qoslab.schedule.read_csv: path: expected a string, got 5', e)
+    e, here = raised_here(schedule.read_csv, nil)
+    assert.equal(here .. 'qoslab.schedule.read_csv: path: expected a string, got nil', e)
+    e, here = raised_here(schedule.read_csv, 'a\0b')
+    assert.equal(here .. 'qoslab.schedule.read_csv: path: expected a string without NUL bytes, got string "a\\0b"', e)
+  end)
+end)
+
+-- read_csv('/tmp/somedir') raised "lua/qoslab/schedule.lua:128: Is a
+-- directory" (the line iterator's error, no function, no code): a file
+-- that cannot be read is the world's failure, returned with a code.
+describe('the trace readers on a file that cannot be read', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("chmod -R u+rwx '" .. dir .. "'; rm -rf '" .. dir .. "'") end)
+
+  local readers = {
+    csv = function(p) return schedule.read_csv(p) end,
+    mahimahi = function(p) return schedule.read_mahimahi(p, { duration_s = 1 }) end,
+  }
+
+  for name, read in pairs(readers) do
+    local ctx = 'qoslab.schedule.read_' .. name
+
+    it(name .. ': a directory is EISDIR, a missing file ENOENT', function()
+      local v, msg, code = read(dir)
+      assert.is_nil(v)
+      assert.equal('EISDIR', code)
+      assert.equal(ctx .. ': ' .. dir .. ': is a directory, not a file', msg)
+      v, msg, code = read(dir .. '/none')
+      assert.is_nil(v)
+      assert.equal('ENOENT', code)
+      assert.equal(ctx .. ': ' .. dir .. '/none: cannot read it: No such file or directory (check the path)', msg)
+    end)
+
+    it(name .. ': a FIFO is refused unopened (EFTYPE), an unreadable file is EACCES', function()
+      assert(os.execute("mkfifo '" .. dir .. "/fifo'"))
+      local v, msg, code = read(dir .. '/fifo')
+      assert.is_nil(v)
+      assert.equal('EFTYPE', code)
+      assert.matches(ctx .. ': ' .. dir .. '/fifo: ', msg, 1, true)
+      write(dir .. '/locked', name == 'csv' and 'time_s,delay_ms\n0,1\n' or '1\n')
+      assert(os.execute("chmod 000 '" .. dir .. "/locked' && chmod 755 '" .. dir .. "'"))
+      local p = assert(io.popen('id -u'))
+      local uid = p:read('l')
+      p:close()
+      local out
+      if uid == '0' then
+        -- root reads any file: the reader runs as nobody
+        write(dir .. '/read.lua', string.format([[
+package.path = './lua/?.lua;' .. package.path
+package.cpath = './%s/?.so;' .. package.cpath
+local s = require 'qoslab.schedule'
+local v, msg, code
+if %q == 'csv' then v, msg, code = s.read_csv(%q) else v, msg, code = s.read_mahimahi(%q, { duration_s = 1 }) end
+io.write(tostring(v), '|', tostring(msg), '|', tostring(code))
+]], os.getenv('QOSLAB_BUILD') or 'build', name, dir .. '/locked', dir .. '/locked'))
+        p = assert(io.popen("setpriv --reuid=65534 --regid=65534 --clear-groups lua5.4 '" .. dir
+          .. "/read.lua' 2>&1"))
+        out = p:read('a')
+        p:close()
+      else
+        local r1, r2, r3 = read(dir .. '/locked')
+        out = table.concat({ tostring(r1), tostring(r2), tostring(r3) }, '|')
+      end
+      assert.equal('nil|' .. ctx .. ': ' .. dir .. '/locked: cannot open it: Permission denied '
+        .. '(no permission to read it)|EACCES', out)
+    end)
+  end
+end)
+
+-- read_mahimahi took opts.spec unchecked: {delay_ms = -1} failed only
+-- when a schedule started, and {rate_bps = 5} was overwritten by the
+-- trace's rates without a word.
+describe('qoslab.schedule.read_mahimahi opts', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  it('checks opts.spec as a step\'s spec and refuses rate_bps in it, at the caller\'s line', function()
+    write(dir .. '/m.trace', '1\n')
+    local p = dir .. '/m.trace'
+    local ctx = 'qoslab.schedule.read_mahimahi'
+    local e, here = raised_here(schedule.read_mahimahi, p, { duration_s = 2, spec = { delay_ms = -1 } })
+    assert.equal(here .. ctx .. ': opts.spec.delay_ms: expected a finite number in [0, 1000000000], got -1', e)
+    e, here = raised_here(schedule.read_mahimahi, p, { duration_s = 2, spec = { rate_bps = 5 } })
+    assert.equal(here .. ctx .. ": opts.spec.rate_bps: the trace sets each window's rate_bps (from its "
+      .. 'delivery opportunities): leave it out of opts.spec', e)
+    e, here = raised_here(schedule.read_mahimahi, p, { duration_s = 2, spec = { at_s = 1 } })
+    assert.matches(here .. ctx .. ': opts.spec.at_s: unknown key', e, 1, true)
+    e, here = raised_here(schedule.read_mahimahi, p, { duration_s = 2, spec = { reorder_pct = 1 } })
+    assert.matches(here .. ctx .. ': opts.spec.reorder_pct: reordering needs opts.spec.delay_ms > 0', e, 1, true)
+    e, here = raised_here(schedule.read_mahimahi, p, { duration_s = 2 }, 'x')
+    assert.equal(here .. ctx .. ': argument 3: expected nothing (it takes 2), got string "x"', e)
+    e, here = raised_here(schedule.read_mahimahi, 7, { duration_s = 2 })
+    assert.equal(here .. ctx .. ': path: expected a string, got 7', e)
+    -- a rate rule's other keys are taken: every step has a rate
+    local steps = assert(schedule.read_mahimahi(p, { duration_s = 0.1,
+      spec = { delay_ms = 5, rate_packet_overhead_bytes = 14 } }))
+    assert.same({ { at_s = 0, delay_ms = 5, rate_packet_overhead_bytes = 14, rate_bps = 12000000 } }, steps)
   end)
 end)
 
