@@ -135,14 +135,17 @@ struct ql_netem_spec;
 void qlb_netem_read_spec(lua_State *L, int idx, const char *ctx, struct ql_netem_spec *s);
 
 /*
- * The open qoslab.ImpairLink at idx for a schedule (csrc/bind/schedule.c):
- * while hooked, the link's close first calls stop(ctx). *hook is what
- * qlb_impair_link_unhook takes. Raises when the link is closed or another
- * schedule already holds it.
+ * The open qoslab.ImpairLink at idx for a schedule of direction dir (0
+ * forward, 1 reverse; csrc/bind/schedule.c). While hooked, the link's close
+ * first calls release(ctx); so does the next hook of that direction when
+ * busy(ctx) is 0 (the schedule holding it finished: one left open, as a
+ * REPL leaves it, never blocks the next). *hook is what
+ * qlb_impair_link_unhook takes. Raises when the link is closed or a
+ * schedule still running (busy) holds the direction.
  */
 struct ql_tunlink;
-struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, void (*stop)(void *),
-					void *ctx, void **hook);
+struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, int dir, void (*release)(void *),
+					int (*busy)(void *), void *ctx, void **hook);
 void qlb_impair_link_unhook(void *hook);
 
 void qlb_open_timer(lua_State *L);

@@ -21,11 +21,17 @@
 #define LINK_T "qoslab.ImpairLink"
 #define CTX "qoslab.link.impair_link"
 
+/* A direction's schedule (qlb_impair_link_hook). */
+typedef struct lhook {
+	void (*release)(void *);
+	int (*busy)(void *);
+	void *ctx;
+} lhook;
+
 typedef struct llink {
 	ql_tunlink *l;
 	char a_ifname[16], b_ifname[16];
-	void (*sched_stop)(void *);  /* a schedule's (qlb_impair_link_hook) */
-	void *sched_ctx;
+	lhook sched[2];              /* by direction: forward, reverse */
 } llink;
 
 static const char *const opt_keys[] = {
@@ -251,35 +257,45 @@ static int l_failed(lua_State *L)
 	return 3;
 }
 
-struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, void (*stop)(void *),
-					void *ctx, void **hook)
+/* Let go of the schedule hooked at h (it stops, if it still runs). */
+static void release_hook(lhook *h)
+{
+	if (!h->release)
+		return;
+	lhook was = *h;
+	memset(h, 0, sizeof *h);
+	was.release(was.ctx);
+}
+
+struct ql_tunlink *qlb_impair_link_hook(lua_State *L, int idx, int dir, void (*release)(void *),
+					int (*busy)(void *), void *ctx, void **hook)
 {
 	llink *u = luaL_checkudata(L, idx, LINK_T);
 	if (!u->l)
 		qlb_error(L, "qoslab.schedule", "target.link: the link is closed");
-	if (u->sched_stop)
-		qlb_error(L, "qoslab.schedule", "target.link: another schedule runs on this link (stop it first)");
-	u->sched_stop = stop;
-	u->sched_ctx = ctx;
-	*hook = u;
+	lhook *h = &u->sched[dir ? 1 : 0];
+	if (h->release && h->busy(h->ctx))
+		qlb_error(L, "qoslab.schedule", "target.link: a schedule still runs on its %s direction "
+			  "(stop it first)", directions[dir ? 1 : 0]);
+	release_hook(h);  /* a finished one */
+	h->release = release;
+	h->busy = busy;
+	h->ctx = ctx;
+	*hook = h;
 	return u->l;
 }
 
 void qlb_impair_link_unhook(void *hook)
 {
-	llink *u = hook;
-	u->sched_stop = NULL;
-	u->sched_ctx = NULL;
+	lhook *h = hook;
+	memset(h, 0, sizeof *h);
 }
 
 static int l_close(lua_State *L)
 {
 	llink *u = luaL_checkudata(L, 1, LINK_T);
-	if (u->sched_stop) {
-		void (*stop)(void *) = u->sched_stop;
-		u->sched_stop = NULL;
-		stop(u->sched_ctx);
-	}
+	release_hook(&u->sched[0]);
+	release_hook(&u->sched[1]);
 	if (u->l) {
 		ql_tunlink_close(u->l);
 		u->l = NULL;

@@ -9,8 +9,9 @@
  *     socket, in the target's namespace, from the schedule's thread).
  *   kind "link": target = { link = qoslab.ImpairLink, direction = "forward"
  *     | "reverse" }; each step is the link's atomic spec swap (a step on a
- *     link that failed fails with the link's fault). While the
- *     schedule runs, closing the link stops the schedule first.
+ *     link that failed fails with the link's fault). One schedule per
+ *     direction: while it runs, another is refused and closing the link
+ *     stops it first; once it finished, the next one takes its place.
  *   at_s: offsets from now (seconds, >= 0, in order); specs: wire specs as
  *   qoslab.netem's reader takes them (read and copied here, before the start).
  * sched:entries() -> { {ok =, planned_s =, begun_s =, actual_s =,
@@ -78,14 +79,22 @@ static void sched_stop(lsched *u)
 	}
 }
 
-/* Called by the link's close while the schedule runs. */
-static void on_link_close(void *ctx)
+/* Called by the link's close while the schedule holds the link, or by the
+ * next schedule of its direction once this one finished. */
+static void on_link_release(void *ctx)
 {
 	lsched *u = ctx;
 	if (u->s)
 		ql_sched_stop(u->s);
 	u->link_hook = NULL;
 	u->link = NULL;
+}
+
+/* Whether the schedule holding the link still has steps to run. */
+static int link_busy(void *ctx)
+{
+	lsched *u = ctx;
+	return u->s && !ql_sched_finished(u->s);
 }
 
 static void sched_free(lsched *u)
@@ -193,7 +202,8 @@ static int l_start(lua_State *L)
 		u->dir = luaL_checkoption(L, -1, "forward", dirs);
 		lua_pop(L, 1);
 		lua_getfield(L, 2, "link");  /* 7 */
-		u->link = qlb_impair_link_hook(L, 7, on_link_close, u, &u->link_hook);
+		u->link = qlb_impair_link_hook(L, 7, u->dir, on_link_release, link_busy, u,
+					       &u->link_hook);
 		lua_setiuservalue(L, 5, 1);  /* keeps the link alive */
 	} else {
 		const char *ifname = opt_field_string(L, 2, "ifname");

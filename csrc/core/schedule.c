@@ -157,6 +157,14 @@ int ql_sched_wait(ql_sched *s, int64_t deadline_ns)
 	return done;
 }
 
+int ql_sched_finished(ql_sched *s)
+{
+	pthread_mutex_lock(&s->mu);
+	int done = s->finished;
+	pthread_mutex_unlock(&s->mu);
+	return done;
+}
+
 void ql_sched_stop(ql_sched *s)
 {
 	if (!s || s->joined)

@@ -64,6 +64,10 @@ int ql_sched_entry_get(ql_sched *s, size_t i, ql_sched_entry *out);
  * 0 = deadline. */
 int ql_sched_wait(ql_sched *s, int64_t deadline_ns);
 
+/* Whether the thread is past its last step (every step ran, or the
+ * schedule was stopped), without waiting: 1 or 0. */
+int ql_sched_finished(ql_sched *s);
+
 /* Cancel the steps not yet begun (one being applied completes) and join the
  * thread; idempotent. Returns at once, or when the apply under way returns. */
 void ql_sched_stop(ql_sched *s);

@@ -895,16 +895,23 @@ end
 -- spec from its time on) replaces the netem at its planned instant, applied
 -- by a native thread while the caller goes on (e.g. into a traffic test).
 -- `qoslab.schedule.netem` documents the steps, the timing and the schedule
--- object (`changes`, `lag`, `failed`, `wait`, `stop`, `close`, `attach`).
+-- object (`changes`, `lag`, `failed`, `running`, `wait`, `stop`, `close`,
+-- `attach`). One schedule runs on a netem at a time: a second one is
+-- refused while the first runs, not once it finished or was stopped.
 -- @tparam string ifname device name
 -- @tparam table steps `{{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200, loss_pct = 1}, ...}`
 -- @tparam[opt] table opts `netns`, `parent`, `handle` (egress only), `quiet`
+--   (boolean)
 -- @treturn table the running schedule
 -- @return or nil, message, CODE (ENODEV, EPERM, ... of the first apply)
--- @raise on a bad step, naming `steps[i].<field>` with this module's checks
+-- @raise at the caller's line: a bad ifname or opts, a bad step (naming
+--   `steps[i].<field>` with this module's checks), a schedule still running
+--   on that netem
 -- @usage local s = netem.schedule('veth0', {{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200}})
 function M.schedule(ifname, steps, opts)
-  return require('qoslab.schedule').netem(ifname, steps, opts)
+  -- level 2 from the body: this function's caller (not a tail call)
+  local s, msg, code = require('qoslab.schedule')._netem('qoslab.netem.schedule', 2, ifname, steps, opts)
+  return s, msg, code
 end
 
 return M

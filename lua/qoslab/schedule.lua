@@ -19,6 +19,11 @@
 -- (when the kernel acknowledged it or the link took it); its lag is the
 -- difference.
 --
+-- **One at a time.** A target (a direction of the native link or of a
+-- testbed, a kernel netem) runs one schedule at a time: a second one raises
+-- while the first runs (`s:stop()` it first), and starts once the first
+-- finished or was stopped (`s:running()` tells).
+--
 -- **Traces.** `read_csv` turns a CSV trace (`time_s,<spec keys>`) into steps;
 -- `read_mahimahi` turns a mahimahi packet-delivery trace into rate steps.
 --
@@ -475,6 +480,15 @@ function Schedule:wait(timeout_s)
   end
 end
 
+--- Whether steps are still to come: false once every step ran, or after
+-- `stop` or `close`. Only a running schedule holds its target: once it is
+-- done the next schedule there (on the link's direction, the netem, the
+-- testbed's direction) may start, whether this one is still referenced or
+-- not.
+-- @treturn boolean
+-- @usage if s:running() then s:stop() end
+function Schedule:running() return not self._core:wait(0) end
+
 --- Stop: the steps not yet due are dropped; one being applied completes.
 function Schedule:stop() self._core:stop() end
 
@@ -520,77 +534,120 @@ function Schedule:attach(res)
   return res
 end
 
+-- Levels: a function below that takes `level` raises where error(msg,
+-- level) would in its caller, so a message points at the line that called
+-- the public entry point (schedule.link, schedule.netem and
+-- qoslab.netem.schedule, schedule.testbed and qoslab.Testbed:schedule)
+-- however many frames lie between.
+
+-- The schedule started last on each target (a link's direction, a netem's
+-- place), to refuse a second one there while the first runs (their steps
+-- would replace each other's). Weak: a schedule collected was stopped by
+-- its __gc.
+local holders = setmetatable({}, { __mode = 'v' })
+
+-- "(1 of 3 steps done, the last at at_s = 30)"
+local function progress(s)
+  return string.format('%d of %d steps done, the last at at_s = %s', #s._core:entries(), #s.steps,
+    tostring(s.steps[#s.steps].at_s))
+end
+
+-- Raise when the schedule at holders[key] still runs; `what` names the
+-- target ("the forward direction of the link").
+local function refuse_running(ctx, key, what, level)
+  local s = holders[key]
+  if s and s:running() then
+    error(string.format('%s: %s still runs a schedule (%s): stop that one first (s:stop()), '
+      .. 'or wait until it ends (s:wait())', ctx, what, progress(s)), level + 1)
+  end
+end
+
 -- Start the C schedule: kind "netem"|"link", target as core.schedule_start
--- takes it, canonical steps, the wire spec of each.
-local function start(kind, target, steps, wires, quiet)
+-- takes it, canonical steps, the wire spec of each; held at key.
+local function start(kind, target, steps, wires, quiet, key, level)
   local at = {}
   for i, s in ipairs(steps) do at[i] = s.at_s end
   -- the monotonic time its step times count from (within the start call)
   local t0 = core.now()
-  local c, msg, code = core.schedule_start(kind, target, at, wires)
+  local c, msg, code = check.call(level + 1, core.schedule_start, kind, target, at, wires)
   if not c then return nil, msg, code end
-  return setmetatable({ _core = c, steps = steps, kind = kind, quiet = quiet, _warned = {},
+  local s = setmetatable({ _core = c, steps = steps, kind = kind, quiet = quiet, _warned = {},
     _wires = wires, _t0 = t0 }, Schedule)
+  holders[key] = s
+  return s
 end
 
+-- Steps on a link's direction: the running check, then start.
+local function start_link(ctx, link, dir, canon, wires, quiet, level)
+  local key = string.format('link %p %s', link, dir)
+  refuse_running(ctx, key, string.format('the %s direction of the link', dir), level + 1)
+  return start('link', { link = link, direction = dir }, canon, wires, quiet, key, level + 1)
+end
+
+-- The common options: direction ("forward" | "reverse") and quiet.
 local OPT_KEYS = { quiet = true, direction = true }
+local function link_opts(ctx, opts, level)
+  opts = opts or {}
+  check.table(ctx, 'opts', opts, level)
+  check.keys(ctx, 'opts', opts, OPT_KEYS, level + 1)
+  local dir = check.enum(ctx, 'opts.direction', opts.direction, { 'forward', 'reverse' }, 'forward', level)
+  local quiet = check.boolean(ctx, 'opts.quiet', opts.quiet, false, level)
+  return dir, quiet
+end
+
+local function is_link(v)
+  local mt = type(v) == 'userdata' and getmetatable(v)
+  return type(mt) == 'table' and mt.__name == 'qoslab.ImpairLink'
+end
 
 --- Run steps on the native impairment link (`qoslab.link.impair_link`):
--- each step is the link's atomic spec swap for one direction.
+-- each step is the link's atomic spec swap for one direction. Each
+-- direction runs one schedule at a time: a second one is refused while the
+-- first runs; once it finished (or was stopped) the next takes its place.
 -- @tparam userdata link an open `qoslab.ImpairLink`
 -- @tparam table steps as `check` takes them (or `read_csv`/`read_mahimahi` give)
 -- @tparam[opt] table opts `direction` = "forward" (default) | "reverse",
---   `quiet` (boolean: no stderr line for a failed change)
--- @treturn table a schedule (methods `changes`, `lag`, `failed`, `wait`,
---   `stop`, `close`, `attach`), already running
+--   `quiet` (boolean, default false: true = no stderr line for a failed change)
+-- @treturn table a schedule (methods `changes`, `lag`, `failed`, `running`,
+--   `wait`, `stop`, `close`, `attach`), already running
 -- @return or nil, message, CODE (the thread could not start)
--- @raise on a bad step (as `check`, with backend "link"), a closed link or
---   one that already runs a schedule
+-- @raise at the caller's line, in this order: link not a
+--   `qoslab.ImpairLink` or closed, bad opts (an unknown key, a direction
+--   or quiet of the wrong type), a bad step (as `check`, with backend
+--   "link"), a schedule still running on that direction of the link
 -- @usage local s = schedule.link(l, {{at_s = 0, delay_ms = 10}, {at_s = 2, delay_ms = 100}})
 function M.link(link, steps, opts)
   local ctx = 'qoslab.schedule.link'
-  opts = opts or {}
-  check.table(ctx, 'opts', opts)
-  check.keys(ctx, 'opts', opts, OPT_KEYS, 2)
-  local dir = opts.direction or 'forward'
-  if dir ~= 'forward' and dir ~= 'reverse' then
-    check.fail(ctx, 'opts.direction', '"forward" or "reverse"', dir)
-  end
+  if not is_link(link) then check.fail(ctx, 'link', 'a qoslab.ImpairLink', link) end
+  -- a closed link raises from each of its methods
+  if not pcall(link.failed, link) then error(ctx .. ': link: the link is closed', 2) end
+  local dir, quiet = link_opts(ctx, opts, 2)
   local canon = check.call(2, M.check, steps, ctx, 'link')
   local wires = {}
   for i, s in ipairs(canon) do wires[i] = s.spec end
-  return start('link', { link = link, direction = dir }, canon, wires, opts.quiet)
+  local s, msg, code = start_link(ctx, link, dir, canon, wires, quiet, 2)
+  return s, msg, code
 end
 
---- Run steps on a kernel netem (`qoslab.netem.schedule` is this function).
--- Each step is resolved as `qoslab.netem.apply` resolves a spec
--- (`limit_packets = "auto"` sized for the step, `keep_order` turned into a
--- rate) before the first runs; each is then one atomic replace of the netem.
--- If no netem is there yet, the first step's spec is applied at once through
--- `qoslab.netem.apply` (so the qdisc is known to cleanup), and again at its time.
--- @tparam string ifname device
--- @tparam table steps as `check` takes them
--- @tparam[opt] table opts `netns`, `parent`, `handle` (as `qoslab.netem.apply`;
---   egress only), `quiet`
--- @treturn table a schedule (see `link`), already running
--- @return or nil, message, CODE: that of the first apply (ENODEV, EPERM, ...)
---   or of the thread's start
--- @raise on a bad step, naming `steps[i].<field>`, or bad opts
--- @usage local s = netem.schedule('veth0', {{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200, loss_pct = 1}})
-function M.netem(ifname, steps, opts)
-  local ctx = 'qoslab.netem.schedule'
+-- schedule.netem's body under ctx; what names the
+-- target in the refusal of a second schedule (default: the device).
+local function netem_impl(ctx, level, ifname, steps, opts, what)
   opts = opts or {}
-  check.table(ctx, 'opts', opts)
+  check.table(ctx, 'opts', opts, level)
+  local quiet = check.boolean(ctx, 'opts.quiet', opts.quiet, false, level)
   local nopts = {}
   for k, v in pairs(opts) do if k ~= 'quiet' then nopts[k] = v end end
   if nopts.direction ~= nil and nopts.direction ~= 'egress' then
-    check.fail(ctx, 'opts.direction', '"egress" (a schedule replaces an egress netem)', nopts.direction)
+    check.fail(ctx, 'opts.direction', '"egress" (a schedule replaces an egress netem)', nopts.direction,
+      level)
   end
-  local canon = check.call(2, M.check, steps, ctx)
+  -- the device and opts first (netem's own checks), then the steps
+  local _, where = check.call(level + 1, core.netem_check, ctx, 'apply', ifname, {}, nopts)
+  local canon = check.call(level + 1, M.check, steps, ctx)
   local N = netem()
   local wires = {}
   for i, s in ipairs(canon) do
-    local w, o = check.call(2, core.netem_check, ctx, 'apply', ifname, s.spec, nopts)
+    local w, o = check.call(level + 1, core.netem_check, ctx, 'apply', ifname, s.spec, nopts)
     if w.limit_packets == 'auto' then
       w.limit_packets = math.max(1000, (N.needed_limit(ifname, w, nopts)))
     end
@@ -603,51 +660,81 @@ function M.netem(ifname, steps, opts)
     end
     wires[i] = w
   end
+  local key = table.concat({ 'netem', where.netns or '', ifname, where.parent or 'root' }, '|')
+  refuse_running(ctx, key, what or string.format('the netem of %s (%sparent %s)', ifname,
+    where.netns and ('namespace ' .. where.netns .. ', ') or '', where.parent or 'root'), level + 1)
   local have, msg, code = N.get(ifname, nopts)
   if have == nil and msg then return nil, msg, code end
   if have == nil then
-    local ok, m2, c2 = N.apply(ifname, steps[1] and canon[1].spec, { netns = nopts.netns,
-      parent = nopts.parent, handle = nopts.handle, quiet = opts.quiet })
+    local ok, m2, c2 = N.apply(ifname, canon[1].spec, { netns = nopts.netns,
+      parent = nopts.parent, handle = nopts.handle, quiet = quiet })
     if not ok then return nil, m2, c2 end
   end
   return start('netem', { ifname = ifname, netns = nopts.netns, parent = nopts.parent,
-    handle = nopts.handle }, canon, wires, opts.quiet)
+    handle = nopts.handle }, canon, wires, quiet, key, level + 1)
+end
+M._netem = netem_impl
+
+--- Run steps on a kernel netem (`qoslab.netem.schedule` is this function).
+-- Each step is resolved as `qoslab.netem.apply` resolves a spec
+-- (`limit_packets = "auto"` sized for the step, `keep_order` turned into a
+-- rate) before the first runs; each is then one atomic replace of the netem.
+-- If no netem is there yet, the first step's spec is applied at once through
+-- `qoslab.netem.apply` (so the qdisc is known to cleanup), and again at its time.
+-- One schedule runs on a netem (device, namespace, parent) at a time: a
+-- second one is refused while the first runs, not once it finished.
+-- @tparam string ifname device
+-- @tparam table steps as `check` takes them
+-- @tparam[opt] table opts `netns`, `parent`, `handle` (as `qoslab.netem.apply`;
+--   egress only), `quiet` (boolean, default false)
+-- @treturn table a schedule (see `link`), already running
+-- @return or nil, message, CODE: that of the first apply (ENODEV, EPERM, ...)
+--   or of the thread's start
+-- @raise at the caller's line, in this order: a bad ifname or opts, a bad
+--   step (naming `steps[i].<field>`), a schedule still running on that netem
+-- @usage local s = netem.schedule('veth0', {{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200, loss_pct = 1}})
+function M.netem(ifname, steps, opts)
+  local s, msg, code = netem_impl('qoslab.netem.schedule', 2, ifname, steps, opts)
+  return s, msg, code
 end
 
---- Run steps on one direction of a testbed while tests run
--- (`qoslab.Testbed:schedule` is this function): on the native link with
--- backend "link", else on the netem at the place `tb:impair` uses.
--- @tparam table tb an open testbed
--- @tparam table|string steps as `check` takes them, or the path of a CSV
---   trace (`read_csv`)
--- @tparam[opt] table opts `direction` = "forward" (default: the client's
---   egress) | "reverse", `quiet`
--- @tparam function where (direction) -> ifname, netns, parent: the
---   testbed's netem place
--- @tparam[opt] table linkops with backend "link": `spec(spec)` -> the spec
---   with `limit_packets = "auto"` resolved as `tb:impair` resolves it, and
---   `failure()` -> nil, or message, "ELINKFAILED" when the link failed
--- @treturn table a schedule (see `link`), already running; the testbed
---   stops it when it closes
--- @return or nil, message, CODE (a trace that cannot be read, a failed
---   first apply, the thread's start, a failed link's ELINKFAILED)
--- @raise as `link` / `netem`, naming qoslab.Testbed:schedule
-function M.testbed(tb, steps, opts, where, linkops)
+-- schedule.testbed's body (what qoslab.Testbed:schedule calls: a frame
+-- nearer its caller than schedule.testbed).
+local function testbed_impl(level, tb, steps, opts, where, linkops)
   local ctx = 'qoslab.Testbed:schedule'
-  opts = opts or {}
-  check.table(ctx, 'opts', opts, 2)
-  check.keys(ctx, 'opts', opts, OPT_KEYS, 3)
-  local dir = opts.direction or 'forward'
-  if dir ~= 'forward' and dir ~= 'reverse' then
-    check.fail(ctx, 'opts.direction', '"forward" or "reverse"', dir, 2)
+  local mt = type(tb) == 'table' and getmetatable(tb)
+  if type(mt) ~= 'table' or mt.__name ~= 'qoslab.Testbed' then
+    check.fail(ctx, 'tb', 'a qoslab.Testbed', tb, level)
+  end
+  if tb._closed then error(ctx .. ': the testbed is closed', level + 1) end
+  local dir, quiet = link_opts(ctx, opts, level + 1)
+  if type(where) ~= 'function' then
+    check.fail(ctx, 'where', 'a function (direction) -> ifname, netns, parent', where, level)
   end
   if type(steps) == 'string' then
+    check.cstring(ctx, 'steps', steps, nil, level)
     local st, msg, code = M.read_csv(steps)
     if not st then return nil, msg, code end
     steps = st
   end
   -- the testbed sizes "auto" for its link (linkops.spec), as tb:impair does
-  local canon = check.call(2, M.check, steps, ctx, not (linkops and linkops.spec) and tb.backend or nil)
+  local canon = check.call(level + 1, M.check, steps, ctx,
+    not (linkops and linkops.spec) and tb.backend or nil)
+  -- the schedules done are forgotten (the testbed keeps what they left in
+  -- force: linkops.retire); one still running on this direction refuses
+  local live = {}
+  for _, old in ipairs(tb._schedules or {}) do
+    if old:running() then
+      if old._direction == dir then
+        error(string.format('%s: the %s direction still runs a schedule (%s): stop that one first '
+          .. '(s:stop()), or wait until it ends (s:wait())', ctx, dir, progress(old)), level + 1)
+      end
+      live[#live + 1] = old
+    elseif linkops and linkops.retire then
+      linkops.retire(old)
+    end
+  end
+  tb._schedules = live
   local s, msg, code
   if tb._link then
     if linkops and linkops.failure then
@@ -656,18 +743,46 @@ function M.testbed(tb, steps, opts, where, linkops)
     end
     local wires = {}
     for i, c in ipairs(canon) do wires[i] = linkops and linkops.spec and linkops.spec(c.spec) or c.spec end
-    s, msg, code = start('link', { link = tb._link, direction = dir }, canon, wires, opts.quiet)
+    s, msg, code = start_link(ctx, tb._link, dir, canon, wires, quiet, level + 1)
   else
     local ifname, ns, parent = where(dir)
-    local ok
-    ok, s, msg, code = pcall(M.netem, ifname, steps, { netns = ns, parent = parent, quiet = opts.quiet })
-    if not ok then error((tostring(s):gsub('^qoslab%.netem%.schedule', ctx, 1)), 2) end
+    s, msg, code = netem_impl(ctx, level + 1, ifname, steps, { netns = ns, parent = parent, quiet = quiet },
+      string.format('the %s direction', dir))
   end
   if not s then return nil, msg, code end
   s._direction = dir
-  tb._schedules = tb._schedules or {}
   tb._schedules[#tb._schedules + 1] = s
   return s
+end
+M._testbed = testbed_impl
+
+--- Run steps on one direction of a testbed while tests run
+-- (`qoslab.Testbed:schedule` calls it): on the native link with
+-- backend "link", else on the netem at the place `tb:impair` uses. Each
+-- direction runs one schedule at a time: a second one is refused while the
+-- first runs; a schedule that finished (or was stopped) is forgotten, its
+-- last step staying in force.
+-- @tparam table tb an open testbed
+-- @tparam table|string steps as `check` takes them, or the path of a CSV
+--   trace (`read_csv`)
+-- @tparam[opt] table opts `direction` = "forward" (default: the client's
+--   egress) | "reverse", `quiet` (boolean, default false)
+-- @tparam function where (direction) -> ifname, netns, parent: the
+--   testbed's netem place
+-- @tparam[opt] table linkops with backend "link": `spec(spec)` -> the spec
+--   with `limit_packets = "auto"` resolved as `tb:impair` resolves it, and
+--   `failure()` -> nil, or message, "ELINKFAILED" when the link failed;
+--   `retire(s)`: called with each schedule done, before it is forgotten
+-- @treturn table a schedule (see `link`), already running; the testbed
+--   stops it when it closes
+-- @return or nil, message, CODE (a trace that cannot be read, a failed
+--   first apply, the thread's start, a failed link's ELINKFAILED)
+-- @raise at the caller's line, in this order: tb not an open testbed, bad
+--   opts, a bad step (as `check`), a schedule still running on the
+--   direction; messages name qoslab.Testbed:schedule
+function M.testbed(tb, steps, opts, where, linkops)
+  local s, msg, code = testbed_impl(2, tb, steps, opts, where, linkops)
+  return s, msg, code
 end
 
 return M

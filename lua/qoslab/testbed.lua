@@ -515,23 +515,63 @@ function TB:impair(spec, direction)
   error(err, 0)
 end
 
+-- The spec in force on a direction of the link after schedule s's changes,
+-- given the spec n that took hold at the monotonic time at: the latest of
+-- them (by the time each took hold), and its time.
+local function after_schedule(s, n, at)
+  for i, c in ipairs(s:changes()) do
+    local t = c.ok and c.actual_s and s._t0 + c.actual_s
+    if t and t >= at then
+      n, at = not is_empty(s._wires[i]) and core.netem_normalize(s._wires[i]) or nil, t
+    end
+  end
+  return n, at
+end
+
+-- A schedule done, forgotten by the testbed: on the link, its last change
+-- becomes the record of the spec in force (when it came after :impair's);
+-- a netem holds its own.
+local function retire(tb, s)
+  if not tb._link or not s._t0 then return end
+  local d = s._direction
+  local key = d == 'forward' and '_impair_fwd' or '_impair_rev'
+  tb._impair_at = tb._impair_at or {}
+  tb[key], tb._impair_at[d] = after_schedule(s, tb[key], tb._impair_at[d] or -math.huge)
+end
+
 --- Change the impairment over time while tests run: steps applied at their
 -- times by a native thread (`qoslab.schedule.testbed` documents it all).
+-- Each direction runs one schedule at a time: while one runs, another on
+-- its direction is refused (stop it with `s:stop()`); one that finished or
+-- was stopped is forgotten, its last step staying in force (`tb:impair {}`
+-- removes it).
 -- @tparam table|string steps `{{at_s = 0, delay_ms = 20}, {at_s = 5,
 --   delay_ms = 200, loss_pct = 1}, ...}` or a CSV trace's path
 -- @tparam[opt] table opts `direction` = "forward" | "reverse", `quiet`
+--   (boolean)
 -- @treturn table the running schedule (`:attach(res)` puts its changes in a result)
 -- @return or nil, message, CODE ("ELINKFAILED" when the testbed's link
 --   failed; with backend "link" a step's `limit_packets = "auto"` is sized as
 --   `:impair` sizes it)
+-- @raise at the caller's line: a closed testbed, bad opts, a bad step
+--   (`"qoslab.Testbed:schedule: steps[2].at_s: expected ..."`), a schedule
+--   still running on the direction
 -- @usage local s = tb:schedule{{at_s = 0, delay_ms = 10}, {at_s = 2, delay_ms = 100}}
 function TB:schedule(steps, opts)
   self_check(self, 'schedule')
   if self._closed then error('qoslab.Testbed:schedule: the testbed is closed', 2) end
-  return no_netem(self, require('qoslab.schedule').testbed(self, steps, opts,
+  -- level 2 from the schedule's body: this method's caller
+  local s, msg, code = require('qoslab.schedule')._testbed(2, self, steps, opts,
     function(direction) return side(self, direction) end,
     { spec = function(spec) return link_spec(self, spec) end,
-      failure = function() return link_failure(self) end }))
+      failure = function() return link_failure(self) end,
+      retire = function(old) retire(self, old) end })
+  -- a netem the schedule made or replaced is the testbed's to remove
+  -- (tb:impair {}) and to read back (tb:get)
+  if s and not self._link then
+    self[s._direction == 'forward' and '_impair_fwd' or '_impair_rev'] = true
+  end
+  return no_netem(self, s, msg, code)
 end
 
 -- The spec a direction of the link runs now: the latest of what :impair set
@@ -540,14 +580,7 @@ local function current_link_spec(tb, direction)
   local n = tb[direction == 'forward' and '_impair_fwd' or '_impair_rev']
   local at = tb._impair_at and tb._impair_at[direction] or -math.huge
   for _, s in ipairs(tb._schedules or {}) do
-    if s._direction == direction and s._t0 then
-      for i, c in ipairs(s:changes()) do
-        local t = c.ok and c.actual_s and s._t0 + c.actual_s
-        if t and t >= at then
-          n, at = not is_empty(s._wires[i]) and core.netem_normalize(s._wires[i]) or nil, t
-        end
-      end
-    end
+    if s._direction == direction and s._t0 then n, at = after_schedule(s, n, at) end
   end
   return n
 end

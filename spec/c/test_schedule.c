@@ -43,6 +43,7 @@ TEST(steps_run_in_order_at_their_instants)
 	CHECK_EQ_INT(ql_sched_start(off, 4, t0, apply, &r, &s, &e), 0);
 	CHECK_EQ_INT(ql_sched_start_ns(s), t0);
 	CHECK_EQ_INT(ql_sched_wait(s, ql_now_ns() + 5 * QL_NS_PER_S), 1);
+	CHECK_EQ_INT(ql_sched_finished(s), 1);
 	CHECK_EQ_INT(ql_sched_done(s), 4);
 	CHECK_EQ_INT(r.calls, 4);
 	for (size_t i = 0; i < 4; i++) {
@@ -97,8 +98,10 @@ TEST(stop_drops_the_steps_not_yet_due)
 	while (ql_sched_done(s) < 1 && ql_now_ns() < until)
 		CHECK_EQ_INT(ql_sched_wait(s, ql_now_ns() + 50000000), 0);
 	CHECK_EQ_INT(ql_sched_done(s), 1);
+	CHECK_EQ_INT(ql_sched_finished(s), 0);   /* asked without waiting */
 	int64_t t = ql_now_ns();
 	ql_sched_stop(s);
+	CHECK_EQ_INT(ql_sched_finished(s), 1);
 	CHECK(ql_now_ns() - t < QL_NS_PER_S);    /* woken, not slept out */
 	ql_sched_stop(s);                         /* idempotent */
 	CHECK_EQ_INT(ql_sched_wait(s, 0), 1);

@@ -18,6 +18,27 @@ local function cleanups() return H.cleanups(finally) end
 
 local sender_rtt_ms = H.sender_rtt_ms
 
+-- The error of f(...) called from a line of this file, and the position
+-- that line gives a message raised at it ("spec/integration/...:N: ").
+local function raised_here(f, ...)
+  local args = table.pack(...)
+  local line
+  local ok, e = pcall(function()
+    line = debug.getinfo(1, 'l').currentline + 1
+    local r = f(table.unpack(args, 1, args.n))
+    return r
+  end)
+  assert.is_false(ok, 'expected an error')
+  return tostring(e), string.format('%s:%d: ', debug.getinfo(1, 'S').short_src, line)
+end
+
+-- Wait (up to 5 s) until schedule s has run n steps.
+local function until_done(s, n)
+  local t0 = H.now()
+  while #s:changes() < n and H.now() - t0 < 5 do H.sleep(0.01) end
+  assert.equal(n, #s:changes())
+end
+
 describe('qoslab.Testbed:schedule on the link', function()
   it('a delay step at 2 s shows in the RTT of a 4 s TCP test and in the change log', function()
     local defer = cleanups()
@@ -162,6 +183,78 @@ describe('qoslab.Testbed:schedule on the link', function()
     assert.is_true(sched:wait(0))
     assert.equal(1, #sched:changes())
   end)
+end)
+
+-- A finished schedule blocked every later one on the testbed: the link
+-- kept its schedule hook until the handle was collected, and the testbed
+-- kept the handle, so `s:wait(2); s = nil; collectgarbage()` and a new
+-- tb:schedule raised "lua/qoslab/schedule.lua:445: qoslab.schedule:
+-- target.link: another schedule runs on this link (stop it first)": false
+-- (it had finished), in the library, and before the new steps' own checks.
+-- It also held the whole link: a schedule on the other direction was
+-- refused too. Step errors pointed at testbed.lua, a bad quiet passed.
+describe('one schedule per direction on the link', function()
+  it('a finished or stopped schedule no longer blocks the next; a running one refuses at the caller\'s line',
+    function()
+      local defer = cleanups()
+      local tb = assert(qoslab.testbed { backend = 'link' })
+      defer(function() tb:close() end)
+      local ctx = 'qoslab.Testbed:schedule'
+      -- the user's case: finished, dropped, collected (the testbed held it)
+      local s = assert(tb:schedule { { at_s = 0, delay_ms = 20 } })
+      assert.is_true(s:wait(2))
+      assert.is_false(s:running())
+      s = nil -- luacheck: no unused
+      collectgarbage()
+      local done = assert(tb:schedule { { at_s = 0, delay_ms = 5 } })
+      assert.is_true(done:wait(2))
+      -- finished and still referenced (a REPL's): no block either
+      local running = assert(tb:schedule { { at_s = 0, delay_ms = 6 }, { at_s = 30, delay_ms = 7 } })
+      defer(function() running:close() end)
+      until_done(running, 1)
+      assert.is_true(running:running())
+      assert.equal(6, tb:get().client.impair.delay_ms)
+      -- while it runs: the new steps' own errors first, then the refusal,
+      -- each at the caller's line
+      local e, here = raised_here(tb.schedule, tb, { { at_s = 5, delay_ms = 1 }, { at_s = 1 } })
+      assert.equal(here .. ctx .. ': steps[2].at_s: expected >= steps[1].at_s = 5 (steps in time order), got 1', e)
+      e, here = raised_here(tb.schedule, tb, { { at_s = 0 } }, { quiet = 'yes' })
+      assert.equal(here .. ctx .. ': opts.quiet: expected a boolean, got string "yes"', e)
+      e, here = raised_here(tb.schedule, tb, { { at_s = 0, delay_ms = 1 } })
+      assert.equal(here .. ctx .. ': the forward direction still runs a schedule (1 of 2 steps done, the last '
+        .. 'at at_s = 30): stop that one first (s:stop()), or wait until it ends (s:wait())', e)
+      -- the link itself says the same of its direction
+      e, here = raised_here(qoslab.schedule.link, tb._link, { { at_s = 0, delay_ms = 1 } })
+      assert.equal(here .. 'qoslab.schedule.link: the forward direction of the link still runs a schedule '
+        .. '(1 of 2 steps done, the last at at_s = 30): stop that one first (s:stop()), or wait until it '
+        .. 'ends (s:wait())', e)
+      -- the other direction is another target
+      local rev = assert(tb:schedule({ { at_s = 0, delay_ms = 3 } }, { direction = 'reverse' }))
+      assert.is_true(rev:wait(2))
+      assert.is_true(rev:changes()[1].ok)
+      assert.equal(3, tb:get().server.impair.delay_ms)
+      -- stopped: the next takes its place; the stopped one's last change
+      -- stays in force until the new one's first step is due
+      running:stop()
+      assert.is_false(running:running())
+      local later = assert(tb:schedule { { at_s = 0.5, delay_ms = 8 } })
+      assert.equal(6, tb:get().client.impair.delay_ms)
+      assert.is_true(later:wait(3))
+      assert.is_true(later:changes()[1].ok)
+      assert.equal(8, tb:get().client.impair.delay_ms)
+      assert.equal(3, tb:get().server.impair.delay_ms)
+      -- and a link's schedule finished is replaced there too
+      local direct = assert(qoslab.schedule.link(tb._link, { { at_s = 0, delay_ms = 9 } }))
+      assert.is_true(direct:wait(2))
+      assert.is_true(direct:changes()[1].ok)
+      direct = assert(qoslab.schedule.link(tb._link, { { at_s = 0, delay_ms = 4 } }))
+      assert.is_true(direct:wait(2))
+      assert.is_true(direct:changes()[1].ok)
+      -- a closed link is named as the argument
+      tb:close()
+      e, here = raised_here(qoslab.schedule.link, tb._link, { { at_s = 0 } })
+      assert.equal(here .. 'qoslab.schedule.link: link: the link is closed', e)
+    end)
 end)
 
 -- examples/schedule.lua, natively (backend auto takes the native link on a

@@ -74,4 +74,40 @@ describe('schedules on kernel netem', function()
     assert(need > 1000, 'a veth at 20 ms needs more than the default limit')
     assert.equal(need, got.limit_packets)
   end)
+
+  -- Two schedules on one netem replaced each other's steps (nothing
+  -- refused the second), and a netem a testbed's schedule made was not the
+  -- testbed's: tb:impair {} left it in place and tb:get() did not show it.
+  it('one schedule per netem while it runs, not after; the testbed removes a netem its schedule made', function()
+    local defer = cleanups()
+    local tb = assert(testbed { backend = 'netem' })
+    defer(function() tb:close() end)
+    local o = { netns = tb.client_netns }
+    local s = assert(netem.schedule(tb.client_ifname, { { at_s = 0, delay_ms = 2 }, { at_s = 30, delay_ms = 3 } },
+      { netns = o.netns, quiet = true }))
+    defer(function() s:close() end)
+    local t0 = H.now()
+    while #s:changes() < 1 and H.now() - t0 < 5 do H.sleep(0.02) end
+    local busy = ' still runs a schedule (1 of 2 steps done, the last at at_s = 30): stop that one first '
+      .. '(s:stop()), or wait until it ends (s:wait())'
+    local ok, err = pcall(netem.schedule, tb.client_ifname, { { at_s = 0, delay_ms = 4 } }, o)
+    assert.is_false(ok)
+    assert.matches('qoslab.netem.schedule: the netem of ' .. tb.client_ifname .. ' (namespace ' .. o.netns
+      .. ', parent root)' .. busy, err, 1, true)
+    ok, err = pcall(tb.schedule, tb, { { at_s = 0, delay_ms = 4 } })
+    assert.is_false(ok)
+    assert.matches('qoslab.Testbed:schedule: the forward direction' .. busy, err, 1, true)
+    assert.equal(2, netem.get(tb.client_ifname, o).delay_ms)   -- nothing changed
+    s:stop()
+    local s2 = assert(tb:schedule { { at_s = 0, delay_ms = 4 } })
+    assert.is_true(s2:wait(5))
+    local s3 = assert(tb:schedule { { at_s = 0, delay_ms = 6 } })   -- s2 finished, still referenced
+    assert.is_true(s3:wait(5))
+    assert.is_false((s3:failed()))
+    assert.equal(6, netem.get(tb.client_ifname, o).delay_ms)
+    assert.equal(6, tb:get().client.impair.delay_ms)
+    assert.is_true(tb:impair {})
+    assert.is_nil(netem.get(tb.client_ifname, o))
+    assert.is_nil(tb:get().client.impair)
+  end)
 end)

@@ -416,6 +416,67 @@ describe('qoslab.schedule.read_mahimahi opts', function()
   end)
 end)
 
+-- Errors of the schedule functions pointed into the library
+-- ("lua/qoslab/testbed.lua:526: qoslab.Testbed:schedule: steps[2].at_s:
+-- ..."), a link that was not one was C's "bad argument #7 to
+-- 'schedule_start'", and opts were not type-checked (quiet = 'yes'). Each
+-- is raised at the caller's line, naming the argument. (On a real testbed
+-- and link: spec/integration/schedule_link_spec.lua.)
+describe('the schedule functions raise at the caller\'s line', function()
+  local netem = require 'qoslab.netem'
+  -- a testbed as schedule.testbed sees one: the checks come before it is used
+  local tb = setmetatable({ backend = 'link', _closed = false }, { __name = 'qoslab.Testbed' })
+  local function where() return 'x', nil, nil end
+
+  it('schedule.link: the link, the opts, the steps', function()
+    local e, here = raised_here(schedule.link, {}, { { at_s = 0 } })
+    assert.equal(here .. 'qoslab.schedule.link: link: expected a qoslab.ImpairLink, got table', e)
+    e, here = raised_here(schedule.link, io.stdout, { { at_s = 0 } })
+    assert.equal(here .. 'qoslab.schedule.link: link: expected a qoslab.ImpairLink, got userdata', e)
+    e, here = raised_here(schedule.link, nil, { { at_s = 0 } })
+    assert.equal(here .. 'qoslab.schedule.link: link: expected a qoslab.ImpairLink, got nil', e)
+  end)
+
+  it('qoslab.netem.schedule and schedule.netem: the device, the opts, the steps', function()
+    for _, f in ipairs { netem.schedule, schedule.netem } do
+      local e, here = raised_here(f, {}, { { at_s = 0 } })
+      assert.equal(here .. 'qoslab.netem.schedule: ifname: expected a device name of 1..15 characters '
+        .. '(no NUL), got table', e)
+      e, here = raised_here(f, 'lo', { { at_s = 5 }, { at_s = 1 } })
+      assert.equal(here .. 'qoslab.netem.schedule: steps[2].at_s: expected >= steps[1].at_s = 5 '
+        .. '(steps in time order), got 1', e)
+      e, here = raised_here(f, 'lo', { { at_s = 0, delay_ms = -1 } })
+      assert.equal(here .. 'qoslab.netem.schedule: steps[1].delay_ms: expected a finite number in '
+        .. '[0, 1000000000], got -1', e)
+      e, here = raised_here(f, 'lo', { { at_s = 0 } }, { quiet = 'yes' })
+      assert.equal(here .. 'qoslab.netem.schedule: opts.quiet: expected a boolean, got string "yes"', e)
+      e, here = raised_here(f, 'lo', { { at_s = 0 } }, { bogus = 1 })
+      assert.matches(here .. 'qoslab.netem.schedule: opts.bogus: unknown key', e, 1, true)
+      e, here = raised_here(f, 'lo', { { at_s = 0 } }, { direction = 'ingress' })
+      assert.matches(here .. 'qoslab.netem.schedule: opts.direction: expected "egress"', e, 1, true)
+      e, here = raised_here(f, 'lo', { { at_s = 0 } }, 5)
+      assert.equal(here .. 'qoslab.netem.schedule: opts: expected a table, got 5', e)
+    end
+  end)
+
+  it('schedule.testbed: the testbed, the opts, the steps', function()
+    local ctx = 'qoslab.Testbed:schedule'
+    local e, here = raised_here(schedule.testbed, {}, { { at_s = 0 } }, nil, where)
+    assert.equal(here .. ctx .. ': tb: expected a qoslab.Testbed, got table', e)
+    e, here = raised_here(schedule.testbed, tb, { { at_s = 5, delay_ms = 1 }, { at_s = 1 } }, nil, where)
+    assert.equal(here .. ctx .. ': steps[2].at_s: expected >= steps[1].at_s = 5 (steps in time order), got 1', e)
+    e, here = raised_here(schedule.testbed, tb, { { at_s = 0 } }, { quiet = 'yes' }, where)
+    assert.equal(here .. ctx .. ': opts.quiet: expected a boolean, got string "yes"', e)
+    e, here = raised_here(schedule.testbed, tb, { { at_s = 0 } }, { direction = 'up' }, where)
+    assert.equal(here .. ctx .. ': opts.direction: expected one of "forward", "reverse", got string "up"', e)
+    e, here = raised_here(schedule.testbed, tb, { { at_s = 0 } }, { bogus = true }, where)
+    assert.equal(here .. ctx .. ': opts.bogus: unknown key (known keys: direction, quiet)', e)
+    e, here = raised_here(schedule.testbed, setmetatable({ _closed = true }, getmetatable(tb)), { { at_s = 0 } },
+      nil, where)
+    assert.equal(here .. ctx .. ': the testbed is closed', e)
+  end)
+end)
+
 describe('qoslab.plot.timeseries with impairment changes', function()
   local dir
   before_each(function() dir = tmpdir() end)
