@@ -650,9 +650,10 @@ describe('qoslab.plan.sweep option errors, at the caller', function()
     raises(function() local s = sweep(opts { params = { p = { 1, 1 } } }) return s end,
       'qoslab.plan.sweep: opts.params.p[2]: expected a value not listed before, got 1 '
       .. '(a duplicate of opts.params.p[1])')
-    -- 1 and 1.0 are one point (one key, one record)
+    -- 1 and 1.0 are one point (one key, one record; messages write an
+    -- integral float as an integer)
     raises(function() local s = sweep(opts { params = { p = { 1, 2, 1.0 } } }) return s end,
-      'qoslab.plan.sweep: opts.params.p[3]: expected a value not listed before, got 1.0 '
+      'qoslab.plan.sweep: opts.params.p[3]: expected a value not listed before, got 1 '
       .. '(a duplicate of opts.params.p[1])')
     raises(function() local s = sweep(opts { params = { m = { 'x', 'x' } } }) return s end,
       'qoslab.plan.sweep: opts.params.m[2]: expected a value not listed before, got string "x" '
