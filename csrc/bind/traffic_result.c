@@ -10,7 +10,6 @@
 #include "bind.h"
 #include "traffic_result.h"
 
-
 static const char *side_name(int side)
 {
 	return side == QL_SIDE_SERVER ? "server" : "client";
