@@ -266,8 +266,8 @@ end
 --   qdiscs on the veth ends; on a kernel without sch_netem such a testbed is
 --   still built (the veths and the shaper need no netem: a shaped veth path,
 --   as the router testbed's specs use), and an impairment returns ENOTSUP
---   saying why (`opts.impair`: the creation returns it, after removing what
---   it made; later, `:impair`): a testbed to impair there takes "auto" or
+--   saying why (for opts.impair the creation returns it, after removing
+--   what it made; later, tb:impair does): a testbed to impair there takes "auto" or
 --   "link"; "link": no veth, the client and server namespaces are joined
 --   by qoslab.link.impair_link (TUN devices qltun-c and qltun-s, point-to-point
 --   addresses client_addr and server_addr, with ipv6 also client_addr6 and
