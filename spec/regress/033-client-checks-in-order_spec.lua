@@ -64,7 +64,7 @@ describe('regress 033 client checks in order', function()
   it('qoslab client -A with such a CPU: exit 2 naming -A, nothing connected', function()
     local port = closed_port()
     local out = H.tmp('033-client')
-    local p = io.popen(string.format('lua5.4 bin/qoslab client 127.0.0.1 -p %d -A 1023 2>%s; echo "rc=$?"',
+    local p = io.popen(string.format('env -u QOSLAB_BUILD lua5.4 bin/qoslab client 127.0.0.1 -p %d -A 1023 2>%s; echo "rc=$?"',
       port, H.q(out)))
     local stdout = p:read('a')
     p:close()
