@@ -309,11 +309,16 @@ end
 --   "spec.rate_bps"|"link speed"|"default 100 Gbit/s"}`
 -- @return or nil, message, CODE (ENODEV, ENOENT, EPERM, ENOTSUP, ...)
 -- @raise on an unknown key, wrong type, value out of range or contradictory
---   combination (e.g. reorder without delay, ECN without loss), naming the field
+--   combination (e.g. reorder without delay, ECN without loss), naming the
+--   field; or, at the caller's line, while a schedule (`schedule`) still
+--   runs on that egress netem (`"qoslab.netem.apply: the netem of veth0
+--   (parent root) still runs a schedule (...): stop it first (s:stop()), or
+--   wait until it ends (s:wait())"`: its next step would replace the change)
 -- @usage local r = assert(netem.apply('veth0', {delay_ms = 50, loss_pct = 1}))
 function M.apply(ifname, spec, opts)
   local ctx = 'qoslab.netem.apply'
   local canon, o, advice = checked(ctx, 'apply', ifname, spec, opts)
+  require('qoslab.schedule')._refuse_netem(ctx, ifname, o, 2)
   local auto = canon.limit_packets == 'auto'
   local warnings = {}
   for _, a in ipairs(advice) do warnings[#warnings + 1] = a.message end
@@ -426,10 +431,11 @@ end
 -- @return as `apply`: the result, or nil, message, CODE (those of `get`,
 --   then of `apply`)
 -- @raise as `apply` on a bad change or opts (a key set to `false` is
---   allowed), naming qoslab.netem.update
+--   allowed) or while a schedule runs on that netem, naming qoslab.netem.update
 -- @usage netem.update('veth0', {loss_pct = 2, jitter_ms = false})
 function M.update(ifname, changes, opts)
-  checked('qoslab.netem.update', 'update', ifname, changes, opts)  -- errors name update, not get or apply
+  local _, o = checked('qoslab.netem.update', 'update', ifname, changes, opts)  -- errors name update, not get or apply
+  require('qoslab.schedule')._refuse_netem('qoslab.netem.update', ifname, o, 2)
   local gopts = {}
   for k, v in pairs(opts or {}) do gopts[k] = v end
   gopts.handle = nil
@@ -897,7 +903,8 @@ end
 -- `qoslab.schedule.netem` documents the steps, the timing and the schedule
 -- object (`changes`, `lag`, `failed`, `running`, `wait`, `stop`, `close`,
 -- `attach`). One schedule runs on a netem at a time: a second one is
--- refused while the first runs, not once it finished or was stopped.
+-- refused while the first runs, not once it finished or was stopped; so are
+-- `apply` and `update` on that netem.
 -- @tparam string ifname device name
 -- @tparam table steps `{{at_s = 0, delay_ms = 20}, {at_s = 5, delay_ms = 200, loss_pct = 1}, ...}`
 -- @tparam[opt] table opts `netns`, `parent`, `handle` (egress only), `quiet`

@@ -552,13 +552,48 @@ local function progress(s)
     tostring(s.steps[#s.steps].at_s))
 end
 
+-- The refusal of a change to a target `what` names ("the forward direction
+-- of the link") while schedule s runs there; `one` names what to stop ("that
+-- one" when the change is a second schedule, "it" otherwise).
+local function busy_message(ctx, what, s, one)
+  return string.format('%s: %s still runs a schedule (%s): stop %s first (s:stop()), '
+    .. 'or wait until it ends (s:wait())', ctx, what, progress(s), one)
+end
+
 -- Raise when the schedule at holders[key] still runs; `what` names the
 -- target ("the forward direction of the link").
 local function refuse_running(ctx, key, what, level)
   local s = holders[key]
+  if s and s:running() then error(busy_message(ctx, what, s, 'that one'), level + 1) end
+end
+
+-- The key a netem's schedule is held at: device, namespace, parent (as
+-- core.netem_check resolves them).
+local function netem_key(ifname, where)
+  return table.concat({ 'netem', where.netns or '', ifname, where.parent or 'root' }, '|')
+end
+
+-- For qoslab.netem.apply/update: raise at `level` when a schedule runs on
+-- the egress netem of ifname at where (the opts core.netem_check resolved):
+-- its next step would replace the change.
+function M._refuse_netem(ctx, ifname, where, level)
+  if where.direction ~= nil and where.direction ~= 'egress' then return end
+  local s = holders[netem_key(ifname, where)]
   if s and s:running() then
-    error(string.format('%s: %s still runs a schedule (%s): stop that one first (s:stop()), '
-      .. 'or wait until it ends (s:wait())', ctx, what, progress(s)), level + 1)
+    error(busy_message(ctx, string.format('the netem of %s (%sparent %s)', ifname,
+      where.netns and ('namespace ' .. where.netns .. ', ') or '', where.parent or 'root'), s, 'it'),
+      level + 1)
+  end
+end
+
+-- For qoslab.Testbed:impair: raise at `level` when a schedule runs on the
+-- testbed's direction dir (its next step would replace the change, and
+-- `attach` would record the schedule's spec for the intervals after it).
+function M._refuse_testbed(ctx, tb, dir, level)
+  for _, s in ipairs(tb._schedules or {}) do
+    if s._direction == dir and s:running() then
+      error(busy_message(ctx, string.format('the %s direction', dir), s, 'it'), level + 1)
+    end
   end
 end
 
@@ -660,7 +695,7 @@ local function netem_impl(ctx, level, ifname, steps, opts, what)
     end
     wires[i] = w
   end
-  local key = table.concat({ 'netem', where.netns or '', ifname, where.parent or 'root' }, '|')
+  local key = netem_key(ifname, where)
   refuse_running(ctx, key, what or string.format('the netem of %s (%sparent %s)', ifname,
     where.netns and ('namespace ' .. where.netns .. ', ') or '', where.parent or 'root'), level + 1)
   local have, msg, code = N.get(ifname, nopts)
@@ -726,8 +761,7 @@ local function testbed_impl(level, tb, steps, opts, where, linkops)
   for _, old in ipairs(tb._schedules or {}) do
     if old:running() then
       if old._direction == dir then
-        error(string.format('%s: the %s direction still runs a schedule (%s): stop that one first '
-          .. '(s:stop()), or wait until it ends (s:wait())', ctx, dir, progress(old)), level + 1)
+        error(busy_message(ctx, string.format('the %s direction', dir), old, 'that one'), level + 1)
       end
       live[#live + 1] = old
     elseif linkops and linkops.retire then

@@ -500,7 +500,13 @@ end
 -- @tparam[opt] string direction "forward" (client → server, default) or "reverse"
 -- @return true, or nil, message, code from qoslab.netem ("ELINKFAILED" when
 --   the testbed's link failed: it forwards nothing, impaired or not)
--- @raise when direction is not one of those, or the testbed is closed
+-- @raise at the caller's line: when direction is not one of those, the
+--   testbed is closed, spec is bad, or a schedule (`tb:schedule`) still runs
+--   on the direction (`"qoslab.Testbed:impair: the forward direction still
+--   runs a schedule (...): stop it first (s:stop()), or wait until it ends
+--   (s:wait())"`: its next step would replace the change, and its `attach`
+--   would record its own spec); once it finished or was stopped, `impair`
+--   works again
 -- @usage tb:impair({delay_ms = 100, loss_pct = 1})
 function TB:impair(spec, direction)
   self_check(self, 'impair')
@@ -509,6 +515,7 @@ function TB:impair(spec, direction)
   if spec ~= nil then check.table('qoslab.Testbed:impair', 'spec', spec) end
   if self._closed then error('qoslab.Testbed:impair: the testbed is closed', 2) end
   if not is_empty(spec) then check_impair('qoslab.Testbed:impair', 'spec', spec) end
+  require('qoslab.schedule')._refuse_testbed('qoslab.Testbed:impair', self, direction, 2)
   local ok, err = pcall(set_impair, self, spec, direction)
   if ok then return true end
   if type(err) == 'table' and err.qoslab_fail then return nil, err.msg, err.code end
@@ -542,7 +549,8 @@ end
 --- Change the impairment over time while tests run: steps applied at their
 -- times by a native thread (`qoslab.schedule.testbed` documents it all).
 -- Each direction runs one schedule at a time: while one runs, another on
--- its direction is refused (stop it with `s:stop()`); one that finished or
+-- its direction is refused (stop it with `s:stop()`), and so is `tb:impair`
+-- on that direction; one that finished or
 -- was stopped is forgotten, its last step staying in force (`tb:impair {}`
 -- removes it).
 -- @tparam table|string steps `{{at_s = 0, delay_ms = 20}, {at_s = 5,

@@ -257,6 +257,45 @@ describe('one schedule per direction on the link', function()
     end)
 end)
 
+-- tb:impair while a schedule ran on the testbed was accepted: the next
+-- step replaced the change, and s:attach(res) wrote the schedule's step
+-- spec into res.intervals[i].impairment though tb:impair had changed it
+-- (the user's case: a CSV trace 10/100/10 ms, then tb:impair{delay_ms = 1}).
+describe('tb:impair while a schedule runs on the testbed', function()
+  it('is refused at the caller\'s line on that direction; after s:stop() or the end it works again', function()
+    local defer = cleanups()
+    local tb = assert(qoslab.testbed { backend = 'link' })
+    defer(function() tb:close() end)
+    local path = os.tmpname()
+    defer(function() os.remove(path) end)
+    local f = assert(io.open(path, 'w'))
+    f:write('time_s,delay_ms,loss_pct\n0,10,0\n1,100,0\n2,10,0\n')
+    f:close()
+    local s = assert(tb:schedule(path))
+    defer(function() s:close() end)
+    until_done(s, 1)
+    local e, here = raised_here(tb.impair, tb, { delay_ms = 1 })
+    assert.equal(here .. 'qoslab.Testbed:impair: the forward direction still runs a schedule (1 of 3 steps '
+      .. 'done, the last at at_s = 2): stop it first (s:stop()), or wait until it ends (s:wait())', e)
+    e, here = raised_here(tb.impair, tb, {})
+    assert.matches(here .. 'qoslab.Testbed:impair: the forward direction still runs a schedule', e, 1, true)
+    assert.equal(10, tb:get().client.impair.delay_ms)   -- nothing changed
+    -- bad arguments are still named first
+    e, here = raised_here(tb.impair, tb, { delay_ms = -1 })
+    assert.matches(here .. 'qoslab.Testbed:impair: spec.delay_ms: expected', e, 1, true)
+    -- the other direction runs no schedule
+    assert.is_true(tb:impair({ delay_ms = 3 }, 'reverse'))
+    s:stop()
+    assert.is_true(tb:impair { delay_ms = 1 })
+    assert.equal(1, tb:get().client.impair.delay_ms)
+    -- a schedule that ended blocks nothing either
+    local s2 = assert(tb:schedule { { at_s = 0, delay_ms = 20 } })
+    assert.is_true(s2:wait(2))
+    assert.is_true(tb:impair { delay_ms = 2 })
+    assert.equal(2, tb:get().client.impair.delay_ms)
+  end)
+end)
+
 -- examples/schedule.lua, natively (backend auto takes the native link on a
 -- kernel without sch_netem): both points run under their schedule, every
 -- record names the link and carries its changes, the plots and the trace are
