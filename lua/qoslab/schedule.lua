@@ -175,6 +175,35 @@ local function decimal(s)
   return tonumber(s)
 end
 
+--- The most bytes of a piece of a trace (a line, a cell, a column name) a
+-- trace reader's message quotes; a longer one is cut there, followed by
+-- "…" and its length in bytes.
+M.MAX_QUOTED_BYTES = 40
+
+-- A piece of a trace as a message quotes it: at most MAX_QUOTED_BYTES of
+-- it, every byte that is not printable ASCII (also `"` and `\`) escaped,
+-- so a binary or huge file cannot flood a log or a terminal.
+local function quoted(s)
+  local cut = #s > M.MAX_QUOTED_BYTES
+  local shown = (cut and s:sub(1, M.MAX_QUOTED_BYTES) or s):gsub('["\\]', '\\%0')
+    :gsub('[^\32-\126]', function(c) return string.format('\\x%02X', c:byte()) end)
+  if not cut then return '"' .. shown .. '"' end
+  return string.format('"%s…" (%d bytes)', shown, #s)
+end
+
+-- message m of a step's check with each string value of step the binding
+-- quoted whole (`"<value>"`, NUL as \0) quoted as `quoted` quotes it.
+local function requote(m, step)
+  for _, v in pairs(step) do
+    if type(v) == 'string' then
+      local whole = '"' .. v:gsub('%z', '\\0') .. '"'
+      local i, j = m:find(whole, 1, true)
+      if i then m = m:sub(1, i - 1) .. quoted(v) .. m:sub(j + 1) end
+    end
+  end
+  return m
+end
+
 local function cell_value(s)
   if s == 'true' then return true end
   if s == 'false' then return false end
@@ -208,8 +237,11 @@ local csv_steps
 --   that does not start with time_s, an unknown or repeated column, a line
 --   without as many cells as the header, a value a step refuses, a time
 --   before the previous line's, more than `MAX_STEPS` data lines, or no
---   header or no step at all); "ENOENT" (no such file), "EACCES" (not
---   readable), "EISDIR" (a directory), "EFTYPE" (a FIFO, device or socket),
+--   header or no step at all; a piece of the file the message quotes is
+--   cut to `MAX_QUOTED_BYTES`, followed by "…" and its length in bytes, and
+--   any byte not printable ASCII is shown as `\xNN`); "ENOENT" (no such
+--   file), "EACCES" (not readable), "EISDIR" (a directory), "EFTYPE" (a
+--   FIFO, device or socket),
 --   "EFBIG" (larger than `MAX_TRACE_BYTES`), "EIO"
 -- @raise when path is not a string (or has a NUL byte), or a second
 --   argument is given (read_csv takes only the path)
@@ -235,18 +267,18 @@ function csv_steps(ctx, path, lines)
     for c in (line .. ','):gmatch('([^,]*),') do cells[#cells + 1] = c:match('^%s*(.-)%s*$') end
     if not head then
       if cells[1] ~= 'time_s' then
-        return bad(ln, 'expected a header starting with time_s, got %q', line)
+        return bad(ln, 'expected a header starting with time_s, got %s', quoted(line))
       end
       head = cells
       local seen = { time_s = 1 }
       for j = 2, #head do
         local k = head[j]
         if seen[k] then
-          return bad(ln, 'column %d: expected each column once, got %q again (column %d)', j, k, seen[k])
+          return bad(ln, 'column %d: expected each column once, got %s again (column %d)', j, quoted(k), seen[k])
         end
         if not SPEC_KEYS[k] then
-          return bad(ln, 'column %d: expected a spec key (known keys: %s), got %q', j,
-            table.concat(core.NETEM_SPEC_KEYS, ', '), k)
+          return bad(ln, 'column %d: expected a spec key (known keys: %s), got %s', j,
+            table.concat(core.NETEM_SPEC_KEYS, ', '), quoted(k))
         end
         seen[k] = j
       end
@@ -256,7 +288,7 @@ function csv_steps(ctx, path, lines)
       end
       local t = decimal(cells[1])
       if not t then
-        return bad(ln, 'time_s: expected a number of seconds in decimal notation, got %q', cells[1])
+        return bad(ln, 'time_s: expected a number of seconds in decimal notation, got %s', quoted(cells[1]))
       end
       if #steps == M.MAX_STEPS then
         return bad(ln, 'expected at most %d steps (data lines; qoslab.schedule.MAX_STEPS), got more',
@@ -269,13 +301,13 @@ function csv_steps(ctx, path, lines)
       -- the checks a step gets, named by the line's column
       local ok, err = pcall(M.check, { step }, ctx)
       if not ok then
-        local m = tostring(err):gsub('^' .. pat(ctx) .. ': ', '', 1)
+        local m = requote(tostring(err), step):gsub('^' .. pat(ctx) .. ': ', '', 1)
           :gsub('steps%[1%]%.at_s', 'time_s'):gsub('steps%[1%]%.', '')
         return bad(ln, '%s', m)
       end
       if prev and t < prev then
         return bad(ln, 'time_s: expected >= %s (the time on line %d: times in order), got %s',
-          tostring(prev), prev_ln, cells[1])
+          tostring(prev), prev_ln, #cells[1] > M.MAX_QUOTED_BYTES and quoted(cells[1]) or cells[1])
       end
       prev, prev_ln = t, ln
       steps[#steps + 1] = step
@@ -300,7 +332,7 @@ local function mahimahi_times(ctx, path, lines)
       local t = line:match('^%s*(%d+)%s*$')
       t = t and math.tointeger(tonumber(t))
       if not t then
-        return nil, string.format('%s: %s:%d: expected an integer of ms, got %q', ctx, path, ln, line),
+        return nil, string.format('%s: %s:%d: expected an integer of ms, got %s', ctx, path, ln, quoted(line)),
           'EINVAL'
       end
       if t < prev then
@@ -345,7 +377,8 @@ M.MIN_RATE_BPS = 8
 --   an opportunity gets `MIN_RATE_BPS`)
 -- @return or nil, message, CODE: "EINVAL" (a line that is not a
 --   non-negative integer, times that decrease, or a trace whose last time
---   is 0: the message names the file and line), or as `read_csv` fails to
+--   is 0: the message names the file and line, and quotes the line as
+--   `read_csv` quotes), or as `read_csv` fails to
 --   read a file ("ENOENT", "EACCES", "EISDIR", "EFTYPE", "EFBIG", "EIO")
 -- @raise on a bad path or bad opts, naming the field (`opts.duration_s`
 --   also when its windows would be more than `MAX_STEPS`;

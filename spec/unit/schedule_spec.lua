@@ -321,6 +321,67 @@ describe('qoslab.schedule.read_csv checks each line as it reads it', function()
   end)
 end)
 
+-- read_csv quoted the whole offending text: a 50 MB one-line file gave a
+-- 50,000,095-byte message ("expected a header starting with time_s, got
+-- "xxxx..."), a binary file put its raw bytes into the message.
+describe('the trace readers quote a short, printable prefix of the input', function()
+  local dir
+  before_each(function() dir = tmpdir() end)
+  after_each(function() os.execute("rm -rf '" .. dir .. "'") end)
+
+  local function fails(name, text, f)
+    write(dir .. '/' .. name, text)
+    local v, msg, code = (f or schedule.read_csv)(dir .. '/' .. name)
+    assert.is_nil(v)
+    assert.equal('EINVAL', code)
+    return (msg:gsub(dir:gsub('%p', '%%%0'), 'DIR'))
+  end
+  local x40 = string.rep('x', 40)
+
+  it('cuts a 50 MB line to 40 bytes, "…" and its length, naming path:line', function()
+    local msg = fails('big.csv', string.rep('x', 50000000))
+    assert(#msg < 300, 'a message of ' .. #msg .. ' bytes')
+    assert.equal('qoslab.schedule.read_csv: DIR/big.csv:1: expected a header starting with time_s, got "'
+      .. x40 .. '…" (50000000 bytes)', msg)
+  end)
+
+  it('escapes bytes that are not printable ASCII, and quotes and backslashes', function()
+    local P = 'qoslab.schedule.read_csv: DIR/b.csv:'
+    assert.equal(P .. '1: expected a header starting with time_s, got "\\x00\\x01\\xFF\\"a\\\\b\\x09"',
+      fails('b.csv', '\0\1\255"a\\b\t\n'))
+    local garbage = {}
+    for i = 1, 1000 do garbage[i] = string.char((i * 37) % 256 == 10 and 11 or (i * 37) % 256) end
+    local msg = fails('b.csv', table.concat(garbage))
+    assert(#msg < 300, 'a message of ' .. #msg .. ' bytes')
+    assert.matches('%(1000 bytes%)$', msg)
+    assert.is_nil(msg:find('[^\32-\126\226\128\166]'), 'a raw byte in the message')
+  end)
+
+  it('cuts every quoted piece: a column name, a time, a cell a step refuses', function()
+    local big = string.rep('y', 100000)
+    local P = 'qoslab.schedule.read_csv: DIR/b.csv:'
+    assert.matches('^' .. (P .. '1: column 2: expected a spec key'):gsub('%p', '%%%0') .. '.*, got "'
+      .. string.rep('y', 40) .. '…" %(100000 bytes%)$', fails('b.csv', 'time_s,' .. big .. '\n'))
+    assert.equal(P .. '2: time_s: expected a number of seconds in decimal notation, got "' .. string.rep('y', 40)
+      .. '…" (100000 bytes)', fails('b.csv', 'time_s,delay_ms\n' .. big .. ',1\n'))
+    assert.equal(P .. '2: delay_ms: expected a finite number in [0, 1000000000], got string "'
+      .. string.rep('y', 40) .. '…" (100000 bytes)', fails('b.csv', 'time_s,delay_ms\n0,' .. big .. '\n'))
+    assert.equal(P .. '2: distribution: expected "uniform", "normal", "pareto", "paretonormal", "experimental" '
+      .. 'or a table of integers, got string "a\\x00b"',
+      fails('b.csv', 'time_s,delay_ms,jitter_ms,distribution\n0,10,5,a\0b\n'))
+    local late = '1.' .. string.rep('0', 100)
+    assert.equal(P .. '3: time_s: expected >= 5 (the time on line 2: times in order), got "'
+      .. late:sub(1, 40) .. '…" (102 bytes)', fails('b.csv', 'time_s,delay_ms\n5,1\n' .. late .. ',1\n'))
+  end)
+
+  it('read_mahimahi too', function()
+    local msg = fails('m.up', '1\n' .. string.rep('\0\1\200', 300) .. '\n',
+      function(p) return schedule.read_mahimahi(p, { duration_s = 1 }) end)
+    assert.equal('qoslab.schedule.read_mahimahi: DIR/m.up:2: expected an integer of ms, got "'
+      .. string.rep('\\x00\\x01\\xC8', 13) .. '\\x00…" (900 bytes)', msg)
+  end)
+end)
+
 -- read_csv('/tmp/somedir') raised "lua/qoslab/schedule.lua:128: Is a
 -- directory" (the line iterator's error, no function, no code): a file
 -- that cannot be read is the world's failure, returned with a code.
