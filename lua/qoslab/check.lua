@@ -83,6 +83,15 @@ function M.number(ctx, field, v, min, max, default, level)
   return v
 end
 
+--- Optional finite number > 0 (a divisor: a scale). Returns v or default.
+function M.positive(ctx, field, v, default, level)
+  if v == nil then return default end
+  if type(v) ~= 'number' or v ~= v or v == math.huge or v <= 0 then
+    M.fail(ctx, field, 'a finite number > 0', v, (level or 1) + 1)
+  end
+  return v
+end
+
 --- Optional integer in [min, max]. Returns v or default.
 function M.integer(ctx, field, v, min, max, default, level)
   if v == nil then return default end

@@ -791,7 +791,7 @@ local function sweep_lines(ctx, summary, opts, level)
     true, L)
   if opts.series ~= nil then report._check_param(ctx, 'opts.series', points, opts.series, false, L) end
   local where = report._check_where(ctx, 'opts.where', points, opts.where, L)
-  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6, L)
+  local scale = check.positive(ctx, 'opts.scale', opts.scale, 1e6, L)
   for _, k in ipairs { 'title', 'xlabel', 'ylabel' } do check.string(ctx, 'opts.' .. k, opts[k], nil, L) end
   for _, k in ipairs { 'logx', 'logy', 'boxes' } do check.boolean(ctx, 'opts.' .. k, opts[k], nil, L) end
   for _, k in ipairs { 'series_title', 'xtic_label' } do check.func(ctx, 'opts.' .. k, opts[k], nil, L) end
@@ -872,10 +872,12 @@ end
 --   a box plot over the repetitions at each point, beside the mean line),
 --   subtitle = string | false (default: measured_where(summary))}`; x is a
 --   parameter of the sweep with numbers for values, series and where's
---   names are parameters of the sweep
+--   names are parameters of the sweep; scale (the divisor of each value) a
+--   finite number > 0
 -- @treturn table files or nil, message, CODE as in `lines`
 -- @raise on a summary that is not one, or bad options (an unknown key, a
---   wrong type, an x, series or where naming no parameter of the sweep:
+--   wrong type, a scale that is not a finite number > 0, an x, series or
+--   where naming no parameter of the sweep:
 --   `"qoslab.plot.sweep_lines: opts.x: expected a numeric parameter of the
 --   sweep (delay_ms, loss_pct), got string "nope""`), at the caller's line
 -- @usage plot.sweep_lines(s, {out = dir .. '/delay', x = 'delay_ms',
@@ -923,13 +925,15 @@ local SWEEP_MATRIX_KEYS = { out = true, x = true, y = true, title = true, xlabel
 --   surface = bool (default: when the grid has surface_min values on each
 --   axis, else the heat map alone), subtitle = string | false (default:
 --   measured_where(summary))}`; x and y are two parameters of the sweep
---   with numbers for values, x with 2 values or more
+--   with numbers for values, x with 2 values or more; scale (the divisor of
+--   each value) a finite number > 0
 -- @treturn table `{heatmap = files, surface = files | nil}`
 -- @return or nil, message, CODE (first failure; data files are written
 --   anyway): as `lines`; "EINVAL" when the summary has no points
 -- @raise on a summary that is not one, or bad options (an unknown key, a
---   wrong type, an x or y naming no numeric parameter of the sweep, y the
---   same as x), naming the field, at the caller's line
+--   wrong type, a scale that is not a finite number > 0, an x or y naming
+--   no numeric parameter of the sweep, y the same as x), naming the field,
+--   at the caller's line
 -- @usage plot.sweep_matrix(s, {out = dir .. '/matrix', x = 'delay_ms', y = 'loss_pct'})
 function M.sweep_matrix(summary, opts)
   local ctx = 'qoslab.plot.sweep_matrix'
@@ -942,7 +946,7 @@ function M.sweep_matrix(summary, opts)
   local xn = report._check_param(ctx, 'opts.x', points, check.string(ctx, 'opts.x', opts.x, 'delay_ms'), true, 1)
   local yn = report._check_param(ctx, 'opts.y', points, check.string(ctx, 'opts.y', opts.y, 'loss_pct'), true, 1)
   if xn == yn then check.fail(ctx, 'opts.y', 'a parameter other than opts.x', yn) end
-  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6)
+  local scale = check.positive(ctx, 'opts.scale', opts.scale, 1e6)
   local unit = check.string(ctx, 'opts.unit', opts.unit, 'Mbit/s')
   for _, k in ipairs { 'title', 'xlabel', 'ylabel' } do check.string(ctx, 'opts.' .. k, opts[k]) end
   local contours = opts.contours_bps or { 500e3, 1e6 }

@@ -123,15 +123,15 @@ end
 
 --- A point's value as "mean ± ci" in a unit.
 -- @tparam table p a point of a sweep summary
--- @tparam[opt=1] number scale divide values by this (1e6 for Mbit/s)
+-- @tparam[opt=1] number scale divide values by this (1e6 for Mbit/s), a finite number > 0
 -- @tparam[opt=3] integer digits significant digits of the mean
 -- @treturn string "226 ± 2.1", "226" (n = 1), "stop" (skipped), "error", or "-"
--- @raise when p is neither a table nor nil, scale not a finite number >= 0
+-- @raise when p is neither a table nor nil, scale not a finite number > 0
 --   or digits not an integer in [1, 17]
 function M.mean_ci(p, scale, digits)
   local ctx = 'qoslab.report.mean_ci'
   if p ~= nil then check.table(ctx, 'p', p) end
-  scale = check.number(ctx, 'scale', scale, 0, nil, 1)
+  scale = check.positive(ctx, 'scale', scale, 1)
   digits = check.integer(ctx, 'digits', digits, 1, 17, 3)
   if p == nil then return '-' end
   if p.skipped then return 'stop' end
@@ -273,7 +273,7 @@ local function matrix_table(ctx, summary, opts, level)
     false, L)
   local col = check_param(ctx, 'opts.col', points, check.string(ctx, 'opts.col', opts.col, 'delay_ms', L),
     false, L)
-  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6, L)
+  local scale = check.positive(ctx, 'opts.scale', opts.scale, 1e6, L)
   local unit = check.string(ctx, 'opts.unit', opts.unit, 'Mbit/s', L)
   local digits = check.integer(ctx, 'opts.digits', opts.digits, 1, 17, 3, L)
   local ci = check.boolean(ctx, 'opts.ci', opts.ci, false, L)
@@ -328,11 +328,14 @@ end
 -- @tparam table opts `{row = "loss_pct", col = "delay_ms", row_label = "loss %",
 --   col_label = "delay ms", scale = 1e6, unit = "Mbit/s", digits = 3, ci = false,
 --   title = string, where = {name = value} (fixes other parameters)}`; row,
---   col and where's names are parameters of the sweep
+--   col and where's names are parameters of the sweep; scale (the divisor
+--   of each value) a finite number > 0
 -- @treturn string the table
 -- @raise on a summary that is not one, or bad options (an unknown key, a
---   wrong type, a row, col or where naming no parameter of the sweep),
---   naming the field, at the caller's line
+--   wrong type, a row, col or where naming no parameter of the sweep, a
+--   scale that is not a finite number > 0: `"qoslab.report.matrix:
+--   opts.scale: expected a finite number > 0, got 0"`), naming the field,
+--   at the caller's line
 -- @usage io.write(report.matrix(s, {row = 'loss_pct', col = 'delay_ms'}))
 function M.matrix(summary, opts)
   local ctx = 'qoslab.report.matrix'
@@ -596,7 +599,7 @@ local function series_table(ctx, summary, opts, level)
   opts = opts or {}
   check.keys(ctx, 'opts', opts, { title = true, scale = true, unit = true, digits = true,
     extra = true }, L + 1)
-  local scale = check.number(ctx, 'opts.scale', opts.scale, 0, nil, 1e6, L)
+  local scale = check.positive(ctx, 'opts.scale', opts.scale, 1e6, L)
   local unit = check.string(ctx, 'opts.unit', opts.unit, 'Mbit/s', L)
   local digits = check.integer(ctx, 'opts.digits', opts.digits, 1, 17, 3, L)
   check.string(ctx, 'opts.title', opts.title, nil, L)
@@ -633,7 +636,8 @@ end
 --- A one-parameter table: each point with its value (mean ± CI) and extra columns.
 -- @tparam table summary from plan.sweep (or a list of records from plan.load)
 -- @tparam[opt] table opts `{title =, scale = 1e6, unit = "Mbit/s", digits = 3,
---   extra = {{header = string, value = function(point) -> value}, ...}}`
+--   extra = {{header = string, value = function(point) -> value}, ...}}`;
+--   scale (the divisor of each value) a finite number > 0
 -- @treturn string
 -- @raise on a summary that is not one or bad options, naming the field, at
 --   the caller's line

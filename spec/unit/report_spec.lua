@@ -193,7 +193,7 @@ describe('qoslab.report argument errors, at the caller', function()
 
   it('series and series_table', function()
     raises(function() local t = report.series(s, { scale = 'x' }) return t end,
-      'qoslab.report.series: opts.scale: expected a finite number in [0, inf], got string "x"')
+      'qoslab.report.series: opts.scale: expected a finite number > 0, got string "x"')
     raises(function() local t = report.series(5) return t end, 'qoslab.report.series: summary: expected a table, got 5')
     raises(function() local t = report.series({ points = 'p' }) return t end,
       'qoslab.report.series: summary.points: expected a table, got string "p"')
@@ -223,6 +223,37 @@ describe('qoslab.report argument errors, at the caller', function()
       'qoslab.report.matrix: opts.title: expected a string, got table')
     raises(function() local t = report.matrix_table(s, { col = 5 }) return t end,
       'qoslab.report.matrix_table: opts.col: expected a string, got 5')
+  end)
+
+  -- report.matrix(s, {scale = 0}) printed inf in every cell: the check
+  -- took a scale in [0, inf], but a scale divides each value.
+  it('a scale that divides must be a finite number > 0, in every function that takes one', function()
+    local pos = 'expected a finite number > 0, got '
+    raises(function() local t = report.matrix(s, { row = 'loss_pct', col = 'delay_ms', scale = 0 }) return t end,
+      'qoslab.report.matrix: opts.scale: ' .. pos .. '0')
+    raises(function() local t = report.matrix(s, { scale = -1e6 }) return t end,
+      'qoslab.report.matrix: opts.scale: ' .. pos .. '-1000000')
+    raises(function() local t = report.matrix(s, { scale = 1 / 0 }) return t end,
+      'qoslab.report.matrix: opts.scale: ' .. pos .. 'inf')
+    raises(function() local t = report.matrix(s, { scale = 0 / 0 }) return t end,
+      'qoslab.report.matrix: opts.scale: ' .. pos .. 'nan')
+    raises(function() local t = report.matrix_table(s, { scale = 0 }) return t end,
+      'qoslab.report.matrix_table: opts.scale: ' .. pos .. '0')
+    raises(function() local t = report.series(s, { scale = 0 }) return t end,
+      'qoslab.report.series: opts.scale: ' .. pos .. '0')
+    raises(function() local t = report.series_table(s, { scale = 0.0 }) return t end,
+      'qoslab.report.series_table: opts.scale: ' .. pos .. '0')
+    raises(function() local t = report.mean_ci({ mean = 1 }, 0) return t end,
+      'qoslab.report.mean_ci: scale: ' .. pos .. '0')
+    local plot = require 'qoslab.plot'
+    raises(function() local f = plot.sweep_lines(s, { out = '/nonexistent/x', scale = 0 }) return f end,
+      'qoslab.plot.sweep_lines: opts.scale: ' .. pos .. '0')
+    raises(function() local f = plot.sweep_box(s, { out = '/nonexistent/x', scale = 0 }) return f end,
+      'qoslab.plot.sweep_box: opts.scale: ' .. pos .. '0')
+    raises(function() local f = plot.sweep_matrix(s, { out = '/nonexistent/x', scale = 0 }) return f end,
+      'qoslab.plot.sweep_matrix: opts.scale: ' .. pos .. '0')
+    -- a small scale is still one
+    assert.equal('1000', report.mean_ci({ mean = 1 }, 1e-3))
   end)
 
   it('rows, write_csv, write_json, format_table, print_table, mean_ci, sig, distinct', function()
