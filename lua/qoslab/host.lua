@@ -580,7 +580,8 @@ end
 -- @tparam[opt] table opts `{netns = NS, ifnames = {DEV, ...}, timeout_s =}`
 -- @treturn table qoslab.meta.collect's table plus `mono_ns` (CLOCK_MONOTONIC
 --   there, integer ns) and `realtime_ns` (CLOCK_REALTIME there, integer ns)
--- @return or nil, message, CODE
+-- @return or nil, message, CODE (as `qoslab info` fails there: ENOENT for a
+--   missing `netns`, ENODEV for one of `ifnames` the host lacks)
 -- @usage print(assert(b:info()).kernel.release)
 function Host:info(opts)
   local ctx = 'qoslab.Host:info'

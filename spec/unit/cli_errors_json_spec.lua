@@ -131,6 +131,35 @@ describe('qoslab.cli.main with QOSLAB_ERRORS=json', function()
       .. '"qoslab%-no%-such%-ns%-033" does not exist', e.message)
   end)
 
+  -- `info --ifname nosuchdev` printed "nosuchdev no such network device
+  -- ... (ENODEV)" and exited 0, where a missing --netns exits 1.
+  it('info --ifname of a missing device: status 1, ENODEV naming it, nothing printed', function()
+    -- _G's print: the one the command calls (a spec's globals are its own)
+    local saved_print = _G.print
+    local printed = {}
+    local function main(args)
+      printed = {}
+      _G.print = function(...) printed[#printed + 1] = table.concat({ ... }, '\t') end
+      local ok, status = pcall(cli.main, args)
+      _G.print = saved_print
+      assert(ok, status)
+      return status
+    end
+    for _, json in ipairs { false, true } do
+      local args = { 'info', '--ifname', 'lo', '--ifname', 'qlnosuchdev' }
+      if json then args[#args + 1] = '--json' end
+      assert.equal(1, main(args))
+      assert.same({}, printed)
+      local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))
+      assert.equal('ENODEV', e.code)
+      assert.equal('--ifname', e.field)
+      assert.matches('^qoslab info: %-%-ifname qlnosuchdev: no such network device "qlnosuchdev"', e.message)
+    end
+    -- a device that is there: status 0, the record printed
+    assert.equal(0, main { 'info', '--ifname', 'lo', '--json' })
+    assert.equal('lo', cjson.decode(printed[1]).interfaces[1].ifname)
+  end)
+
   it('a usage error: status 2, EINVAL, the argument as the field', function()
     assert.equal(2, cli.main { 'report' })
     local e = cjson.decode(last_line():match('^qoslab%-error: (.*)$'))

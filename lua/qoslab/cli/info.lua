@@ -9,8 +9,10 @@
 -- qdiscs and offloads) plus `mono_ns` (CLOCK_MONOTONIC) and `realtime_ns`
 -- (CLOCK_REALTIME), integer nanoseconds read once the record is made. A
 -- `--netns` that cannot be entered fails the command (exit 1, ENOENT for a
--- missing one, EPERM without root); an `--ifname` the namespace lacks is an
--- `error` of that interface's entry, as in a run's meta.json.
+-- missing one, EPERM without root), and so does an `--ifname` that cannot
+-- be read there (exit 1, ENODEV for a missing one; nothing printed). A part
+-- of an interface that cannot be read (its offloads, its qdiscs) is an
+-- `error` of that part, as in a run's meta.json.
 -- `clock --echo` writes `LINE MONO_NS` for every line on stdin, flushed,
 -- and exits 0 at its end: the round trip of each line bounds where the
 -- host's clock was when it was read.
@@ -60,6 +62,16 @@ local function run_info(a)
     cli.failure(text, 'EINVAL', cli.field_of(rec))
     io.stderr:write('qoslab info: ', text, '\n')
     return 2
+  end
+  -- Each interface asked for must be there, as the namespace must: a record
+  -- holding only its error is no answer (a run's meta.json keeps it).
+  for _, i in ipairs(rec.interfaces or {}) do
+    if i.error then
+      local text = string.format('qoslab info: --ifname %s: %s', i.ifname, i.error)
+      cli.failure(text, cli.code_of(i.error, 'ENODEV'), '--ifname')
+      io.stderr:write(text, '\n')
+      return 1
+    end
   end
   if a.json then
     -- dkjson writes integers as integers: cjson's 14 significant digits
