@@ -677,3 +677,62 @@ describe('the data-idle watchdog and a slow path', function()
     assert.equal(0, select(2, srv:problems()))
   end)
 end)
+
+-- `qoslab server` wrote one log line per rejected connection, without a
+-- limit: 3,000 hostile connections made a 3,689-line log. A shared server
+-- takes every peer as possibly hostile, so its log is bounded too: at most
+-- 10 rejection lines a second, the rest counted in one line.
+describe('the log of a server process under a burst of garbage connections', function()
+  teardown(function() H.cleanup_tmp() end)
+
+  it('logs at most 10 rejections a second and counts the rest exactly; tests are logged as ever', function()
+    local port = H.port()
+    local log = H.tmp('server-burst.log')
+    local pid = H.spawn(string.format('exec env -u QOSLAB_BUILD bin/qoslab server -p %d -B 127.0.0.1',
+      port), log)
+    local ok, err = pcall(function()
+      assert(H.wait_listen(port, nil, 5), 'server did not listen')
+      -- 200 connections one after another from BAD, each a cookie's worth of
+      -- garbage (not a cookie: "malformed cookie"), then closed
+      H.must(string.format([[python3 -c '
+import socket
+for i in range(200):
+    c = socket.socket(); c.bind(("%s", 0)); c.connect(("127.0.0.1", %d))
+    c.sendall(bytes([255]) * 37); c.close()']], BAD, port))
+    local function counts()
+      local text = H.read(log) or ''
+      local logged, suppressed, nsup, lines = 0, 0, 0, 0
+      for line in text:gmatch('[^\n]+') do
+        lines = lines + 1
+        if line:find(BAD:gsub('%.', '%%.') .. ' port %d+') then logged = logged + 1 end
+        local n = line:match('^suppressed (%d+) similar lines in the last %d+%.%d s %(at most 10 are logged '
+          .. 'per 1 s%)$')
+        if n then suppressed, nsup = suppressed + tonumber(n), nsup + 1 end
+      end
+      return logged, suppressed, nsup, lines, text
+    end
+    local deadline = H.now() + 10
+    local logged, suppressed = counts()
+    while logged + suppressed < 200 and H.now() < deadline do
+      H.sleep(0.1)
+      logged, suppressed = counts()
+    end
+    local nsup, lines, text
+    logged, suppressed, nsup, lines, text = counts()
+    assert.equal(200, logged + suppressed, text)
+    assert(nsup >= 1, 'no "suppressed" line: ' .. text)
+    -- 10 a window, a window ending with its count line
+    assert(logged <= 10 * nsup, logged .. ' rejection lines in ' .. nsup .. ' windows')
+    assert(lines < 20 + 11 * nsup, lines .. ' lines: ' .. text)
+    -- a test from another address: started and finished lines as ever
+    assert(traffic.run { host = '127.0.0.1', port = port, bind_address = GOOD, duration_s = 0.3 })
+    deadline = H.now() + 5
+    while not (H.read(log) or ''):find('finished', 1, true) and H.now() < deadline do H.sleep(0.1) end
+    text = H.read(log) or ''
+    assert.matches('test %d+ from 127%.0%.0%.3 port %d+: TCP, 1 stream', text)
+    assert.matches('test %d+ from 127%.0%.0%.3 port %d+ finished', text)
+    end)
+    H.kill(pid)
+    assert(ok, err)
+  end)
+end)

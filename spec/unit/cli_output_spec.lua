@@ -100,3 +100,30 @@ describe('qoslab.cli.json_stream', function()
     for _, l in ipairs(lines) do assert.is_nil(l:find('\n', 1, true)) end
   end)
 end)
+
+-- qoslab server's log had one line per rejected connection, without a
+-- limit; these lines now go through a limiter that counts what it holds back.
+describe('qoslab.cli.traffic line_limiter', function()
+  local traffic_cli = require 'qoslab.cli.traffic'
+  it('logs at most max lines a window, then one line with the exact count of the rest', function()
+    local out = {}
+    local function emit(l) out[#out + 1] = l end
+    local lim = traffic_cli.line_limiter(10, 1)
+    for i = 1, 200 do lim:line('r' .. i, 5 + i / 1000, emit) end
+    lim:tick(5.9, emit)
+    assert.equal(10, #out)
+    assert.equal('r10', out[10])
+    lim:count(7, 5.95, emit)   -- a ring's dropped entries count as held back
+    lim:tick(6.05, emit)
+    assert.equal('suppressed 197 similar lines in the last 1.0 s (at most 10 are logged per 1 s)', out[11])
+    -- a new window logs again; flush ends it at once
+    lim:line('s1', 7, emit)
+    lim:line('s2', 7.1, emit)
+    lim:flush(7.2, emit)
+    assert.same({ 's1', 's2' }, { out[12], out[13] })
+    assert.equal(13, #out)
+    assert.equal(12, lim.logged_total)
+    assert.equal(197, lim.suppressed_total)
+    assert.equal(209, lim.logged_total + lim.suppressed_total)
+  end)
+end)

@@ -664,6 +664,65 @@ function M.write_plots(file, res, say, err)
   return 0
 end
 
+--- The most lines of rejected connections `qoslab server` logs in a second
+-- (`REJECT_WINDOW_S`): a shared server takes every peer as possibly
+-- hostile, so what its peers can make it write is bounded too.
+M.REJECT_LINES = 10
+M.REJECT_WINDOW_S = 1.0
+
+local Limiter = {}
+Limiter.__index = Limiter
+
+--- A cap on a kind of log line: at most `max` lines in a window of
+-- `window_s` seconds (from the window's first line on); the lines over it
+-- are counted, and once the window is over one line says how many:
+-- `"suppressed 190 similar lines in the last 1.0 s (at most 10 are logged
+-- per 1 s)"`. Times are the caller's (monotonic seconds).
+-- @tparam integer max lines logged per window (>= 1)
+-- @tparam number window_s the window (seconds, > 0)
+-- @treturn table a limiter: `lim:line(text, now_s, emit)` emits text
+--   (`emit(text)`) or counts it; `lim:count(n, now_s, emit)` counts n
+--   lines that were never seen (a ring's dropped entries) as suppressed;
+--   `lim:tick(now_s, emit)` ends a window that is over (emitting its count
+--   line when it suppressed any); `lim:flush(now_s, emit)` ends the window
+--   now; `lim.logged_total` and `lim.suppressed_total` count them all
+-- @usage local lim = traffic_cli.line_limiter(10, 1); lim:line('x', timer.now(), print)
+function M.line_limiter(max, window_s)
+  return setmetatable({ max = max, window_s = window_s, w0 = nil, logged = 0, suppressed = 0,
+    logged_total = 0, suppressed_total = 0 }, Limiter)
+end
+
+function Limiter:flush(now, emit)
+  if self.suppressed > 0 then
+    emit(string.format('suppressed %d similar lines in the last %.1f s (at most %d are logged per %g s)',
+      self.suppressed, now - self.w0, self.max, self.window_s))
+  end
+  self.w0, self.logged, self.suppressed = nil, 0, 0
+end
+
+function Limiter:tick(now, emit)
+  if self.w0 and now - self.w0 >= self.window_s then self:flush(now, emit) end
+end
+
+function Limiter:count(n, now, emit)
+  if n <= 0 then return end
+  self:tick(now, emit)
+  self.w0 = self.w0 or now
+  self.suppressed = self.suppressed + n
+  self.suppressed_total = self.suppressed_total + n
+end
+
+function Limiter:line(text, now, emit)
+  self:tick(now, emit)
+  self.w0 = self.w0 or now
+  if self.logged < self.max then
+    self.logged, self.logged_total = self.logged + 1, self.logged_total + 1
+    emit(text)
+  else
+    self.suppressed, self.suppressed_total = self.suppressed + 1, self.suppressed_total + 1
+  end
+end
+
 -- A command's body with its output sink (--timestamps, --logfile) open,
 -- closed again whatever the body does.
 local function with_sink(name, body, a)
@@ -739,6 +798,8 @@ local function server_body(a, sink)
   log(nil, rule)
   local shown, status = 0, 0
   local problems_seen, started = 0, 0
+  local rejected = M.line_limiter(M.REJECT_LINES, M.REJECT_WINDOW_S)
+  local function say(line) log(nil, line) end
   local function poll()
     -- each started test with its peer and parameters (several between
     -- two polls show as a count and the last one)
@@ -750,17 +811,18 @@ local function server_body(a, sink)
         .. tostring(last_started) .. string.format(' (%d running)', now_running))
       started = now_started
     end
-    -- every rejected connection and failed test is logged with its reason;
-    -- the server keeps the last 256, so a burst bigger than that between
-    -- two polls shows as a count of those not shown
+    -- every failed test is logged with its reason, and so is every
+    -- rejected connection up to M.REJECT_LINES a second (the rest counted:
+    -- rejected); the server keeps the last 256 problems, so a burst bigger
+    -- than that between two polls is counted with the suppressed lines
+    local now = timer.now()
     local _, _, _, plog = srv:problems(problems_seen)
-    if plog.dropped > 0 then
-      log(nil, string.format('%d problems not shown (more than the server keeps between two '
-        .. 'looks)', plog.dropped))
-    end
+    rejected:count(plog.dropped, now, say)
     for _, p in ipairs(plog) do
-      log(nil, (p.test > 0 and string.format('[test %d] ', p.test) or '') .. p.reason)
+      if p.test > 0 then log(nil, string.format('[test %d] ', p.test) .. p.reason)
+      else rejected:line(p.reason, now, say) end
     end
+    rejected:tick(now, say)
     problems_seen = plog.total
     -- The server keeps only its last results: number them by the total
     -- (and copy them only when one more finished).
@@ -809,6 +871,7 @@ local function server_body(a, sink)
     srv:stop()
     error(err_loop, 0)
   end
+  rejected:flush(timer.now(), say)
   if interrupted or not ok_loop then
     status = cli.signal_status(err_loop) or 130
     log(nil, 'interrupted: the server has stopped')
