@@ -17,9 +17,9 @@
  * (the `qoslab.Probe` userdata) as `qoslab.latency`; `fsync`, `realpath`,
  * `uname`, `kill`, `spawn`, `process` (the `qoslab.Process` userdata) as
  * `qoslab.fs`. The rest serve the Lua layers
- * and the `qoslab` command (`read_regular_file`; `signals_install`,
- * `signal_pending`, `signal_reset` turn SIGINT, SIGTERM and SIGHUP into a
- * clean stop). Their names and arguments may change with the Lua modules.
+ * and the `qoslab` command (`read_regular_file`; `signals_hold`,
+ * `signals_install`, `signals_defer`, `signal_pending`, `signal_reset` turn
+ * SIGINT, SIGTERM and SIGHUP into a clean stop). Their names and arguments may change with the Lua modules.
  *
  * `_VERSION` is the rockspec's version (`scm-1`), also `qoslab._VERSION`.
  * @module qoslab.core

@@ -12,7 +12,10 @@
  *     :wait() -> ticks_expired (1 = on time), or nil, msg, "EINTR"
  *     :next() -> time of next tick (s);  :missed() -> integer;  :ticks()
  *     :close()
+ * core.signals_hold()             SIGINT/SIGTERM/SIGHUP -> a pending stop only
  * core.signals_install()          SIGINT/SIGTERM/SIGHUP -> an interruption error
+ *                                 (also for one already held)
+ * core.signals_defer(fn, ...)     -> fn(...)'s results, no interruption inside
  * core.signal_pending()           -> "SIGINT" | "SIGTERM" | "SIGHUP" | nil
  * core.signal_reset()
  * core.interruption([signal])     -> a new interruption error object
@@ -204,8 +207,14 @@ static int p_tostring(lua_State *L)
 }
 
 /* Signals: the handler also sets a Lua hook (lua_sethook is async-signal
- * safe) so that pure Lua loops stop too, as the standalone interpreter does. */
+ * safe) so that pure Lua loops stop too, as the standalone interpreter does.
+ * Held (signals_hold, before the command has its error handling in place)
+ * or inside signals_defer (a creation and its record for `qoslab cleanup`
+ * must not be split by an error), a signal only sets ql_sig_stop; the hook
+ * is set when arming or when the deferred call returns. */
 static lua_State *sig_L;
+static volatile sig_atomic_t sig_armed;
+static volatile sig_atomic_t sig_defer_depth;
 
 static const char *sig_name(int signo)
 {
@@ -238,27 +247,76 @@ static void sig_luahook(lua_State *L, lua_Debug *ar)
 	lua_error(L);
 }
 
-static void sig_hook(int signo)
+static void sig_sethook(void)
 {
-	(void)signo;
 	if (sig_L)
 		lua_sethook(sig_L, sig_luahook,
 			    LUA_MASKCALL | LUA_MASKRET | LUA_MASKCOUNT, 1);
 }
 
-static int l_signals_install(lua_State *L)
+static void sig_hook(int signo)
+{
+	(void)signo;
+	if (sig_armed && !sig_defer_depth)
+		sig_sethook();
+}
+
+static int signals_setup(lua_State *L, int armed)
 {
 	lua_rawgeti(L, LUA_REGISTRYINDEX, LUA_RIDX_MAINTHREAD);
 	sig_L = lua_tothread(L, -1);
 	lua_pop(L, 1);
+	if (armed)
+		sig_armed = 1;
 	int rc = ql_sig_install(sig_hook);
 	if (rc < 0) {
 		ql_err e;
 		ql_err_set(&e, -rc, NULL, "sigaction failed");
 		return qlb_fail(L, &e);
 	}
+	/* A signal that came while held is acted on now: the next call or
+	 * return raises its interruption. */
+	if (armed && ql_sig_stop && !sig_defer_depth)
+		sig_sethook();
 	lua_pushboolean(L, 1);
 	return 1;
+}
+
+static int l_signals_install(lua_State *L)
+{
+	return signals_setup(L, 1);
+}
+
+/* The first thing bin/qoslab does: from here on a signal is never lost nor
+ * kills the process (nor raises the interpreter's "interrupted!"); it waits
+ * in ql_sig_stop until signals_install arms the interruption. A no-op once
+ * armed. */
+static int l_signals_hold(lua_State *L)
+{
+	if (sig_armed) {
+		lua_pushboolean(L, 1);
+		return 1;
+	}
+	return signals_setup(L, 0);
+}
+
+/* core.signals_defer(fn, ...): fn(...) with no interruption raised inside
+ * it (a signal arriving meanwhile is raised right after it returns, when
+ * armed); fn's errors pass through. */
+static int l_signals_defer(lua_State *L)
+{
+	luaL_checktype(L, 1, LUA_TFUNCTION);
+	sig_defer_depth++;
+	/* A hook the handler set just before: taken off, set again below. */
+	if (sig_L && lua_gethook(sig_L) == sig_luahook)
+		lua_sethook(sig_L, NULL, 0, 0);
+	int rc = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
+	sig_defer_depth--;
+	if (!sig_defer_depth && sig_armed && ql_sig_stop)
+		sig_sethook();
+	if (rc != LUA_OK)
+		return lua_error(L);
+	return lua_gettop(L);
 }
 
 static int l_signal_pending(lua_State *L)
@@ -342,6 +400,8 @@ void qlb_open_timer(lua_State *L)
 		{ "sleep_until", l_sleep_until },
 		{ "periodic", l_periodic },
 		{ "signals_install", l_signals_install },
+		{ "signals_hold", l_signals_hold },
+		{ "signals_defer", l_signals_defer },
 		{ "signal_pending", l_signal_pending },
 		{ "signal_reset", l_signal_reset },
 		{ "interruption", l_interruption },

@@ -28,10 +28,13 @@ local M = {}
 -- @raise on a missing or wrongly typed field, or an unknown key
 -- @usage link.add_veth{name = 'v0', peer = 'v1', netns = 'a', peer_netns = 'b'}
 function M.add_veth(opts)
-  local ok, msg, code = core.link_add_veth(opts)
-  if not ok then return nil, msg, code end
-  netns._track { kind = 'link', ifname = opts.name, netns = opts.netns }
-  return true
+  -- made and recorded with no interruption in between (as netns.add)
+  return core.signals_defer(function()
+    local ok, msg, code = core.link_add_veth(opts)
+    if not ok then return nil, msg, code end
+    netns._track { kind = 'link', ifname = opts.name, netns = opts.netns }
+    return true
+  end)
 end
 
 --- Delete a link (for a veth, both ends).

@@ -124,10 +124,14 @@ M._run_dir = '/run/netns'
 -- @raise when name is not a valid namespace name
 -- @usage assert(netns.add('lab-1'))
 function M.add(name)
-  local ok, msg, code = core.netns_add(name)
-  if not ok then return nil, msg, code end
-  M._track { kind = 'netns', name = name }
-  return true
+  -- Made and recorded with no interruption in between: a SIGINT/SIGTERM
+  -- raised between the two would leave a namespace no record names.
+  return core.signals_defer(function()
+    local ok, msg, code = core.netns_add(name)
+    if not ok then return nil, msg, code end
+    M._track { kind = 'netns', name = name }
+    return true
+  end)
 end
 
 --- Delete a named network namespace (like `ip netns delete NAME`).
@@ -141,6 +145,15 @@ function M.delete(name)
   if not ok then return nil, msg, code end
   M._untrack(function(e) return e.name == name and e.kind == 'netns' or e.netns == name end)
   return true
+end
+
+--- (internal) Whether this process made the namespace `name` (with `add`)
+-- and has not deleted it since.
+function M._made_here(name)
+  for _, e in pairs(tracked) do
+    if e.kind == 'netns' and e.name == name then return true end
+  end
+  return false
 end
 
 --- Whether a named namespace exists (a mounted `/run/netns/NAME`).

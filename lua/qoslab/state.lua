@@ -388,6 +388,91 @@ function M._owner(name)
   return (file_owner(name))
 end
 
+-- Act on one recorded entry: remove its object when it is still the one
+-- recorded. Returns the report line and whether the entry must be kept for
+-- another try (its object could not be read or removed).
+local function settle(e)
+  local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
+              removed = false,
+              qdisc_kind = type(e.ident) == 'table' and type(e.ident.qdisc_kind) == 'string'
+                and e.ident.qdisc_kind or nil }
+  r.skipped = unusable(e)
+  if not r.skipped and type(e.ident) ~= 'table' then
+    r.skipped = 'not the one qoslab made: no identity recorded'
+  end
+  if r.skipped then return r, false end
+  local now, err = identify(e)
+  if now == nil then
+    r.error = err
+    return r, true
+  end
+  if not now then return r, false end
+  local why = mismatch(e.ident, now)
+  if why then
+    r.skipped = 'not the one qoslab made: ' .. why
+    return r, false
+  end
+  local ok, rerr = remove(e)
+  r.removed = ok == true
+  r.error = rerr
+  return r, ok == nil
+end
+
+-- The owner's pid in a namespace name qoslab makes itself: netns.unique_name's
+-- default "qoslab-PID-N", a testbed's "qoslab-PID-N-c" / "-s" / "-r", and
+-- qoslab.vm's scratch "qoslab-probe-PID-N"; nil for any other name.
+local function owner_pid(name)
+  local p = name:match('^qoslab%-(%d+)%-%d+$') or name:match('^qoslab%-(%d+)%-%d+%-[csr]$')
+    or name:match('^qoslab%-probe%-(%d+)%-%d+$')
+  return p and #p <= 9 and tonumber(p) or nil
+end
+
+--- (internal) The pid a namespace name of qoslab's own makes names as its
+-- creator, or nil (see `cleanup`).
+M._owner_pid = owner_pid
+
+-- Namespaces named as qoslab names them whose creator no longer runs and
+-- that no state file accounts for: a process killed (SIGKILL) between
+-- creating one and recording it. The name is the only record, so only these
+-- exact patterns are taken, and never while a process with that pid runs.
+local function unrecorded_namespaces(report, accounted)
+  local c = core()
+  local names = c and c.netns_list() or {}
+  local mine = self_id().pid
+  for _, name in ipairs(names) do
+    local p = owner_pid(name)
+    if p and p ~= mine and not accounted[name] and not start_time(p) then
+      local r = { kind = 'netns', name = name, removed = false, unrecorded = true }
+      local ok, msg, code = c.netns_delete(name)
+      if ok then r.removed = true
+      elseif not gone_code(code) then r.error = tostring(msg) .. (code and (' (' .. code .. ')') or '') end
+      report[#report + 1] = r
+    end
+  end
+end
+
+--- Remove what this process recorded and has not removed yet, newest first,
+-- each only when it is still the object recorded (as `cleanup` does for a
+-- dead process), and forget it. For a command ended by a signal: whatever
+-- moment the signal came at, what the run made goes with it.
+-- @treturn table list of report lines, as `cleanup` returns them
+-- @usage if interrupted then state.remove_own() end
+function M.remove_own()
+  local ids = {}
+  for id in pairs(live) do ids[#ids + 1] = id end
+  table.sort(ids, function(a, b) return a > b end)
+  local report = {}
+  for _, id in ipairs(ids) do
+    local e = live[id]
+    if e then
+      local r, again = settle(e)
+      report[#report + 1] = r
+      if not again then M.forget(id) end
+    end
+  end
+  return report
+end
+
 --- Remove what dead qoslab processes left behind (or every process's, with all).
 -- Entries whose names the kernel could not take (a NUL byte, "/", too long,
 -- not a string), and entries whose object is not the one qoslab made (its
@@ -402,12 +487,16 @@ end
 --   `skipped` or `error`: it was gone already); entries with `kind = "file"`
 --   and `name` = the state file report a file that could not be read, lines
 --   that did not parse (`bad_lines`), or a file of a process that runs
---   (`skipped`)
+--   (`skipped`); entries with `unrecorded = true` are namespaces no state
+--   file names but whose name is one qoslab makes ("qoslab-PID-N",
+--   "qoslab-PID-N-c"/"-s"/"-r", "qoslab-probe-PID-N") with a PID that no
+--   longer runs (a SIGKILL between creating and recording), removed by name
 -- @usage for _, r in ipairs(state.cleanup()) do print(r.kind, r.name or r.ifname) end
 function M.cleanup(opts)
   opts = opts or {}
   check.keys('qoslab.state.cleanup', 'opts', opts, { all = true })
   local report = {}
+  local accounted = {} -- namespace names the state files spoke for
   local dir = M.dir()
   for _, name in ipairs(fs.list(dir) or {}) do
     local owner, fpid = file_owner(name)
@@ -434,31 +523,9 @@ function M.cleanup(opts)
         -- Newest first: qdiscs before links before namespaces.
         for i = #entries, 1, -1 do
           local e = entries[i]
-          local r = { kind = e.kind, name = e.name, ifname = e.ifname, netns = e.netns,
-                      removed = false,
-                      qdisc_kind = type(e.ident) == 'table' and type(e.ident.qdisc_kind) == 'string'
-                        and e.ident.qdisc_kind or nil }
-          r.skipped = unusable(e)
-          if not r.skipped and type(e.ident) ~= 'table' then
-            r.skipped = 'not the one qoslab made: no identity recorded'
-          end
-          if not r.skipped then
-            local now, err = identify(e)
-            if now == nil then
-              r.error = err
-              table.insert(keep, 1, e)
-            elseif now then
-              local why = mismatch(e.ident, now)
-              if why then
-                r.skipped = 'not the one qoslab made: ' .. why
-              else
-                local ok, rerr = remove(e)
-                r.removed = ok == true
-                r.error = rerr
-                if ok == nil then table.insert(keep, 1, e) end
-              end
-            end
-          end
+          local r, again = settle(e)
+          if again then table.insert(keep, 1, e) end
+          if e.kind == 'netns' and type(e.name) == 'string' then accounted[e.name] = true end
           report[#report + 1] = r
         end
         if #keep > 0 then
@@ -472,7 +539,14 @@ function M.cleanup(opts)
         end
       end
     end
+    if owner == 'self' or ((owner == 'live' or owner == 'live?') and not opts.all) then
+      -- a running process's: the namespaces it names are its own to remove
+      for _, e in ipairs(replay(path) or {}) do
+        if e.kind == 'netns' and type(e.name) == 'string' then accounted[e.name] = true end
+      end
+    end
   end
+  unrecorded_namespaces(report, accounted)
   return report
 end
 

@@ -695,9 +695,12 @@ function TB:close()
   -- kernel's namespace cleanup runs.
   if m.veth then link.delete(self.client_ifname, { netns = self.client_netns }) end
   if m.veth2 then link.delete(self.server_ifname, { netns = self.server_netns }) end
-  if m.router_netns then netns.delete(self.router_netns) end
-  if m.server_netns then netns.delete(self.server_netns) end
-  if m.client_netns then netns.delete(self.client_netns) end
+  -- (a namespace made just before an interruption error has no _made mark:
+  -- netns knows it was made here)
+  for _, k in ipairs { 'router_netns', 'server_netns', 'client_netns' } do
+    local name = self[k]
+    if name and (m[k] or netns._made_here(name)) then netns.delete(name) end
+  end
   return true
 end
 

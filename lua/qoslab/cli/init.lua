@@ -477,6 +477,12 @@ function M.main_status(argv)
     for _, v in ipairs(rest) do args[#args + 1] = v end
   end
   local ok, a, failed = M.pparse(parser, args)
+  -- a signal held while the words were parsed: the command does not start
+  local held_status, held = M.signal_status()
+  if held_status then
+    io.stderr:write('qoslab: interrupted by ', held, '\n')
+    return held_status
+  end
   if not ok then
     local name = failed ~= parser and failed._name or nil
     -- a command may say more about its own parse errors (from its words)
@@ -499,15 +505,24 @@ function M.main_status(argv)
   end
   local name = a.command
   M.command_name = name
-  local good, status = xpcall(M.commands[name].run, function(e)
+  local good, status = xpcall(function(parsed)
+    -- bin/qoslab held the signals from its start: armed now, where their
+    -- interruption error is handled; one that came before is raised here.
+    if core.signals_install then core.signals_install() end
+    return M.commands[name].run(parsed)
+  end, function(e)
     if M.signal_status(e) or os.getenv('QOSLAB_DEBUG') ~= '1' then return e end
     return debug.traceback(e, 2)
   end, a)
+  local sig_status, sig = M.signal_status(not good and status or nil)
+  -- Ended by a signal: what the command made and did not remove (the
+  -- interruption may have come between a creation and the mark its owner
+  -- keeps of it) goes now, from this process's own record.
+  if sig_status then pcall(function() require('qoslab.state').remove_own() end) end
   -- A command that handled a signal itself returns its status (and has said
   -- so); otherwise a signal received during the run is the run's end status
   -- even when the command (a plan calling pcall) caught the interruption.
   if good and status and status ~= 0 then return status end
-  local sig_status, sig = M.signal_status(not good and status or nil)
   if good and not sig_status then return status or 0 end
   if sig_status then
     io.stderr:write('qoslab ', name, ': interrupted by ', sig, '\n')

@@ -771,7 +771,8 @@ local function cleanup_cmd(a)
     -- not as if it were the device
     local dev = r.kind == 'qdisc' and ((r.qdisc_kind and (name(r.qdisc_kind) .. ' ') or '') .. 'qdisc on '
       .. name(r.ifname)) or (name(r.kind) .. ' ' .. name(r.ifname))
-    local what = r.kind == 'netns' and ('netns ' .. name(r.name))
+    local what = r.kind == 'netns' and ('netns ' .. name(r.name)
+        .. (r.unrecorded and ' (named by qoslab, not recorded; its process has ended)' or ''))
       or (dev .. (r.netns and (' in netns ' .. name(r.netns)) or ''))
     if r.kind == 'file' then
       files = files + 1
