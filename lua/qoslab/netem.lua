@@ -355,49 +355,55 @@ function M.apply(ifname, spec, opts)
 
   local key = rec_key(ifname, o)
   local rec = record_of(key) or {}
-  local dev, parent, ifb_created = ifname, o.parent, false
-  if o.direction == 'ingress' then
-    local ifb, msg, code = core.ifb_name(ifname, o.netns)
-    if not ifb then return nil, msg, code end
-    local exists, m2, c2 = core.link_exists(ifb, o.netns)
-    if exists == nil then return nil, m2, c2 end
-    if not exists or rec.ifb ~= ifb or rec.src ~= (o.ingress_src or '') then
-      local created, m3, c3 = core.ifb_attach(ifname, ifb, o.ingress_src, o.netns)
-      if created == nil then return nil, m3, c3 end
-      ifb_created = created
-      if created then
-        rec.link_id = netns._track { kind = 'link', ifname = ifb, netns = o.netns }
-        rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
+  -- Made and recorded with no interruption in between: a SIGINT/SIGTERM
+  -- raised between the two would leave a qdisc or ifb that no record names.
+  local applied, other_kind, got, dev, parent = core.signals_defer(function()
+    local dev, parent, ifb_created = ifname, o.parent, false
+    if o.direction == 'ingress' then
+      local ifb, msg, code = core.ifb_name(ifname, o.netns)
+      if not ifb then return nil, msg, code end
+      local exists, m2, c2 = core.link_exists(ifb, o.netns)
+      if exists == nil then return nil, m2, c2 end
+      if not exists or rec.ifb ~= ifb or rec.src ~= (o.ingress_src or '') then
+        local created, m3, c3 = core.ifb_attach(ifname, ifb, o.ingress_src, o.netns)
+        if created == nil then return nil, m3, c3 end
+        ifb_created = created
+        if created then
+          rec.link_id = netns._track { kind = 'link', ifname = ifb, netns = o.netns }
+          rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = 'ingress' }
+        end
+        rec.ifb, rec.src = ifb, o.ingress_src or ''
       end
-      rec.ifb, rec.src = ifb, o.ingress_src or ''
+      dev, parent = ifb, 'root'
     end
-    dev, parent = ifb, 'root'
-  end
-  -- One call reads what was there, replaces it and reads the result back.
-  local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
-  if not ok then
-    local msg, code = before, other_kind
-    if ifb_created then
-      core.ifb_detach(ifname, dev, o.netns)
-      netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
-      rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
+    -- One call reads what was there, replaces it and reads the result back.
+    local ok, before, other_kind, got = core.netem_apply(dev, wire, o.netns, parent, o.handle, ctx)
+    if not ok then
+      local msg, code = before, other_kind
+      if ifb_created then
+        core.ifb_detach(ifname, dev, o.netns)
+        netns._forget(rec.link_id); netns._forget(rec.qdisc_id)
+        rec.link_id, rec.qdisc_id, rec.ifb = nil, nil, nil
+      end
+      return nil, msg, code
     end
-    return nil, msg, code
-  end
+    if not before and o.direction == 'egress' and not rec.qdisc_id then
+      rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
+    elseif rec.qdisc_id and o.direction == 'egress' then
+      netns._update(rec.qdisc_id)  -- replaced in place: its handle may be new
+    end
+    rec.distribution = canon.distribution
+    rec.slot_distribution = canon.slot and canon.slot.distribution
+    rec.seed_given = canon.seed ~= nil
+    records[key] = rec
+    return true, other_kind, got, dev, parent
+  end)
+  if not applied then return nil, other_kind, got end
   if other_kind and not DEFAULT_QDISCS[other_kind] then
     warnings[#warnings + 1] = string.format(
       'replaced the %s qdisc at %s of %s (use opts.parent to put netem under one of its classes)',
       other_kind, parent, dev)
   end
-  if not before and o.direction == 'egress' and not rec.qdisc_id then
-    rec.qdisc_id = netns._track { kind = 'qdisc', ifname = ifname, netns = o.netns, parent = o.parent }
-  elseif rec.qdisc_id and o.direction == 'egress' then
-    netns._update(rec.qdisc_id)  -- replaced in place: its handle may be new
-  end
-  rec.distribution = canon.distribution
-  rec.slot_distribution = canon.slot and canon.slot.distribution
-  rec.seed_given = canon.seed ~= nil
-  records[key] = rec
 
   if got then
     -- The kernel dumps a seed whether or not one was given (Linux >= 6.6).

@@ -64,17 +64,24 @@ end
 function M.apply(ifname, spec, opts)
   -- The binding's one check, raised at the caller's line.
   check.call(2, core.shape_check, ifname, spec, opts)
-  -- (the MTU rule is the only one left for apply to raise)
-  local r, msg, code = check.call(2, core.shape_apply, ifname, spec, opts)
-  if not r then return nil, msg, code end
-  local ns = opts and opts.netns
-  -- Applied anew, the root may be another qdisc: record what it is now.
-  local known = netns._update_matching(function(e)
-    return e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns and (e.parent or 'root') == 'root'
+  -- Made and recorded with no interruption in between: a SIGINT/SIGTERM
+  -- raised between the two would leave a qdisc that no record names.
+  local ok, r, msg, code = core.signals_defer(function()
+    local done, res, m, c = pcall(core.shape_apply, ifname, spec, opts)
+    if not (done and res) then return done, res, m, c end
+    local ns = opts and opts.netns
+    -- Applied anew, the root may be another qdisc: record what it is now.
+    local known = netns._update_matching(function(e)
+      return e.kind == 'qdisc' and e.ifname == ifname and e.netns == ns and (e.parent or 'root') == 'root'
+    end)
+    if known == 0 then
+      netns._track { kind = 'qdisc', ifname = ifname, netns = ns, parent = 'root' }
+    end
+    return true, res
   end)
-  if known == 0 then
-    netns._track { kind = 'qdisc', ifname = ifname, netns = ns, parent = 'root' }
-  end
+  -- (the MTU rule is the only one left for apply to raise)
+  if not ok then error(r, 2) end
+  if not r then return nil, msg, code end
   return r
 end
 
