@@ -210,11 +210,14 @@ static int p_tostring(lua_State *L)
  * safe) so that pure Lua loops stop too, as the standalone interpreter does.
  * Held (signals_hold, before the command has its error handling in place)
  * or inside signals_defer (a creation and its record for `qoslab cleanup`
- * must not be split by an error), a signal only sets ql_sig_stop; the hook
- * is set when arming or when the deferred call returns. */
+ * must not be split by an error), a signal is owed (sig_owed); the hook is
+ * set for it when arming or when the deferred call returns. A signal is
+ * raised once: ql_sig_stop stays set after it (for the blocking calls that
+ * poll it), so it cannot tell whether one is still owed. */
 static lua_State *sig_L;
 static volatile sig_atomic_t sig_armed;
 static volatile sig_atomic_t sig_defer_depth;
+static volatile sig_atomic_t sig_owed;
 
 static const char *sig_name(int signo)
 {
@@ -259,6 +262,8 @@ static void sig_hook(int signo)
 	(void)signo;
 	if (sig_armed && !sig_defer_depth)
 		sig_sethook();
+	else
+		sig_owed = 1;
 }
 
 static int signals_setup(lua_State *L, int armed)
@@ -276,8 +281,10 @@ static int signals_setup(lua_State *L, int armed)
 	}
 	/* A signal that came while held is acted on now: the next call or
 	 * return raises its interruption. */
-	if (armed && ql_sig_stop && !sig_defer_depth)
+	if (armed && sig_owed && !sig_defer_depth) {
+		sig_owed = 0;
 		sig_sethook();
+	}
 	lua_pushboolean(L, 1);
 	return 1;
 }
@@ -308,12 +315,16 @@ static int l_signals_defer(lua_State *L)
 	luaL_checktype(L, 1, LUA_TFUNCTION);
 	sig_defer_depth++;
 	/* A hook the handler set just before: taken off, set again below. */
-	if (sig_L && lua_gethook(sig_L) == sig_luahook)
+	if (sig_L && lua_gethook(sig_L) == sig_luahook) {
 		lua_sethook(sig_L, NULL, 0, 0);
+		sig_owed = 1;
+	}
 	int rc = lua_pcall(L, lua_gettop(L) - 1, LUA_MULTRET, 0);
 	sig_defer_depth--;
-	if (!sig_defer_depth && sig_armed && ql_sig_stop)
+	if (!sig_defer_depth && sig_armed && sig_owed) {
+		sig_owed = 0;
 		sig_sethook();
+	}
 	if (rc != LUA_OK)
 		return lua_error(L);
 	return lua_gettop(L);
@@ -332,6 +343,7 @@ static int l_signal_reset(lua_State *L)
 {
 	(void)L;
 	ql_sig_reset();
+	sig_owed = 0;
 	return 0;
 }
 

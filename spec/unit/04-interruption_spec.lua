@@ -70,6 +70,37 @@ print(tostring(err))
     assert.matches('^%(command line%):%d+: interrupted by SIGTERM$', l2, nil, false)
   end)
 
+  -- A signal is raised once. The unwinding it starts makes and forgets
+  -- records inside signals_defer (state.forget, netns.add...); a deferred
+  -- call that re-raised the delivered signal on return stopped that
+  -- unwinding half-way (a testbed's namespace left after SIGTERM under load).
+  it('is raised once: a deferred call after it does not raise it again; one inside is raised on return', function()
+    local build = os.getenv('QOSLAB_BUILD') or 'build'
+    local script = [[
+package.cpath = './]] .. build .. [[/?.so;' .. package.cpath
+local core = require 'qoslab.core'
+core.signals_install()
+local pid = io.open('/proc/self/stat'):read('n')
+local function spin() local x = 0; for i = 1, 1e8 do x = x + i end; return x end
+local ok1, e1 = pcall(function() os.execute('kill -TERM ' .. pid); return spin() end)
+-- unwinding: deferred calls run to their end and raise nothing
+local ok2, r2 = pcall(core.signals_defer, function() return 'kept' end)
+local ok3 = pcall(function() return core.signals_defer(function() return 1 end) + 1 end)
+-- a signal inside a deferred call (SIGHUP: os.execute's system() ignores
+-- SIGINT while it waits): the call ends, then it is raised
+local inside
+local ok4, e4 = pcall(function()
+  core.signals_defer(function() os.execute('kill -HUP ' .. pid); inside = 'done' end)
+  return spin()
+end)
+print(ok1, core.interrupted_by(e1), ok2, r2, ok3, inside, ok4, core.interrupted_by(e4))
+]]
+    local p = assert(io.popen('timeout 20 lua5.4 -e ' .. q(script) .. ' 2>&1'))
+    local out = p:read('a')
+    p:close()
+    assert.equal('false\tSIGTERM\ttrue\tkept\ttrue\tdone\tfalse\tSIGHUP\n', out)
+  end)
+
   -- Under a plain lua5.4 (no qoslab handlers) SIGINT during
   -- qoslab.latency.probe came out as "lua/qoslab/latency.lua:81:
   -- interrupted!": the interpreter's error must name the caller's line.
