@@ -186,6 +186,16 @@ local function identify(e)
   return id
 end
 
+-- Run fn(...) with no SIGINT/SIGTERM interruption raised inside it
+-- (core.signals_defer; raised right after it returns): this process's
+-- entries and its state file change together (a signal between the two
+-- left a state file behind after its last entry was forgotten).
+local function unsplit(fn, ...)
+  local c = core()
+  if c and c.signals_defer then return c.signals_defer(fn, ...) end
+  return fn(...)
+end
+
 --- Record something this process created.
 -- What identifies it (see the module's description) is read now, so call
 -- this right after creating it.
@@ -199,15 +209,17 @@ function M.record(what)
   if not kinds[what.kind] then
     check.fail('qoslab.state.record', 'what.kind', 'one of "netns", "link", "qdisc"', what.kind)
   end
-  local id = next_id
-  next_id = next_id + 1
-  local e = { op = 'add', id = id, kind = what.kind, name = what.name,
-              ifname = what.ifname, netns = what.netns, parent = what.parent }
-  e.ident = identify(e) or nil
-  live[id] = e
-  nlive = nlive + 1
-  append(e)
-  return id
+  return unsplit(function()
+    local id = next_id
+    next_id = next_id + 1
+    local e = { op = 'add', id = id, kind = what.kind, name = what.name,
+                ifname = what.ifname, netns = what.netns, parent = what.parent }
+    e.ident = identify(e) or nil
+    live[id] = e
+    nlive = nlive + 1
+    append(e)
+    return id
+  end)
 end
 
 --- Record again what identifies an object that was replaced in place (a
@@ -216,8 +228,10 @@ end
 function M.update(id)
   local e = live[id]
   if not e then return end
-  e.ident = identify(e) or nil
-  append(e)
+  unsplit(function()
+    e.ident = identify(e) or nil
+    append(e)
+  end)
 end
 
 --- Forget something that was removed. The last one forgotten removes this
@@ -225,13 +239,15 @@ end
 -- @tparam integer id as returned by `record` (an id already forgotten: no-op)
 function M.forget(id)
   if not live[id] then return end
-  live[id] = nil
-  nlive = nlive - 1
-  if nlive == 0 then
-    os.remove(file_of(self_id()))
-  else
-    append { op = 'del', id = id }
-  end
+  unsplit(function()
+    live[id] = nil
+    nlive = nlive - 1
+    if nlive == 0 then
+      os.remove(file_of(self_id()))
+    else
+      append { op = 'del', id = id }
+    end
+  end)
 end
 
 -- Why a recorded entry cannot be acted on, or nil when it can. A state file
@@ -470,6 +486,8 @@ function M.remove_own()
       if not again then M.forget(id) end
     end
   end
+  -- (nothing live: no file, whatever moment an earlier signal came at)
+  if nlive == 0 then os.remove(file_of(self_id())) end
   return report
 end
 
