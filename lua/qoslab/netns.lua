@@ -135,15 +135,19 @@ function M.add(name)
 end
 
 --- Delete a named network namespace (like `ip netns delete NAME`).
--- Links and qdiscs inside it go with it.
+-- Links and qdiscs inside it go with it. What this process recorded of it
+-- (for `qoslab cleanup`) is forgotten, also when it was gone already
+-- (ENOENT: someone else deleted it).
 -- @tparam string name
 -- @return true, or nil, message, code ("ENOENT", "EPERM")
 -- @raise when name is not a valid namespace name
 -- @usage netns.delete('lab-1')
 function M.delete(name)
   local ok, msg, code = core.netns_delete(name)
+  if ok or code == 'ENOENT' then
+    M._untrack(function(e) return e.name == name and e.kind == 'netns' or e.netns == name end)
+  end
   if not ok then return nil, msg, code end
-  M._untrack(function(e) return e.name == name and e.kind == 'netns' or e.netns == name end)
   return true
 end
 
